@@ -1,0 +1,669 @@
+/*
+ * Core benchmark: throughput, per-event cost and steady-state heap
+ * allocations of the streaming transformer (cg_xform_*) on realistic Azure
+ * "On Your Data" SSE, against a memchr-only pass over the same bytes.
+ *
+ * Input (generated once, in memory, before any timing; seeded PRNG, so the
+ * same seed gives the same bytes): whole "answers", each
+ *   - one Azure context chunk (citations doc1..doc5 with URLs, plus
+ *     all_retrieved_documents), like tests/fixtures/azure_oyd_stream.sse,
+ *   - N content chunks of about 200-250 bytes, whose content carries a
+ *     [docN] reference about every 300 bytes of content; 5% of references
+ *     are split across two consecutive chunks ("[do" | "c2]"),
+ *   - a finish_reason chunk and `data: [DONE]`,
+ * repeated (different text each time) until the total is >= --mib MiB.
+ *
+ * Each answer is one transformer (new / feed per read / finish / free), fed
+ * in reads of --read bytes (16 KiB, like socket reads). The memchr pass
+ * counts '\n' over the same reads. Rounds alternate the two passes.
+ *
+ * Heap allocations are counted by wrapping malloc/calloc/realloc at link
+ * time (-Wl,--wrap=...), which also catches the calls inside
+ * libcitegate_core.a.
+ *
+ * Usage: core [--read N] [--mib N] [--rounds N] [--events N] [--seed N]
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "citegate/xform.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* --- Allocation counting (GNU ld --wrap) ---------------------------------- */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t count, size_t size);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t count, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+
+static uint64_t g_allocs; /* malloc + calloc + realloc calls */
+
+void *__wrap_malloc(size_t n)
+{
+    g_allocs++;
+    return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t count, size_t size)
+{
+    g_allocs++;
+    return __real_calloc(count, size);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    g_allocs++;
+    return __real_realloc(p, n);
+}
+
+/* --- Helpers --------------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rng_state;
+
+static uint64_t rng(void)
+{
+    /* xorshift64* */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+static unsigned rng_below(unsigned n)
+{
+    return (unsigned)((rng() >> 32) % n);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static double pct(const double *v, size_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    size_t rank = (size_t)(p / 100.0 * (double)n + 0.999999);
+    if (rank < 1)
+        rank = 1;
+    if (rank > n)
+        rank = n;
+    return v[rank - 1];
+}
+
+static void die(const char *msg)
+{
+    fprintf(stderr, "core: %s\n", msg);
+    exit(2);
+}
+
+/* --- Input generation ------------------------------------------------------ */
+
+#define NDOCS 5
+
+typedef struct doc {
+    const char *title, *url, *filepath, *chunk_id, *content;
+    double search_score, rerank_score;
+} doc_t;
+
+static const doc_t docs[NDOCS] = {
+    {"X100 Manual", "https://docs.example.com/x100/manual.pdf", "x100/manual.pdf", "0",
+     "The X100 charges via USB-C in 2 hours. A full charge lasts 14 hours of mixed use. "
+     "Use the supplied 30 W adapter; slower adapters work but take up to 5 hours.",
+     42.5, 3.2},
+    {"Warranty FAQ", "https://support.example.com/faq/warranty.html", "faq/warranty.html", "1",
+     "All devices come with a two-year limited warranty covering manufacturing defects. "
+     "Accidental damage and water damage are not covered.",
+     12.0, 2.7},
+    {"Service centres", "https://docs.example.com/service/battery%20swap.html",
+     "service/battery swap.html", "4",
+     "Battery replacement is available at authorised service centres. Bring proof of "
+     "purchase; a swap takes about 40 minutes.",
+     9.61, 2.1},
+    {"X100 Release notes", "https://docs.example.com/x100/release-notes.md", "x100/release-notes.md",
+     "2",
+     "Firmware 3.2 adds fast charging (0-80% in 45 minutes) and fixes a Bluetooth "
+     "reconnect issue on Android 14.",
+     7.25, 1.9},
+    {"Safety sheet", "https://docs.example.com/safety/x100 (rev B).pdf", "safety/x100-revB.pdf",
+     "3",
+     "Do not charge the device above 45 \\u00b0C. Keep away from water; the X100 is rated "
+     "IP54 (splash resistant), not waterproof.",
+     3.3, 0.8},
+};
+
+static const char *const words[] = {
+    " the",     " X100",     " charges",  " via",        " USB-C",    " in",
+    " two",     " hours",    " and",      " a",          " full",     " charge",
+    " lasts",   " about",    " fourteen", " of",         " mixed",    " use",
+    " battery", " warranty", " covers",   " defects",    " service",  " centre",
+    " can",     " replace",  " it",       " within",     " an",       " hour",
+    " firmware", " update",  " adds",     " fast",       " charging", " support",
+    " for",     " devices",  " that",     " are",        " still",    " under",
+    " is",      " not",      " water",    " resistant",  " only",     " splash",
+    " rated",   " IP54",     " you",      " should",     " bring",    " proof",
+    " purchase", " adapter", " supplied", " 30",         " W",        " minutes",
+    " caf\xc3\xa9", " \\\"quick\\\"", " mode",  " settings",   " menu",     " open",
+};
+#define NWORDS (sizeof(words) / sizeof(words[0]))
+
+static const char ev_head[] =
+    "data: {\"id\":\"chatcmpl-A1b2\",\"model\":\"gpt-4o\",\"created\":1757592280,"
+    "\"object\":\"extensions.chat.completion.chunk\",\"choices\":[{\"index\":0,"
+    "\"delta\":{\"content\":\"";
+static const char ev_tail[] =
+    "\"},\"end_turn\":false,\"finish_reason\":null}],"
+    "\"system_fingerprint\":\"fp_68a7d165bf\"}\n\n";
+
+typedef struct gen_totals {
+    uint64_t refs, refs_split, refs_url, events, content_bytes, content_events;
+} gen_totals_t;
+
+static void put_cstr(cg_buf_t *b, const char *s)
+{
+    cg_buf_puts(b, s);
+}
+
+static void put_context(cg_buf_t *b)
+{
+    put_cstr(b, "data: {\"id\":\"chatcmpl-A1b2\",\"model\":\"gpt-4o\",\"created\":1757592280,"
+                "\"object\":\"extensions.chat.completion.chunk\",\"choices\":[{\"index\":0,"
+                "\"delta\":{\"role\":\"assistant\",\"context\":{\"citations\":[");
+    for (int i = 0; i < NDOCS; i++) {
+        const doc_t *d = &docs[i];
+        cg_buf_printf(b,
+                      "%s{\"content\":\"%s\",\"title\":\"%s\",\"url\":\"%s\","
+                      "\"filepath\":\"%s\",\"chunk_id\":\"%s\"}",
+                      i ? "," : "", d->content, d->title, d->url, d->filepath, d->chunk_id);
+    }
+    put_cstr(b, "],\"intent\":\"[\\\"x100 charging\\\", \\\"x100 warranty\\\"]\","
+                "\"all_retrieved_documents\":[");
+    for (int i = 0; i < NDOCS; i++) {
+        const doc_t *d = &docs[i];
+        cg_buf_printf(b,
+                      "%s{\"content\":\"%s\",\"title\":\"%s\",\"url\":\"%s\","
+                      "\"filepath\":\"%s\",\"chunk_id\":\"%s\","
+                      "\"search_queries\":[\"x100 charging\"],\"data_source_index\":0,"
+                      "\"original_search_score\":%.2f,\"rerank_score\":%.1f}",
+                      i ? "," : "", d->content, d->title, d->url, d->filepath, d->chunk_id,
+                      d->search_score, d->rerank_score);
+    }
+    put_cstr(b, ",{\"content\":\"Cats sleep up to 16 hours a day.\",\"title\":\"X100 Manual\","
+                "\"url\":\"https://docs.example.com/x100/manual.pdf\","
+                "\"filepath\":\"x100/manual.pdf\",\"chunk_id\":\"7\","
+                "\"search_queries\":[\"x100 charging\"],\"data_source_index\":0,"
+                "\"original_search_score\":3.1,\"rerank_score\":0.4,"
+                "\"filter_reason\":\"rerank\"}]}},\"end_turn\":false,\"finish_reason\":null}]}\n\n");
+}
+
+/* Appends one answer: context, nev content chunks, finish, [DONE]. */
+static void gen_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
+{
+    put_context(b);
+    t->events++;
+    char text[256];
+    char carry[8] = ""; /* second half of a split reference */
+    long to_ref = 150 + (long)rng_below(301); /* content bytes until the next reference */
+    for (unsigned e = 0; e < nev; e++) {
+        size_t n = 0;
+        size_t cl = strlen(carry);
+        memcpy(text, carry, cl);
+        n = cl;
+        carry[0] = '\0';
+        size_t target = 4 + rng_below(29); /* 4..32 bytes of content, mean ~18 */
+        while (n < target) {
+            unsigned r = rng_below(100);
+            const char *w;
+            if (r < 3)
+                w = ".\\n\\n"; /* paragraph break (JSON-escaped) */
+            else if (r < 10)
+                w = ",";
+            else if (r < 14)
+                w = ".";
+            else if (r < 15)
+                w = " **";
+            else
+                w = words[rng_below(NWORDS)];
+            size_t wl = strlen(w);
+            memcpy(text + n, w, wl);
+            n += wl;
+            to_ref -= (long)wl;
+            if (to_ref > 0)
+                continue;
+            /* A reference " [docN]". */
+            unsigned num = 1 + rng_below(NDOCS);
+            char ref[16];
+            int rl = snprintf(ref, sizeof(ref), "[doc%u]", num);
+            text[n++] = ' ';
+            t->refs++;
+            if (docs[num - 1].url != NULL)
+                t->refs_url++;
+            to_ref = 150 + (long)rng_below(301);
+            if (e + 1 < nev && rng_below(100) < 5) {
+                /* Split across this chunk and the next: "[do" | "c2]". */
+                unsigned cut = 1 + rng_below((unsigned)rl - 1);
+                memcpy(text + n, ref, cut);
+                n += cut;
+                memcpy(carry, ref + cut, (size_t)rl - cut);
+                carry[(size_t)rl - cut] = '\0';
+                t->refs_split++;
+                break;
+            }
+            memcpy(text + n, ref, (size_t)rl);
+            n += (size_t)rl;
+        }
+        cg_buf_put(b, ev_head, sizeof(ev_head) - 1);
+        cg_buf_put(b, text, n);
+        cg_buf_put(b, ev_tail, sizeof(ev_tail) - 1);
+        t->content_bytes += n;
+        t->content_events++;
+        t->events++;
+    }
+    put_cstr(b, "data: {\"id\":\"chatcmpl-A1b2\",\"model\":\"gpt-4o\",\"created\":1757592280,"
+                "\"object\":\"extensions.chat.completion.chunk\",\"choices\":[{\"index\":0,"
+                "\"delta\":{},\"end_turn\":true,\"finish_reason\":\"stop\"}],"
+                "\"system_fingerprint\":\"fp_68a7d165bf\"}\n\n");
+    put_cstr(b, "data: [DONE]\n\n");
+    t->events += 2;
+}
+
+/* --- Passes ---------------------------------------------------------------- */
+
+typedef struct input {
+    const char *p;
+    size_t *off; /* answer i is p[off[i], off[i+1]) */
+    size_t nans;
+    size_t len;
+    size_t nreads; /* reads per pass */
+} input_t;
+
+typedef struct xres {
+    uint64_t ns;
+    uint64_t out_bytes;
+    uint64_t events;
+    uint64_t allocs_total;  /* every allocation of the pass */
+    uint64_t allocs_steady; /* during feeds after an answer's first two reads */
+    uint64_t events_steady; /* events completed in those feeds */
+    uint64_t feeds_steady;
+    /* The same, split: the answer's last feed (it carries [DONE], so the
+     * profile's end-of-stream source events are written in it) and the
+     * feeds between the first two and the last. */
+    uint64_t allocs_last, events_last;
+    uint64_t allocs_mid, events_mid, feeds_mid, feeds_mid_alloc;
+} xres_t;
+
+static size_t out_bytes(const cg_out_t *o)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < o->nseg; i++)
+        n += o->seg[i].n;
+    return n;
+}
+
+/* One transformer pass. If lat_ns/lat_ev are given, every feed is timed. */
+static xres_t xform_pass(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
+                         double *lat_read, double *lat_ev, size_t *nlat_read, size_t *nlat_ev)
+{
+    xres_t r = {0};
+    uint64_t a_start = g_allocs;
+    uint64_t t0 = now_ns();
+    for (size_t a = 0; a < in->nans; a++) {
+        const char *p = in->p + in->off[a];
+        size_t len = in->off[a + 1] - in->off[a];
+        cg_xform_t *x = cg_xform_new(cfg, NULL);
+        const cg_xform_stats_t *st = cg_xform_stats(x);
+        cg_out_t out = {0};
+        size_t k = 0;
+        for (size_t pos = 0; pos < len; pos += rd, k++) {
+            size_t n = len - pos < rd ? len - pos : rd;
+            uint64_t a0 = g_allocs, e0 = st->events_in;
+            uint64_t f0 = lat_read ? now_ns() : 0;
+            cg_xform_feed(x, p + pos, n, &out);
+            if (lat_read) {
+                uint64_t dt = now_ns() - f0;
+                uint64_t ne = st->events_in - e0;
+                lat_read[(*nlat_read)++] = (double)dt;
+                if (ne)
+                    lat_ev[(*nlat_ev)++] = (double)dt / (double)ne;
+            }
+            r.out_bytes += out_bytes(&out);
+            if (k >= 2) {
+                uint64_t na = g_allocs - a0, ne = st->events_in - e0;
+                r.allocs_steady += na;
+                r.events_steady += ne;
+                r.feeds_steady++;
+                if (pos + n == len) {
+                    r.allocs_last += na;
+                    r.events_last += ne;
+                } else {
+                    r.allocs_mid += na;
+                    r.events_mid += ne;
+                    r.feeds_mid++;
+                    r.feeds_mid_alloc += na != 0;
+                }
+            }
+        }
+        cg_xform_finish(x, CG_END_EOF, &out);
+        r.out_bytes += out_bytes(&out);
+        r.events += st->events_in;
+        cg_out_free(&out);
+        cg_xform_free(x);
+    }
+    r.ns = now_ns() - t0;
+    r.allocs_total = g_allocs - a_start;
+    return r;
+}
+
+static uint64_t memchr_pass(const input_t *in, size_t rd, uint64_t *lines)
+{
+    uint64_t t0 = now_ns();
+    uint64_t nl = 0;
+    for (size_t a = 0; a < in->nans; a++) {
+        const char *p = in->p + in->off[a];
+        size_t len = in->off[a + 1] - in->off[a];
+        for (size_t pos = 0; pos < len; pos += rd) {
+            size_t n = len - pos < rd ? len - pos : rd;
+            const char *s = p + pos, *end = s + n;
+            const char *q;
+            while ((q = memchr(s, '\n', (size_t)(end - s))) != NULL) {
+                nl++;
+                s = q + 1;
+            }
+        }
+    }
+    uint64_t ns = now_ns() - t0;
+    *lines = nl;
+    return ns;
+}
+
+static void append_out(cg_buf_t *b, const cg_out_t *o)
+{
+    for (size_t i = 0; i < o->nseg; i++)
+        cg_buf_put(b, o->seg[i].p, o->seg[i].n);
+}
+
+/* Untimed: every answer's full output, checked against what was generated. */
+static int verify(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
+                  const gen_totals_t *gt)
+{
+    uint64_t links = 0, linked = 0, events = 0, done = 0, truncated = 0, passthrough = 0;
+    uint64_t malformed = 0, cites_out = 0;
+    cg_buf_t all = {0};
+    for (size_t a = 0; a < in->nans; a++) {
+        const char *p = in->p + in->off[a];
+        size_t len = in->off[a + 1] - in->off[a];
+        cg_xform_t *x = cg_xform_new(cfg, NULL);
+        cg_out_t out = {0};
+        all.len = 0;
+        for (size_t pos = 0; pos < len; pos += rd) {
+            cg_xform_feed(x, p + pos, len - pos < rd ? len - pos : rd, &out);
+            append_out(&all, &out);
+        }
+        cg_xform_finish(x, CG_END_EOF, &out);
+        append_out(&all, &out);
+        static const char pat[] = "](https://";
+        const char *s = all.p, *end = all.p + all.len;
+        const char *q;
+        while ((q = memmem(s, (size_t)(end - s), pat, sizeof(pat) - 1)) != NULL) {
+            links++;
+            s = q + 1;
+        }
+        const cg_xform_stats_t *st = cg_xform_stats(x);
+        linked += st->refs_linked;
+        events += st->events_in;
+        done += st->saw_done;
+        truncated += st->truncated;
+        passthrough += st->passthrough;
+        malformed += st->malformed;
+        cites_out += st->citations_emitted;
+        cg_out_free(&out);
+        cg_xform_free(x);
+    }
+    cg_buf_free(&all);
+    int ok = links == gt->refs_url && linked == gt->refs_url && events == gt->events &&
+             done == in->nans && !truncated && !passthrough && !malformed;
+    printf("verify (untimed): rewritten links \"](https://\" = %" PRIu64
+           ", references generated with a URL = %" PRIu64 ", refs_linked = %" PRIu64
+           ", events_in = %" PRIu64 " (generated %" PRIu64 "), answers with [DONE] = %" PRIu64
+           "/%zu, malformed = %" PRIu64 ", source events = %" PRIu64 " -> %s\n",
+           links, gt->refs_url, linked, events, gt->events, done, in->nans, malformed, cites_out,
+           ok ? "OK" : "MISMATCH");
+    return ok ? 0 : 1;
+}
+
+static const char *cpu_model(void)
+{
+    static char model[128] = "unknown";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f == NULL)
+        return model;
+    char line[256];
+    while (fgets(line, sizeof(line), f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && colon) {
+            snprintf(model, sizeof(model), "%s", colon + 2);
+            model[strcspn(model, "\n")] = '\0';
+            break;
+        }
+    }
+    fclose(f);
+    return model;
+}
+
+/* --- Main ------------------------------------------------------------------ */
+
+static unsigned long parse_num(const char *opt, const char *v)
+{
+    if (v == NULL)
+        die("missing value for an option");
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 0);
+    if (errno || *end || n == 0) {
+        fprintf(stderr, "core: bad value for %s: %s\n", opt, v);
+        exit(2);
+    }
+    return n;
+}
+
+static void usage(void)
+{
+    puts("usage: core [--read BYTES] [--mib MIB] [--rounds N] [--events N] [--seed N]\n"
+         "  --read    bytes per cg_xform_feed call (default 16384)\n"
+         "  --mib     input size in MiB, whole answers (default 64)\n"
+         "  --rounds  timed rounds of each pass, alternating (default 7)\n"
+         "  --events  content chunks per answer (default 512)\n"
+         "  --seed    PRNG seed (default 1)");
+}
+
+int main(int argc, char **argv)
+{
+    size_t rd = 16384, mib = 64, rounds = 7, nev = 512;
+    uint64_t seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(o, "--read") == 0)
+            rd = parse_num(o, v), i++;
+        else if (strcmp(o, "--mib") == 0)
+            mib = parse_num(o, v), i++;
+        else if (strcmp(o, "--rounds") == 0)
+            rounds = parse_num(o, v), i++;
+        else if (strcmp(o, "--events") == 0)
+            nev = parse_num(o, v), i++;
+        else if (strcmp(o, "--seed") == 0)
+            seed = parse_num(o, v), i++;
+        else if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
+            usage();
+            return 0;
+        } else {
+            usage();
+            return 2;
+        }
+    }
+
+    /* Input, generated once before timing. */
+    rng_state = seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL;
+    size_t target = mib << 20;
+    cg_buf_t buf = {0};
+    gen_totals_t gt = {0};
+    size_t cap = 64, nans = 0;
+    size_t *off = malloc(cap * sizeof(size_t));
+    if (off == NULL)
+        die("out of memory");
+    off[0] = 0;
+    while (buf.len < target) {
+        gen_answer(&buf, (unsigned)nev, &gt);
+        if (nans + 2 > cap) {
+            cap *= 2;
+            off = realloc(off, cap * sizeof(size_t));
+            if (off == NULL)
+                die("out of memory");
+        }
+        off[++nans] = buf.len;
+    }
+    input_t in = {buf.p, off, nans, buf.len, 0};
+    for (size_t a = 0; a < nans; a++)
+        in.nreads += (off[a + 1] - off[a] + rd - 1) / rd;
+
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg);
+    cfg.profile = CG_PROFILE_OPENWEBUI;
+
+    double mb = (double)in.len / 1e6;
+    printf("citegate core benchmark (profile %s, seed %" PRIu64 ", cpu %s)\n",
+           cg_profile_name(cfg.profile), seed, cpu_model());
+    printf("input: %.2f MiB (%zu bytes), %zu answers x (1 context + %zu content + finish + "
+           "[DONE]) = %" PRIu64 " events, avg %.1f bytes/event\n",
+           (double)in.len / 1048576.0, in.len, nans, nev, gt.events,
+           (double)in.len / (double)gt.events);
+    printf("content: avg %.1f bytes/chunk; %" PRIu64 " references (one per %.0f content bytes), %"
+           PRIu64 " split across two chunks (%.1f%%)\n",
+           (double)gt.content_bytes / (double)gt.content_events, gt.refs,
+           (double)gt.content_bytes / (double)gt.refs, gt.refs_split,
+           100.0 * (double)gt.refs_split / (double)gt.refs);
+    printf("reads: %zu bytes each, %zu per pass; %zu rounds per pass, alternating\n", rd,
+           in.nreads, rounds);
+    if (mib < 64)
+        printf("note: input is below the 64 MiB the benchmark is specified for\n");
+
+    int bad = verify(&in, rd, &cfg, &gt);
+
+    /* Warm-up (page faults, caches, allocator), then alternating timed rounds. */
+    uint64_t lines = 0;
+    (void)xform_pass(&in, rd, &cfg, NULL, NULL, NULL, NULL);
+    (void)memchr_pass(&in, rd, &lines);
+
+    double *t_x = malloc(rounds * sizeof(double));
+    double *t_m = malloc(rounds * sizeof(double));
+    if (t_x == NULL || t_m == NULL)
+        die("out of memory");
+    xres_t last = {0};
+    uint64_t allocs_total = 0, allocs_steady = 0, events_steady = 0, feeds_steady = 0;
+    uint64_t events_total = 0;
+    xres_t sum = {0};
+    for (size_t r = 0; r < rounds; r++) {
+        xres_t x = xform_pass(&in, rd, &cfg, NULL, NULL, NULL, NULL);
+        t_x[r] = (double)x.ns;
+        allocs_total += x.allocs_total;
+        allocs_steady += x.allocs_steady;
+        events_steady += x.events_steady;
+        feeds_steady += x.feeds_steady;
+        events_total += x.events;
+        sum.allocs_last += x.allocs_last;
+        sum.events_last += x.events_last;
+        sum.allocs_mid += x.allocs_mid;
+        sum.events_mid += x.events_mid;
+        sum.feeds_mid += x.feeds_mid;
+        sum.feeds_mid_alloc += x.feeds_mid_alloc;
+        last = x;
+        t_m[r] = (double)memchr_pass(&in, rd, &lines);
+        printf("round %zu: xform %8.2f ms (%7.1f MB/s)   memchr %7.2f ms (%8.1f MB/s)\n", r + 1,
+               t_x[r] / 1e6, mb / (t_x[r] / 1e9), t_m[r] / 1e6, mb / (t_m[r] / 1e9));
+    }
+    qsort(t_x, rounds, sizeof(double), cmp_double);
+    qsort(t_m, rounds, sizeof(double), cmp_double);
+    double x_med = pct(t_x, rounds, 50), x_p99 = pct(t_x, rounds, 99);
+    double m_med = pct(t_m, rounds, 50), m_p99 = pct(t_m, rounds, 99);
+    double x_mbps = mb / (x_med / 1e9), m_mbps = mb / (m_med / 1e9);
+    double ratio = x_mbps / m_mbps;
+    double ns_ev = x_med / (double)last.events;
+
+    /* Per-read latency: separate rounds that time every feed call. */
+    size_t lat_rounds = 3;
+    double *lat_read = malloc(lat_rounds * in.nreads * sizeof(double));
+    double *lat_ev = malloc(lat_rounds * in.nreads * sizeof(double));
+    if (lat_read == NULL || lat_ev == NULL)
+        die("out of memory");
+    size_t nlr = 0, nle = 0;
+    for (size_t r = 0; r < lat_rounds; r++)
+        (void)xform_pass(&in, rd, &cfg, lat_read, lat_ev, &nlr, &nle);
+    qsort(lat_read, nlr, sizeof(double), cmp_double);
+    qsort(lat_ev, nle, sizeof(double), cmp_double);
+
+    double a_steady = events_steady ? (double)allocs_steady / (double)events_steady : 0;
+    double a_total = (double)allocs_total / (double)events_total;
+
+    printf("\n");
+    printf("transformer: median %.2f ms/round = %.1f MB/s; p99 (slowest of %zu) %.2f ms = %.1f "
+           "MB/s; output %.2f MB/round\n",
+           x_med / 1e6, x_mbps, rounds, x_p99 / 1e6, mb / (x_p99 / 1e9),
+           (double)last.out_bytes / 1e6);
+    printf("memchr:      median %.2f ms/round = %.1f MB/s; p99 (slowest of %zu) %.2f ms = %.1f "
+           "MB/s (%" PRIu64 " lines)\n",
+           m_med / 1e6, m_mbps, rounds, m_p99 / 1e6, mb / (m_p99 / 1e9), lines);
+    printf("ratio transformer/memchr: %.4f (median rounds)\n", ratio);
+    printf("per event (round median / events): %.1f ns\n", ns_ev);
+    printf("per read (%zu bytes, %zu samples over %zu extra rounds): median %.0f ns, p99 %.0f "
+           "ns, max %.0f ns\n",
+           rd, nlr, lat_rounds, pct(lat_read, nlr, 50), pct(lat_read, nlr, 99),
+           nlr ? lat_read[nlr - 1] : 0.0);
+    printf("per event within a read (read ns / events completed in it, %zu samples): median "
+           "%.1f ns, p99 %.1f ns\n",
+           nle, pct(lat_ev, nle, 50), pct(lat_ev, nle, 99));
+    printf("heap allocations, steady state (feeds after each answer's first 2 reads): %" PRIu64
+           " in %" PRIu64 " feeds / %" PRIu64 " events = %.4f per event\n",
+           allocs_steady, feeds_steady, events_steady, a_steady);
+    printf("  of which in each answer's last feed ([DONE] + source events): %" PRIu64
+           " (%.2f per answer); in the feeds between: %" PRIu64 " in %" PRIu64 " feeds / %" PRIu64
+           " events = %.4f per event (%" PRIu64 " of those feeds allocated)\n",
+           sum.allocs_last, (double)sum.allocs_last / (double)(rounds * nans), sum.allocs_mid,
+           sum.feeds_mid, sum.events_mid,
+           sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0.0,
+           sum.feeds_mid_alloc);
+    printf("heap allocations, everything (new/feed/finish/free): %.4f per event (%.1f per "
+           "answer)\n",
+           a_total, (double)allocs_total / (double)(rounds * nans));
+    printf("bars: >= 1000 MB/s %s; ratio >= 0.10 %s; <= 1000 ns/event %s; 0 allocs/event "
+           "steady %s; verify %s\n",
+           x_mbps >= 1000 ? "PASS" : "MISS", ratio >= 0.10 ? "PASS" : "MISS",
+           ns_ev <= 1000 ? "PASS" : "MISS", allocs_steady == 0 ? "PASS" : "MISS",
+           bad ? "FAIL" : "OK");
+    printf("core: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
+           "allocs_per_event=%.4f\n",
+           x_mbps, m_mbps, ratio, ns_ev, a_steady);
+
+    free(lat_read);
+    free(lat_ev);
+    free(t_x);
+    free(t_m);
+    free(off);
+    cg_buf_free(&buf);
+    return bad;
+}

@@ -1,0 +1,77 @@
+/*
+ * Citation model: the sources a stream's references point at, read from
+ * Azure "On Your Data" context, Perplexity-style top-level lists, or the
+ * client's own <source> tags, normalised to one shape (SPEC §5, §7).
+ *
+ * Memory: every string is decoded and owned by the table. Snippets are cut to
+ * max_doc_bytes and other fields to CG_CITE_MAX_FIELD bytes, at most
+ * CG_CITE_MAX citations are kept, so a table is bounded by
+ * CG_CITE_MAX * (max_doc_bytes + 5 * CG_CITE_MAX_FIELD).
+ */
+#ifndef CITEGATE_CITE_H
+#define CITEGATE_CITE_H
+
+#include "citegate/common.h"
+#include "citegate/json.h"
+
+#define CG_CITE_MAX       1000 /* citations kept per stream */
+#define CG_CITE_MAX_FIELD 4096 /* bytes kept of a title, URL, file path or chunk id */
+#define CG_REF_MAX_N      9999 /* references carry 1 to 4 digits */
+
+typedef enum cg_cites_kind {
+    CG_CITES_NONE = 0,
+    CG_CITES_AZURE,   /* choices[i].delta.context.citations */
+    CG_CITES_WEB,     /* top-level citations / search_results */
+    CG_CITES_REQUEST, /* <source id="N"> tags of the client's request */
+} cg_cites_kind_t;
+
+typedef struct cg_citation {
+    unsigned id;    /* the N references use: position (1-based) or <source> id */
+    char *title;    /* after the fallback rule, never NULL */
+    char *content;  /* snippet, cut to max_doc_bytes at a UTF-8 boundary */
+    char *url;      /* absolute http(s) URL, or NULL */
+    char *link;     /* url percent-encoded for Markdown and escaped for JSON, or NULL */
+    char *key;      /* metadata key: filepath, else url, else title, then #chunk_id */
+    char *filepath; /* or NULL */
+    char *chunk_id; /* or NULL */
+    double score;   /* in [0,1] when has_score */
+    bool has_score;
+} cg_citation_t;
+
+typedef struct cg_cites {
+    cg_citation_t *v;
+    size_t n;
+    cg_cites_kind_t kind;
+} cg_cites_t;
+
+typedef struct cg_cite_opts {
+    size_t max_doc_bytes;
+    bool scores; /* AZURE_AI_INCLUDE_SEARCH_SCORES */
+} cg_cite_opts_t;
+
+void cg_cites_free(cg_cites_t *c);
+/* Deep copy (request-side sources are parsed once and adopted per stream). */
+void cg_cites_copy(cg_cites_t *dst, const cg_cites_t *src);
+
+/* Reads an Azure context object (with citations and all_retrieved_documents).
+ * Returns the number of citations read; 0 leaves the table empty. */
+size_t cg_cites_from_azure(cg_cites_t *c, const cg_json_t *j, int context,
+                           const cg_cite_opts_t *o);
+/* Reads top-level `citations` (URLs) and `search_results` of a chunk or body. */
+size_t cg_cites_from_web(cg_cites_t *c, const cg_json_t *j, int root, const cg_cite_opts_t *o);
+/* Adds one request-side source; the first one of an id wins. */
+void cg_cites_add_source(cg_cites_t *c, unsigned id, const char *name, size_t name_len,
+                         const char *text, size_t text_len, const cg_cite_opts_t *o);
+
+/* The citation that reference number n points at, or NULL. */
+const cg_citation_t *cg_cites_find(const cg_cites_t *c, unsigned n);
+
+/* Helpers shared with the profiles and tests. */
+bool cg_url_is_absolute(const char *s);
+/* Last path segment of a path or URL, percent-decoded, without query or
+ * fragment; NULL when empty. Caller frees. */
+char *cg_url_file_name(const char *s);
+/* Appends s with space, parentheses and angle brackets percent-encoded. */
+void cg_url_put_link(cg_buf_t *b, const char *s);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * Small shared types of the streaming core: byte spans and growable buffers.
+ *
+ * Out-of-memory policy: citegate aborts on allocation failure, like Redis.
+ * Every buffer below has a cap, so an allocation failure means the machine
+ * is out of memory, not that a peer sent something large; recovering half a
+ * stream would be worse than a restart by the supervisor.
+ */
+#ifndef CITEGATE_COMMON_H
+#define CITEGATE_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A view of bytes owned by someone else (iovec-compatible order). */
+typedef struct cg_span {
+    const char *p;
+    size_t n;
+} cg_span_t;
+
+#define CG_SPAN_LIT(s) ((cg_span_t){(s), sizeof(s) - 1})
+
+static inline cg_span_t cg_span(const char *p, size_t n)
+{
+    return (cg_span_t){p, n};
+}
+
+bool cg_span_eq(cg_span_t a, const char *lit);
+
+/* A growable byte buffer. `len` bytes are valid; `p` may move on growth. */
+typedef struct cg_buf {
+    char *p;
+    size_t len;
+    size_t cap;
+} cg_buf_t;
+
+void *cg_xmalloc(size_t n);
+void *cg_xrealloc(void *p, size_t n);
+void *cg_xcalloc(size_t count, size_t size);
+char *cg_xstrndup(const char *s, size_t n);
+
+void cg_buf_free(cg_buf_t *b);
+/* Makes room for `extra` more bytes and returns a pointer to the tail. */
+char *cg_buf_reserve(cg_buf_t *b, size_t extra);
+void cg_buf_put(cg_buf_t *b, const void *p, size_t n);
+void cg_buf_puts(cg_buf_t *b, const char *s);
+void cg_buf_putc(cg_buf_t *b, char c);
+void cg_buf_printf(cg_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Length of the longest prefix of s[0..n) that ends on a UTF-8 character boundary. */
+size_t cg_utf8_cut(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * Configuration: SPEC §2-3. Every setting has an environment variable and
+ * most have a flag; a flag wins over its variable. Validation names the
+ * variable and the problem in one line.
+ */
+#ifndef CITEGATE_CONFIG_H
+#define CITEGATE_CONFIG_H
+
+#include "citegate/common.h"
+#include "citegate/xform.h"
+
+typedef enum cg_upstream_proto {
+    CG_PROTO_AUTO = 0,
+    CG_PROTO_H2,
+    CG_PROTO_HTTP1,
+} cg_upstream_proto_t;
+
+typedef enum cg_log_level { CG_LOG_DEBUG, CG_LOG_INFO, CG_LOG_WARN, CG_LOG_ERROR } cg_log_level_t;
+
+typedef struct cg_config {
+    char *listen;
+    char *admin_listen;
+    char *tls_cert, *tls_key;
+    char *upstream; /* NULL: demo upstream */
+    cg_upstream_proto_t upstream_protocol;
+    char *upstream_ca;
+    bool upstream_insecure;
+    unsigned upstream_max_connections;
+    unsigned workers;
+    cg_profile_t profile;
+    cg_ref_style_t ref_style;
+    size_t max_doc_bytes;
+    size_t max_request_bytes;
+    unsigned connect_timeout_ms, first_byte_timeout_ms, idle_timeout_ms, shutdown_grace_ms;
+    bool log_json;
+    cg_log_level_t log_level;
+    char *data_sources; /* AZURE_AI_DATA_SOURCES as given (validated JSON) */
+    bool include_search_scores;
+    bool citation_tracking;
+    bool semantic_memory;
+    char *memory_db_path;
+    unsigned prune_age_days;
+    bool demo;
+} cg_config_t;
+
+/* Fills defaults, then the environment. On error returns -1 and writes one
+ * line ("VARIABLE: problem") into err. */
+int cg_config_from_env(cg_config_t *c, char *err, size_t errlen);
+/* Applies one setting by its variable name (flags map onto these). */
+int cg_config_set(cg_config_t *c, const char *var, const char *value, char *err, size_t errlen);
+void cg_config_free(cg_config_t *c);
+
+bool cg_parse_bool(const char *s, bool *out);
+bool cg_ref_style_parse(const char *s, cg_ref_style_t *out);
+const char *cg_ref_style_name(cg_ref_style_t s);
+
+/* The transformer settings of this configuration. */
+void cg_config_xform(const cg_config_t *c, cg_xform_cfg_t *x);
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * JSON view over jsmn tokens, and a small escaping writer.
+ *
+ * The view never copies: tokens are offsets into the caller's text, valid as
+ * long as that text is. Keys are matched on their raw (escaped) bytes, which
+ * is exact for the plain ASCII member names of the APIs we read.
+ */
+#ifndef CITEGATE_JSON_H
+#define CITEGATE_JSON_H
+
+#include "citegate/common.h"
+
+#ifndef JSMN_PARENT_LINKS
+#define JSMN_PARENT_LINKS
+#endif
+#ifndef JSMN_STRICT
+#define JSMN_STRICT
+#endif
+#ifndef JSMN_HEADER
+#define JSMN_HEADER
+#endif
+#include <jsmn.h>
+
+enum {
+    CG_JSON_OK = 0,
+    CG_JSON_E_INVALID = -1, /* not one complete JSON value */
+    CG_JSON_E_TOOBIG = -2,  /* more tokens than max_tokens */
+};
+
+typedef struct cg_json {
+    const char *js;
+    size_t len;
+    jsmntok_t *tok;
+    int ntok;
+    unsigned cap; /* allocated tokens; grows on demand up to max */
+    unsigned max;
+} cg_json_t;
+
+void cg_json_init(cg_json_t *j, unsigned max_tokens);
+void cg_json_free(cg_json_t *j);
+/* Gives back token memory above `keep` tokens (after an unusually large value). */
+void cg_json_trim(cg_json_t *j, unsigned keep);
+
+/* Parses exactly one JSON object or array (surrounding whitespace allowed);
+ * a bare scalar is CG_JSON_E_INVALID, as no caller has a use for one. */
+int cg_json_parse(cg_json_t *j, const char *js, size_t len);
+
+/* Index of the first token after the subtree rooted at i. */
+int cg_json_skip(const cg_json_t *j, int i);
+/* Value of member `key` of object i (first occurrence), or -1. */
+int cg_json_get(const cg_json_t *j, int obj, const char *key);
+static inline int cg_json_type(const cg_json_t *j, int i)
+{
+    return (i >= 0 && i < j->ntok) ? (int)j->tok[i].type : JSMN_UNDEFINED;
+}
+bool cg_json_is_str(const cg_json_t *j, int i);
+bool cg_json_is_null(const cg_json_t *j, int i);
+/* Raw text of a token: for strings, the escaped bytes between the quotes. */
+cg_span_t cg_json_raw(const cg_json_t *j, int i);
+/* Start and end offsets of a token including a string's quotes. */
+size_t cg_json_begin(const cg_json_t *j, int i);
+size_t cg_json_end(const cg_json_t *j, int i);
+/* Numeric value of a primitive or numeric string; false if not a number. */
+bool cg_json_number(const cg_json_t *j, int i, double *out);
+/* Decoded string value (NUL-terminated, caller frees), or NULL for non-strings. */
+char *cg_json_strdup(const cg_json_t *j, int i, size_t *len);
+/* Decoded string value if a non-empty string, else NULL. */
+char *cg_json_strdup_nonempty(const cg_json_t *j, int i);
+
+/* Decodes JSON string escapes of s[0..n) into out (room for n bytes); returns the length. */
+size_t cg_json_unescape(const char *s, size_t n, char *out);
+/* Appends s[0..n) escaped for a JSON string, without quotes. */
+void cg_json_put_escaped(cg_buf_t *b, const char *s, size_t n);
+/* Appends "s" with quotes. */
+void cg_json_put_str(cg_buf_t *b, const char *s, size_t n);
+void cg_json_put_cstr(cg_buf_t *b, const char *s);
+/* Appends a number in its shortest usual form (at most 15 significant digits). */
+void cg_json_put_double(cg_buf_t *b, double v);
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * What the transformer needs from the client's chat request (SPEC §5):
+ * request-side <source> tags, whether it carries Azure data_sources, and the
+ * user's last question (for tracking).
+ */
+#ifndef CITEGATE_REQUEST_H
+#define CITEGATE_REQUEST_H
+
+#include "citegate/cite.h"
+#include "citegate/common.h"
+
+typedef struct cg_request {
+    cg_cites_t sources;    /* <source id="N"> tags, kind CG_CITES_REQUEST */
+    bool has_data_sources; /* a non-empty data_sources array */
+    bool stream;           /* "stream": true */
+    char *question;        /* text of the last user message, or NULL */
+} cg_request_t;
+
+/* Reads a chat request body. Returns 0, or -1 if it is not a JSON object. */
+int cg_request_parse(cg_request_t *r, const char *body, size_t len, const cg_cite_opts_t *o);
+void cg_request_free(cg_request_t *r);
+
+/* Records the <source> tags of one decoded message text (exposed for tests). */
+void cg_request_scan_sources(cg_cites_t *c, const char *s, size_t n, const cg_cite_opts_t *o);
+
+/* AZURE_AI_DATA_SOURCES ready to inject (SPEC §5): an object becomes a
+ * one-element array; with `scores`, each azure_search source's
+ * parameters.include_contexts gains "citations" and "all_retrieved_documents"
+ * (unique, other values kept; a missing list starts from Azure's default
+ * ["citations","intent"]). Returns a new string, or NULL if not JSON. */
+char *cg_data_sources_prepare(const char *json, bool scores);
+
+#endif

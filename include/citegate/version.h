@@ -1,0 +1,6 @@
+#ifndef CITEGATE_VERSION_H
+#define CITEGATE_VERSION_H
+
+#define CITEGATE_VERSION "0.1.0"
+
+#endif

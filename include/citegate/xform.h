@@ -1,0 +1,95 @@
+/*
+ * Stream transformer: upstream response bytes in, client response bytes out
+ * (SPEC §6-7). Pure: no sockets, no event loop.
+ *
+ * Output is a list of segments. Unchanged bytes are spans into the caller's
+ * input (zero copy); new bytes live in the output's arena. Segments are valid
+ * until the next call that takes the same cg_out_t, and spans into the input
+ * as long as the caller keeps that input: write them out (or copy them)
+ * before feeding more.
+ *
+ * Memory per stream is bounded: the SSE tokenizer's straddle buffer
+ * (max_event), the JSON token array (CG_XFORM_MAX_TOKENS), the citation table
+ * (see cite.h), at most CG_XFORM_MAX_CHOICES reference finders and
+ * CG_XFORM_MAX_REFS distinct references. The arena grows with one call's
+ * input only and is trimmed between calls.
+ */
+#ifndef CITEGATE_XFORM_H
+#define CITEGATE_XFORM_H
+
+#include "citegate/cite.h"
+#include "citegate/common.h"
+#include "citegate/ref.h"
+#include "citegate/request.h"
+
+#define CG_XFORM_MAX_TOKENS  (1u << 20)
+#define CG_XFORM_MAX_CHOICES 128
+#define CG_XFORM_MAX_REFS    1024
+#define CG_SSE_MAX_EVENT_DEFAULT (4u << 20)
+
+typedef enum cg_profile {
+    CG_PROFILE_OFF = 0,
+    CG_PROFILE_OPENWEBUI,
+} cg_profile_t;
+
+/* Parses a profile name; returns false if unknown. */
+bool cg_profile_parse(const char *name, cg_profile_t *out);
+const char *cg_profile_name(cg_profile_t p);
+
+typedef struct cg_xform_cfg {
+    cg_profile_t profile;
+    cg_ref_style_t style; /* CG_REF_DOC, CG_REF_NUMERIC, or CG_REF_ANY for auto */
+    size_t max_doc_bytes;
+    bool scores;          /* AZURE_AI_INCLUDE_SEARCH_SCORES */
+    size_t max_event;     /* largest upstream SSE event the transformer parses */
+} cg_xform_cfg_t;
+
+void cg_xform_cfg_default(cg_xform_cfg_t *cfg);
+
+typedef struct cg_out_seg {
+    const char *p; /* NULL while the bytes are in the arena (at off) */
+    size_t off;
+    size_t n;
+} cg_out_seg_t;
+
+typedef struct cg_out {
+    cg_out_seg_t *seg;
+    size_t nseg, cap;
+    cg_buf_t arena;
+} cg_out_t;
+
+void cg_out_free(cg_out_t *o);
+size_t cg_out_len(const cg_out_t *o);
+
+typedef enum cg_end {
+    CG_END_EOF,      /* upstream closed the response normally */
+    CG_END_RESET,    /* connection reset or protocol error */
+    CG_END_TIMEOUT,  /* idle timeout */
+    CG_END_SHUTDOWN, /* drain time ran out */
+} cg_end_t;
+
+typedef struct cg_xform_stats {
+    uint64_t events_in, events_out, malformed;
+    uint64_t refs_linked, refs_unlinked, refs_out_of_range;
+    uint64_t citations_emitted;
+    bool saw_finish, saw_done, truncated, passthrough;
+} cg_xform_stats_t;
+
+typedef struct cg_xform cg_xform_t;
+
+/* req may be NULL; it must outlive the transformer. */
+cg_xform_t *cg_xform_new(const cg_xform_cfg_t *cfg, const cg_request_t *req);
+void cg_xform_free(cg_xform_t *x);
+
+/* Streaming body (SSE): feed every read, then finish once. Returns 0. */
+int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out);
+int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out);
+
+/* Non-streaming body (one JSON document). Returns 0, or -1 when the body is
+ * not a JSON object (it is then copied out unchanged). */
+int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out);
+
+const cg_xform_stats_t *cg_xform_stats(const cg_xform_t *x);
+const cg_cites_t *cg_xform_cites(const cg_xform_t *x);
+
+#endif

@@ -1,0 +1,131 @@
+/* Spans, buffers and the allocation wrappers (abort on OOM, see common.h). */
+#include "citegate/common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void oom(size_t n)
+{
+    fprintf(stderr, "citegate: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *cg_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL)
+        oom(n);
+    return p;
+}
+
+void *cg_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (q == NULL)
+        oom(n);
+    return q;
+}
+
+void *cg_xcalloc(size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (p == NULL)
+        oom(count * size);
+    return p;
+}
+
+char *cg_xstrndup(const char *s, size_t n)
+{
+    char *p = cg_xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+bool cg_span_eq(cg_span_t a, const char *lit)
+{
+    size_t n = strlen(lit);
+    return a.n == n && memcmp(a.p, lit, n) == 0;
+}
+
+void cg_buf_free(cg_buf_t *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+char *cg_buf_reserve(cg_buf_t *b, size_t extra)
+{
+    if (b->cap - b->len < extra) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap - b->len < extra)
+            cap *= 2;
+        b->p = cg_xrealloc(b->p, cap);
+        b->cap = cap;
+    }
+    return b->p + b->len;
+}
+
+void cg_buf_put(cg_buf_t *b, const void *p, size_t n)
+{
+    if (n == 0)
+        return;
+    memcpy(cg_buf_reserve(b, n), p, n);
+    b->len += n;
+}
+
+void cg_buf_puts(cg_buf_t *b, const char *s)
+{
+    cg_buf_put(b, s, strlen(s));
+}
+
+void cg_buf_putc(cg_buf_t *b, char c)
+{
+    *cg_buf_reserve(b, 1) = c;
+    b->len++;
+}
+
+void cg_buf_printf(cg_buf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n <= 0)
+        return;
+    char *tail = cg_buf_reserve(b, (size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(tail, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+size_t cg_utf8_cut(const char *s, size_t n)
+{
+    /* Step back over continuation bytes (10xxxxxx) to the lead byte of the
+     * last character; keep it only if the whole sequence fits. */
+    size_t i = n;
+    size_t back = 0;
+    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) {
+        i--;
+        back++;
+    }
+    if (i == 0)
+        return back ? 0 : n;
+    unsigned char lead = (unsigned char)s[i - 1];
+    size_t need;
+    if (lead < 0x80)
+        need = 1;
+    else if ((lead & 0xE0) == 0xC0)
+        need = 2;
+    else if ((lead & 0xF0) == 0xE0)
+        need = 3;
+    else if ((lead & 0xF8) == 0xF0)
+        need = 4;
+    else
+        return n; /* not UTF-8: cut where asked */
+    return (back + 1 >= need) ? n : i - 1;
+}

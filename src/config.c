@@ -1,0 +1,256 @@
+/* Configuration from the environment and flags: see include/citegate/config.h. */
+#include "citegate/config.h"
+
+#include "citegate/json.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum { T_STR, T_ADDR, T_URL, T_UINT, T_SIZE, T_BOOL, T_ENUM, T_JSON } vtype_t;
+
+typedef struct var {
+    const char *name;
+    vtype_t type;
+    size_t off;
+    const char *def;
+    unsigned long min, max; /* numeric range */
+    const char *const *names; /* T_ENUM: accepted words, in enum order */
+} var_t;
+
+static const char *const protocol_names[] = {"auto", "h2", "http1.1", NULL};
+static const char *const format_names[] = {"text", "json", NULL};
+static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
+static const char *const profile_words[] = {"off", "openwebui", NULL};
+static const char *const style_words[] = {"auto", "doc", "numeric", NULL};
+
+#define OFF(f) offsetof(cg_config_t, f)
+static const var_t vars[] = {
+    {"CITEGATE_LISTEN", T_ADDR, OFF(listen), "0.0.0.0:8080", 0, 0, NULL},
+    {"CITEGATE_ADMIN_LISTEN", T_ADDR, OFF(admin_listen), "127.0.0.1:9901", 0, 0, NULL},
+    {"CITEGATE_TLS_CERT", T_STR, OFF(tls_cert), NULL, 0, 0, NULL},
+    {"CITEGATE_TLS_KEY", T_STR, OFF(tls_key), NULL, 0, 0, NULL},
+    {"CITEGATE_UPSTREAM", T_URL, OFF(upstream), NULL, 0, 0, NULL},
+    {"CITEGATE_UPSTREAM_PROTOCOL", T_ENUM, OFF(upstream_protocol), "auto", 0, 0, protocol_names},
+    {"CITEGATE_UPSTREAM_CA", T_STR, OFF(upstream_ca), NULL, 0, 0, NULL},
+    {"CITEGATE_UPSTREAM_INSECURE", T_BOOL, OFF(upstream_insecure), "false", 0, 0, NULL},
+    {"CITEGATE_UPSTREAM_MAX_CONNECTIONS", T_UINT, OFF(upstream_max_connections), "16", 1, 65535, NULL},
+    {"CITEGATE_WORKERS", T_UINT, OFF(workers), "1", 1, 256, NULL},
+    {"CITEGATE_PROFILE", T_ENUM, OFF(profile), "openwebui", 0, 0, profile_words},
+    {"CITEGATE_REF_STYLE", T_ENUM, OFF(ref_style), "auto", 0, 0, style_words},
+    {"CITEGATE_MAX_DOC_BYTES", T_SIZE, OFF(max_doc_bytes), "8192", 1, 1u << 24, NULL},
+    {"CITEGATE_MAX_REQUEST_BYTES", T_SIZE, OFF(max_request_bytes), "8388608", 1, 1u << 30, NULL},
+    {"CITEGATE_CONNECT_TIMEOUT_MS", T_UINT, OFF(connect_timeout_ms), "5000", 1, 3600000, NULL},
+    {"CITEGATE_FIRST_BYTE_TIMEOUT_MS", T_UINT, OFF(first_byte_timeout_ms), "120000", 1, 86400000, NULL},
+    {"CITEGATE_IDLE_TIMEOUT_MS", T_UINT, OFF(idle_timeout_ms), "300000", 1, 86400000, NULL},
+    {"CITEGATE_SHUTDOWN_GRACE_MS", T_UINT, OFF(shutdown_grace_ms), "30000", 0, 86400000, NULL},
+    {"CITEGATE_LOG_FORMAT", T_ENUM, OFF(log_json), "json", 0, 0, format_names},
+    {"CITEGATE_LOG_LEVEL", T_ENUM, OFF(log_level), "info", 0, 0, level_names},
+    {"AZURE_AI_DATA_SOURCES", T_JSON, OFF(data_sources), NULL, 0, 0, NULL},
+    {"AZURE_AI_INCLUDE_SEARCH_SCORES", T_BOOL, OFF(include_search_scores), "true", 0, 0, NULL},
+    {"ENABLE_CITATION_TRACKING", T_BOOL, OFF(citation_tracking), "true", 0, 0, NULL},
+    {"ENABLE_SEMANTIC_MEMORY", T_BOOL, OFF(semantic_memory), "true", 0, 0, NULL},
+    {"SEMANTIC_MEMORY_DB_PATH", T_STR, OFF(memory_db_path), "./data/semantic-memory.db", 0, 0, NULL},
+    {"SEMANTIC_MEMORY_PRUNE_AGE_DAYS", T_UINT, OFF(prune_age_days), "30", 0, 36500, NULL},
+};
+#define NVARS (sizeof(vars) / sizeof(vars[0]))
+
+bool cg_parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = {"true", "1", "yes"}, *const no[] = {"false", "0", "no"};
+    for (int i = 0; i < 3; i++) {
+        if (strcasecmp(s, yes[i]) == 0)
+            return *out = true, true;
+        if (strcasecmp(s, no[i]) == 0)
+            return *out = false, true;
+    }
+    return false;
+}
+
+bool cg_ref_style_parse(const char *s, cg_ref_style_t *out)
+{
+    static const cg_ref_style_t map[] = {CG_REF_ANY, CG_REF_DOC, CG_REF_NUMERIC};
+    for (int i = 0; style_words[i]; i++) {
+        if (strcmp(s, style_words[i]) == 0) {
+            *out = map[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *cg_ref_style_name(cg_ref_style_t s)
+{
+    return s == CG_REF_DOC ? "doc" : s == CG_REF_NUMERIC ? "numeric" : "auto";
+}
+
+/* Writes "VAR: 'value' problem" into err. */
+static int fail(char *err, size_t errlen, const char *var, const char *value, const char *problem)
+{
+    if (value)
+        snprintf(err, errlen, "%s: '%.80s' %s", var, value, problem);
+    else
+        snprintf(err, errlen, "%s: %s", var, problem);
+    return -1;
+}
+
+static bool valid_addr(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    if (colon == NULL || colon == s || colon[1] == '\0')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    return errno == 0 && *end == '\0' && port <= 65535;
+}
+
+static bool valid_url(const char *s)
+{
+    const char *rest;
+    if (strncasecmp(s, "https://", 8) == 0)
+        rest = s + 8;
+    else if (strncasecmp(s, "http://", 7) == 0)
+        rest = s + 7;
+    else
+        return false;
+    return rest[0] != '\0' && rest[0] != '/' && rest[0] != ':';
+}
+
+static int set_enum(const var_t *v, void *field, const char *value, char *err, size_t errlen)
+{
+    for (int i = 0; v->names[i]; i++) {
+        if (strcmp(value, v->names[i]) != 0)
+            continue;
+        if (v->off == OFF(log_json))
+            *(bool *)field = i == 1;
+        else if (v->off == OFF(ref_style))
+            cg_ref_style_parse(value, (cg_ref_style_t *)field);
+        else
+            *(int *)field = i;
+        return 0;
+    }
+    char words[128] = "";
+    for (int i = 0; v->names[i]; i++) {
+        strncat(words, i ? ", " : "", sizeof(words) - strlen(words) - 1);
+        strncat(words, v->names[i], sizeof(words) - strlen(words) - 1);
+    }
+    char msg[200];
+    snprintf(msg, sizeof(msg), "'%.40s' is not one of: %s", value, words);
+    snprintf(err, errlen, "%s: %s", v->name, msg);
+    return -1;
+}
+
+static int set_number(const var_t *v, void *field, const char *value, char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(value, &end, 10);
+    if (value[0] == '\0' || value[0] == '-' || *end != '\0' || errno != 0)
+        return fail(err, errlen, v->name, value, "is not a whole number");
+    if (n < v->min || n > v->max) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "%llu is out of range (%lu to %lu)", n, v->min, v->max);
+        snprintf(err, errlen, "%s: %s", v->name, msg);
+        return -1;
+    }
+    if (v->type == T_SIZE)
+        *(size_t *)field = (size_t)n;
+    else
+        *(unsigned *)field = (unsigned)n;
+    return 0;
+}
+
+static int set_json(const var_t *v, char **field, const char *value, char *err, size_t errlen)
+{
+    cg_json_t j;
+    cg_json_init(&j, 1u << 16);
+    int rc = cg_json_parse(&j, value, strlen(value));
+    bool ok = rc == CG_JSON_OK && (j.tok[0].type == JSMN_OBJECT || j.tok[0].type == JSMN_ARRAY);
+    cg_json_free(&j);
+    if (!ok)
+        return fail(err, errlen, v->name, NULL, "is not a JSON object or array");
+    free(*field);
+    *field = cg_xstrndup(value, strlen(value));
+    return 0;
+}
+
+static int apply(cg_config_t *c, const var_t *v, const char *value, char *err, size_t errlen)
+{
+    void *field = (char *)c + v->off;
+    switch (v->type) {
+    case T_ADDR:
+        if (!valid_addr(value))
+            return fail(err, errlen, v->name, value, "is not HOST:PORT");
+        /* fallthrough */
+    case T_STR:
+        free(*(char **)field);
+        *(char **)field = value[0] ? cg_xstrndup(value, strlen(value)) : NULL;
+        return 0;
+    case T_URL:
+        if (value[0] && !valid_url(value))
+            return fail(err, errlen, v->name, value, "is not an http:// or https:// URL");
+        free(*(char **)field);
+        *(char **)field = value[0] ? cg_xstrndup(value, strlen(value)) : NULL;
+        return 0;
+    case T_UINT:
+    case T_SIZE:
+        return set_number(v, field, value, err, errlen);
+    case T_BOOL:
+        if (!cg_parse_bool(value, (bool *)field))
+            return fail(err, errlen, v->name, value, "is not true/false/1/0/yes/no");
+        return 0;
+    case T_ENUM:
+        return set_enum(v, field, value, err, errlen);
+    case T_JSON:
+        return set_json(v, (char **)field, value, err, errlen);
+    }
+    return -1;
+}
+
+int cg_config_set(cg_config_t *c, const char *var, const char *value, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < NVARS; i++)
+        if (strcmp(vars[i].name, var) == 0)
+            return apply(c, &vars[i], value, err, errlen);
+    snprintf(err, errlen, "%s: unknown setting", var);
+    return -1;
+}
+
+int cg_config_from_env(cg_config_t *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < NVARS; i++) {
+        const char *value = getenv(vars[i].name);
+        if ((vars[i].def && apply(c, &vars[i], vars[i].def, err, errlen) != 0) ||
+            (value && apply(c, &vars[i], value, err, errlen) != 0)) {
+            cg_config_free(c);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void cg_config_free(cg_config_t *c)
+{
+    for (size_t i = 0; i < NVARS; i++) {
+        if (vars[i].type == T_STR || vars[i].type == T_ADDR || vars[i].type == T_URL ||
+            vars[i].type == T_JSON) {
+            char **f = (char **)((char *)c + vars[i].off);
+            free(*f);
+            *f = NULL;
+        }
+    }
+}
+
+void cg_config_xform(const cg_config_t *c, cg_xform_cfg_t *x)
+{
+    cg_xform_cfg_default(x);
+    x->profile = c->profile;
+    x->style = c->ref_style;
+    x->max_doc_bytes = c->max_doc_bytes;
+    x->scores = c->include_search_scores;
+}

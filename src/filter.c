@@ -1,0 +1,173 @@
+/*
+ * `citegate filter`: the daemon's transformation of one response, offline
+ * (SPEC §2). stdin: an upstream body (JSON object: non-streaming; anything
+ * else: SSE). stdout: what the client would get.
+ */
+#include "citegate/config.h"
+#include "citegate/request.h"
+#include "citegate/xform.h"
+#include "main_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FILTER_MAX_INPUT (1u << 30)
+
+static int read_all(FILE *f, cg_buf_t *b, const char *what)
+{
+    for (;;) {
+        char *tail = cg_buf_reserve(b, 65536);
+        size_t n = fread(tail, 1, 65536, f);
+        b->len += n;
+        if (b->len > FILTER_MAX_INPUT) {
+            fprintf(stderr, "citegate filter: %s is larger than %u bytes\n", what,
+                    FILTER_MAX_INPUT);
+            return -1;
+        }
+        if (n < 65536) {
+            if (ferror(f)) {
+                fprintf(stderr, "citegate filter: reading %s: %s\n", what, strerror(errno));
+                return -1;
+            }
+            return 0;
+        }
+    }
+}
+
+static int write_out(const cg_out_t *o)
+{
+    for (size_t i = 0; i < o->nseg; i++) {
+        if (fwrite(o->seg[i].p, 1, o->seg[i].n, stdout) != o->seg[i].n) {
+            fprintf(stderr, "citegate filter: writing stdout: %s\n", strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static bool looks_like_json(const cg_buf_t *b)
+{
+    size_t i = 0;
+    if (b->len >= 3 && memcmp(b->p, "\xEF\xBB\xBF", 3) == 0)
+        i = 3;
+    while (i < b->len && (b->p[i] == ' ' || b->p[i] == '\t' || b->p[i] == '\r' || b->p[i] == '\n'))
+        i++;
+    return i < b->len && b->p[i] == '{';
+}
+
+static int load_request(const char *path, cg_request_t *req, const cg_xform_cfg_t *xc)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        fprintf(stderr, "citegate filter: --request %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    cg_buf_t body = {0};
+    int rc = read_all(f, &body, path);
+    fclose(f);
+    cg_cite_opts_t o = {xc->max_doc_bytes, xc->scores};
+    if (rc == 0 && cg_request_parse(req, body.p ? body.p : "", body.len, &o) != 0) {
+        fprintf(stderr, "citegate filter: --request %s: not a JSON object\n", path);
+        rc = -1;
+    }
+    cg_buf_free(&body);
+    return rc;
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: citegate filter [--profile NAME] [--ref-style doc|numeric|auto] "
+          "[--request FILE] < upstream-body > client-body\n",
+          f);
+}
+
+/* Feeds SSE in read-sized pieces, exactly as the daemon would. */
+static int run_stream(cg_xform_t *x, const cg_buf_t *in)
+{
+    cg_out_t out = {0};
+    int rc = 0;
+    for (size_t pos = 0; pos < in->len && rc == 0; pos += 65536) {
+        size_t n = in->len - pos < 65536 ? in->len - pos : 65536;
+        cg_xform_feed(x, in->p + pos, n, &out);
+        rc = write_out(&out);
+    }
+    if (rc == 0) {
+        cg_xform_finish(x, CG_END_EOF, &out);
+        rc = write_out(&out);
+    }
+    cg_out_free(&out);
+    return rc;
+}
+
+int cg_main_filter(int argc, char **argv)
+{
+    char err[512];
+    cg_config_t cfg;
+    if (cg_config_from_env(&cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "citegate filter: %s\n", err);
+        return 1;
+    }
+    const char *request_path = NULL;
+    int rc = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *var = NULL;
+        if (strcmp(argv[i], "--profile") == 0)
+            var = "CITEGATE_PROFILE";
+        else if (strcmp(argv[i], "--ref-style") == 0)
+            var = "CITEGATE_REF_STYLE";
+        else if (strcmp(argv[i], "--request") == 0)
+            var = "";
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            cg_config_free(&cfg);
+            return 0;
+        } else {
+            fprintf(stderr, "citegate filter: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            goto done;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "citegate filter: %s needs a value\n", argv[i]);
+            goto done;
+        }
+        i++;
+        if (var[0] == '\0')
+            request_path = argv[i];
+        else if (cg_config_set(&cfg, var, argv[i], err, sizeof(err)) != 0) {
+            fprintf(stderr, "citegate filter: %s\n", err);
+            goto done;
+        }
+    }
+
+    cg_xform_cfg_t xc;
+    cg_config_xform(&cfg, &xc);
+    cg_request_t req = {0};
+    if (request_path && load_request(request_path, &req, &xc) != 0)
+        goto done;
+    cg_buf_t in = {0};
+    if (read_all(stdin, &in, "stdin") != 0) {
+        cg_request_free(&req);
+        goto done;
+    }
+    cg_xform_t *x = cg_xform_new(&xc, request_path ? &req : NULL);
+    if (looks_like_json(&in)) {
+        cg_out_t out = {0};
+        int body_rc = cg_xform_body(x, in.p, in.len, &out);
+        rc = write_out(&out) == 0 && body_rc == 0 ? 0 : 1;
+        if (body_rc != 0)
+            fprintf(stderr, "citegate filter: stdin: not a valid JSON object\n");
+        cg_out_free(&out);
+    } else {
+        rc = run_stream(x, &in) == 0 ? 0 : 1;
+    }
+    fflush(stdout);
+    cg_xform_free(x);
+    cg_request_free(&req);
+    cg_buf_free(&in);
+done:
+    cg_config_free(&cfg);
+    return rc;
+}

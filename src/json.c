@@ -1,0 +1,418 @@
+/* JSON view over jsmn (Debian's libjsmn-dev, header-only) and an escaping writer. */
+#define JSMN_PARENT_LINKS
+#define JSMN_STRICT
+#include <jsmn.h>
+
+#include "citegate/json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cg_json_init(cg_json_t *j, unsigned max_tokens)
+{
+    memset(j, 0, sizeof(*j));
+    j->max = max_tokens;
+}
+
+void cg_json_free(cg_json_t *j)
+{
+    free(j->tok);
+    j->tok = NULL;
+    j->cap = 0;
+    j->ntok = 0;
+}
+
+void cg_json_trim(cg_json_t *j, unsigned keep)
+{
+    if (j->cap > keep) {
+        j->tok = cg_xrealloc(j->tok, keep * sizeof(jsmntok_t));
+        j->cap = keep;
+        j->ntok = 0;
+    }
+}
+
+static bool is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* A JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+static bool is_number(const char *s, size_t n)
+{
+    size_t i = 0;
+    if (i < n && s[i] == '-')
+        i++;
+    if (i >= n || s[i] < '0' || s[i] > '9')
+        return false;
+    if (s[i] == '0')
+        i++;
+    else
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+    if (i < n && s[i] == '.') {
+        size_t d = ++i;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+        if (i == d)
+            return false;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-'))
+            i++;
+        size_t d = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+        if (i == d)
+            return false;
+    }
+    return i == n;
+}
+
+static bool is_literal(const char *s, size_t n)
+{
+    return (n == 4 && (memcmp(s, "true", 4) == 0 || memcmp(s, "null", 4) == 0)) ||
+           (n == 5 && memcmp(s, "false", 5) == 0);
+}
+
+/* What jsmn lets through: bad primitives, and a comma before a closing
+ * bracket. Checked on tokens, so it costs little next to the parse. */
+static bool grammar_ok(const cg_json_t *j)
+{
+    for (int i = 0; i < j->ntok; i++) {
+        const jsmntok_t *t = &j->tok[i];
+        const char *s = j->js + t->start;
+        size_t n = (size_t)(t->end - t->start);
+        if (t->type == JSMN_PRIMITIVE && !is_number(s, n) && !is_literal(s, n))
+            return false;
+        /* Object members are key strings with one value each; nothing else
+         * may have a child (jsmn takes `"a":"b":"c"` for a chain). */
+        bool in_object = t->parent >= 0 && j->tok[t->parent].type == JSMN_OBJECT;
+        bool is_key = t->type == JSMN_STRING && t->size == 1;
+        if (in_object != is_key || (t->type == JSMN_STRING && t->size > 1))
+            return false;
+        if (t->type == JSMN_OBJECT || t->type == JSMN_ARRAY) {
+            size_t k = (size_t)t->end - 1;
+            while (k > (size_t)t->start && is_ws(j->js[k - 1]))
+                k--;
+            if (j->js[k - 1] == ',')
+                return false;
+        }
+    }
+    return true;
+}
+
+int cg_json_parse(cg_json_t *j, const char *js, size_t len)
+{
+    jsmn_parser parser;
+    jsmn_init(&parser);
+    j->js = js;
+    j->len = len;
+    j->ntok = 0;
+    if (j->cap == 0) {
+        j->cap = j->max < 64 ? j->max : 64;
+        j->tok = cg_xrealloc(j->tok, j->cap * sizeof(jsmntok_t));
+    }
+    size_t first = 0;
+    while (first < len && is_ws(js[first]))
+        first++;
+    if (first == len || (js[first] != '{' && js[first] != '['))
+        return CG_JSON_E_INVALID;
+    int r;
+    while ((r = jsmn_parse(&parser, js, len, j->tok, j->cap)) == JSMN_ERROR_NOMEM) {
+        if (j->cap >= j->max)
+            return CG_JSON_E_TOOBIG;
+        unsigned cap = j->cap * 2 > j->max ? j->max : j->cap * 2;
+        j->tok = cg_xrealloc(j->tok, cap * sizeof(jsmntok_t));
+        j->cap = cap;
+    }
+    if (r < 1)
+        return CG_JSON_E_INVALID;
+    j->ntok = r;
+    /* jsmn stops at a NUL byte and accepts several top-level values: insist
+     * on exactly one value spanning the whole text. */
+    if (cg_json_skip(j, 0) != r)
+        return CG_JSON_E_INVALID;
+    size_t end = cg_json_end(j, 0);
+    while (end < len && is_ws(js[end]))
+        end++;
+    if (end != len)
+        return CG_JSON_E_INVALID;
+    return grammar_ok(j) ? CG_JSON_OK : CG_JSON_E_INVALID;
+}
+
+int cg_json_skip(const cg_json_t *j, int i)
+{
+    /* Each token's size counts its direct children (a key has its value as
+     * its one child), so walking forward until no child is pending skips
+     * exactly one subtree. */
+    int pending = 1;
+    while (pending > 0 && i < j->ntok) {
+        pending += j->tok[i].size - 1;
+        i++;
+    }
+    return i;
+}
+
+int cg_json_get(const cg_json_t *j, int obj, const char *key)
+{
+    if (cg_json_type(j, obj) != JSMN_OBJECT)
+        return -1;
+    size_t klen = strlen(key);
+    int n = j->tok[obj].size;
+    int i = obj + 1;
+    for (int k = 0; k < n && i + 1 < j->ntok; k++) {
+        const jsmntok_t *t = &j->tok[i];
+        if (t->type == JSMN_STRING && (size_t)(t->end - t->start) == klen &&
+            memcmp(j->js + t->start, key, klen) == 0)
+            return i + 1;
+        i = cg_json_skip(j, i + 1);
+    }
+    return -1;
+}
+
+bool cg_json_is_str(const cg_json_t *j, int i)
+{
+    return cg_json_type(j, i) == JSMN_STRING;
+}
+
+bool cg_json_is_null(const cg_json_t *j, int i)
+{
+    return cg_json_type(j, i) == JSMN_PRIMITIVE && j->js[j->tok[i].start] == 'n';
+}
+
+cg_span_t cg_json_raw(const cg_json_t *j, int i)
+{
+    const jsmntok_t *t = &j->tok[i];
+    return cg_span(j->js + t->start, (size_t)(t->end - t->start));
+}
+
+size_t cg_json_begin(const cg_json_t *j, int i)
+{
+    const jsmntok_t *t = &j->tok[i];
+    return (size_t)t->start - (t->type == JSMN_STRING ? 1 : 0);
+}
+
+size_t cg_json_end(const cg_json_t *j, int i)
+{
+    const jsmntok_t *t = &j->tok[i];
+    return (size_t)t->end + (t->type == JSMN_STRING ? 1 : 0);
+}
+
+bool cg_json_number(const cg_json_t *j, int i, double *out)
+{
+    int type = cg_json_type(j, i);
+    if (type != JSMN_PRIMITIVE && type != JSMN_STRING)
+        return false;
+    cg_span_t s = cg_json_raw(j, i);
+    char tmp[64];
+    if (s.n == 0 || s.n >= sizeof(tmp))
+        return false;
+    memcpy(tmp, s.p, s.n);
+    tmp[s.n] = '\0';
+    char *end;
+    double v = strtod(tmp, &end);
+    if (*end != '\0' || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+char *cg_json_strdup(const cg_json_t *j, int i, size_t *len)
+{
+    if (!cg_json_is_str(j, i))
+        return NULL;
+    cg_span_t s = cg_json_raw(j, i);
+    char *out = cg_xmalloc(s.n + 1);
+    size_t n = cg_json_unescape(s.p, s.n, out);
+    out[n] = '\0';
+    if (len)
+        *len = n;
+    return out;
+}
+
+char *cg_json_strdup_nonempty(const cg_json_t *j, int i)
+{
+    size_t n;
+    char *s = cg_json_strdup(j, i, &n);
+    if (s && n == 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static long hex4(const char *s, size_t n)
+{
+    if (n < 4)
+        return -1;
+    long v = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hexval(s[k]);
+        if (h < 0)
+            return -1;
+        v = v * 16 + h;
+    }
+    return v;
+}
+
+static size_t put_utf8(char *out, unsigned long cp)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Decodes one \u escape (s points after "\u"); sets *used to the bytes read. */
+static unsigned long decode_u(const char *s, size_t n, size_t *used)
+{
+    long hi = hex4(s, n);
+    *used = 4;
+    if (hi < 0) {
+        *used = 0;
+        return 0xFFFD;
+    }
+    if (hi >= 0xD800 && hi <= 0xDBFF && n >= 10 && s[4] == '\\' && s[5] == 'u') {
+        long lo = hex4(s + 6, n - 6);
+        if (lo >= 0xDC00 && lo <= 0xDFFF) {
+            *used = 10;
+            return 0x10000 + (((unsigned long)hi - 0xD800) << 10) + ((unsigned long)lo - 0xDC00);
+        }
+    }
+    if (hi >= 0xD800 && hi <= 0xDFFF)
+        return 0xFFFD;
+    return (unsigned long)hi;
+}
+
+size_t cg_json_unescape(const char *s, size_t n, char *out)
+{
+    size_t o = 0;
+    size_t i = 0;
+    while (i < n) {
+        const char *bs = memchr(s + i, '\\', n - i);
+        size_t run = bs ? (size_t)(bs - (s + i)) : n - i;
+        memmove(out + o, s + i, run);
+        o += run;
+        i += run;
+        if (i >= n)
+            break;
+        if (i + 1 >= n) { /* lone trailing backslash: keep it */
+            out[o++] = '\\';
+            break;
+        }
+        char c = s[i + 1];
+        i += 2;
+        switch (c) {
+        case 'n': out[o++] = '\n'; break;
+        case 't': out[o++] = '\t'; break;
+        case 'r': out[o++] = '\r'; break;
+        case 'b': out[o++] = '\b'; break;
+        case 'f': out[o++] = '\f'; break;
+        case 'u': {
+            size_t used;
+            unsigned long cp = decode_u(s + i, n - i, &used);
+            if (used == 0) { /* not an escape: keep the bytes, never grow */
+                out[o++] = '\\';
+                out[o++] = 'u';
+                break;
+            }
+            i += used;
+            o += put_utf8(out + o, cp);
+            break;
+        }
+        default: out[o++] = c; break;
+        }
+    }
+    return o;
+}
+
+static bool needs_escape(unsigned char c)
+{
+    return c < 0x20 || c == '"' || c == '\\';
+}
+
+void cg_json_put_escaped(cg_buf_t *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i;
+        while (run < n && !needs_escape((unsigned char)s[run]))
+            run++;
+        cg_buf_put(b, s + i, run - i);
+        if (run >= n)
+            break;
+        unsigned char c = (unsigned char)s[run];
+        char esc[6] = {'\\', 0, 0, 0, 0, 0};
+        size_t elen = 2;
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        default:
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            elen = 6;
+        }
+        cg_buf_put(b, esc, elen);
+        i = run + 1;
+    }
+}
+
+void cg_json_put_str(cg_buf_t *b, const char *s, size_t n)
+{
+    cg_buf_putc(b, '"');
+    cg_json_put_escaped(b, s, n);
+    cg_buf_putc(b, '"');
+}
+
+void cg_json_put_cstr(cg_buf_t *b, const char *s)
+{
+    cg_json_put_str(b, s, strlen(s));
+}
+
+void cg_json_put_double(cg_buf_t *b, double v)
+{
+    if (!isfinite(v))
+        v = 0;
+    char tmp[32];
+    snprintf(tmp, sizeof(tmp), "%.15g", v);
+    cg_buf_puts(b, tmp);
+}

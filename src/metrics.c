@@ -1,0 +1,170 @@
+/* Prometheus metrics over per-worker shared slots: see metrics.h. */
+#include "metrics.h"
+
+#include "citegate/xform.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static cg_metrics_slot_t *slots;
+static unsigned nslots;
+static cg_metrics_slot_t fallback; /* before init (tests, filter) */
+cg_metrics_slot_t *cg_metrics = &fallback;
+
+const double cg_seconds_buckets[CG_HIST_N] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                              0.5,   1,    2.5,   5,    10,  30};
+const double cg_rate_buckets[CG_HIST_N] = {0.05, 0.1, 0.2, 0.3, 0.4, 0.5,
+                                           0.6,  0.7, 0.8, 0.9, 0.95, 1};
+
+int cg_metrics_init(unsigned workers)
+{
+    size_t len = sizeof(cg_metrics_slot_t) * workers;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    slots = p;
+    nslots = workers;
+    cg_metrics = &slots[0];
+    return 0;
+}
+
+cg_metrics_slot_t *cg_metrics_select(unsigned worker)
+{
+    if (slots && worker < nslots)
+        cg_metrics = &slots[worker];
+    return cg_metrics;
+}
+
+void cg_metrics_request(int route, int status)
+{
+    if (status >= 100 && status < 600)
+        cg_metrics->requests[route][status]++;
+}
+
+void cg_hist_observe(cg_hist_t *h, const double *bounds, double v)
+{
+    for (int i = 0; i < CG_HIST_N; i++) {
+        if (v <= bounds[i]) {
+            h->bucket[i]++;
+            break;
+        }
+    }
+    h->count++;
+    h->sum += v;
+}
+
+/* Sums field at byte offset `off` (uint64) over all slots. */
+static uint64_t sum_u64(size_t off)
+{
+    const cg_metrics_slot_t *s = slots ? slots : &fallback;
+    unsigned n = slots ? nslots : 1;
+    uint64_t t = 0;
+    for (unsigned i = 0; i < n; i++)
+        t += *(const uint64_t *)((const char *)&s[i] + off);
+    return t;
+}
+
+#define SUM(field) sum_u64(offsetof(cg_metrics_slot_t, field))
+
+static void header(cg_buf_t *b, const char *name, const char *type, const char *help)
+{
+    cg_buf_printf(b, "# HELP citegate_%s %s\n# TYPE citegate_%s %s\n", name, help, name, type);
+}
+
+static void hist(cg_buf_t *b, const char *name, const char *help, size_t off, const double *bounds)
+{
+    header(b, name, "histogram", help);
+    uint64_t cum = 0;
+    for (int i = 0; i < CG_HIST_N; i++) {
+        cum += sum_u64(off + offsetof(cg_hist_t, bucket) + (size_t)i * sizeof(uint64_t));
+        cg_buf_printf(b, "citegate_%s_bucket{le=\"%g\"} %llu\n", name, bounds[i],
+                      (unsigned long long)cum);
+    }
+    uint64_t count = sum_u64(off + offsetof(cg_hist_t, count));
+    double sum = 0;
+    const cg_metrics_slot_t *s = slots ? slots : &fallback;
+    for (unsigned i = 0; i < (slots ? nslots : 1); i++)
+        sum += ((const cg_hist_t *)((const char *)&s[i] + off))->sum;
+    cg_buf_printf(b, "citegate_%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)count);
+    cg_buf_printf(b, "citegate_%s_sum %.6f\ncitegate_%s_count %llu\n", name, sum, name,
+                  (unsigned long long)count);
+}
+
+static const char *const route_names[CG_NROUTES] = {
+    "/v1/chat/completions", "/openai/deployments/{deployment}/chat/completions",
+    "/openai/v1/chat/completions", "other", "admin"};
+static const char *const uerr_names[CG_NUERR] = {"connect", "tls", "timeout", "reset", "protocol"};
+
+void cg_metrics_render(cg_buf_t *b)
+{
+    header(b, "requests_total", "counter", "Client requests by route and response status.");
+    for (int r = 0; r < CG_NROUTES; r++)
+        for (int st = 100; st < 600; st++) {
+            uint64_t v = sum_u64(offsetof(cg_metrics_slot_t, requests) +
+                                 ((size_t)r * 600 + (size_t)st) * sizeof(uint64_t));
+            if (v)
+                cg_buf_printf(b, "citegate_requests_total{path=\"%s\",status=\"%d\"} %llu\n",
+                              route_names[r], st, (unsigned long long)v);
+        }
+    header(b, "active_streams", "gauge", "Client requests being proxied now.");
+    cg_buf_printf(b, "citegate_active_streams %lld\n", (long long)SUM(active_streams));
+    header(b, "upstream_connections", "gauge", "Open upstream connections by protocol.");
+    cg_buf_printf(b, "citegate_upstream_connections{protocol=\"http1.1\"} %lld\n",
+                  (long long)SUM(upstream_connections[CG_PROTO_LABEL_HTTP1]));
+    cg_buf_printf(b, "citegate_upstream_connections{protocol=\"h2\"} %lld\n",
+                  (long long)SUM(upstream_connections[CG_PROTO_LABEL_H2]));
+    hist(b, "upstream_request_duration_seconds", "Upstream request duration, first byte sent to last byte received.",
+         offsetof(cg_metrics_slot_t, upstream_duration), cg_seconds_buckets);
+    hist(b, "time_to_first_byte_seconds", "Client request to first response byte.",
+         offsetof(cg_metrics_slot_t, ttfb), cg_seconds_buckets);
+    header(b, "sse_events_total", "counter", "SSE events by direction.");
+    cg_buf_printf(b, "citegate_sse_events_total{direction=\"in\"} %llu\n",
+                  (unsigned long long)SUM(sse_in));
+    cg_buf_printf(b, "citegate_sse_events_total{direction=\"out\"} %llu\n",
+                  (unsigned long long)SUM(sse_out));
+    header(b, "sse_malformed_total", "counter", "Upstream SSE events whose data is not a JSON object.");
+    cg_buf_printf(b, "citegate_sse_malformed_total %llu\n", (unsigned long long)SUM(sse_malformed));
+    header(b, "citation_refs_total", "counter", "References found in answers, by result.");
+    cg_buf_printf(b, "citegate_citation_refs_total{result=\"linked\"} %llu\n",
+                  (unsigned long long)SUM(refs_linked));
+    cg_buf_printf(b, "citegate_citation_refs_total{result=\"unlinked\"} %llu\n",
+                  (unsigned long long)SUM(refs_unlinked));
+    cg_buf_printf(b, "citegate_citation_refs_total{result=\"out_of_range\"} %llu\n",
+                  (unsigned long long)SUM(refs_out_of_range));
+    header(b, "citations_emitted_total", "counter", "Citations emitted to clients, by profile.");
+    for (int p = 1; p < 8; p++) {
+        const char *name = cg_profile_name((cg_profile_t)p);
+        if (name)
+            cg_buf_printf(b, "citegate_citations_emitted_total{profile=\"%s\"} %llu\n", name,
+                          (unsigned long long)SUM(citations_emitted[p]));
+    }
+    hist(b, "citation_rate", "Per answer: cited citations / available citations.",
+         offsetof(cg_metrics_slot_t, citation_rate), cg_rate_buckets);
+    header(b, "tracking_failures_total", "counter", "Citation tracking failures (answers unaffected).");
+    cg_buf_printf(b, "citegate_tracking_failures_total %llu\n",
+                  (unsigned long long)SUM(tracking_failures));
+    header(b, "upstream_errors_total", "counter", "Upstream failures by kind.");
+    for (int k = 0; k < CG_NUERR; k++)
+        cg_buf_printf(b, "citegate_upstream_errors_total{kind=\"%s\"} %llu\n", uerr_names[k],
+                      (unsigned long long)SUM(upstream_errors[k]));
+    header(b, "client_disconnects_total", "counter", "Clients that went away before their response ended.");
+    cg_buf_printf(b, "citegate_client_disconnects_total %llu\n",
+                  (unsigned long long)SUM(client_disconnects));
+}
+
+void cg_metrics_render_stats(cg_buf_t *b)
+{
+    uint64_t v = SUM(citations_available), c = SUM(citations_cited);
+    cg_buf_printf(b,
+                  "{\"answers\":%llu,\"answers_skipped\":%llu,\"references\":%llu,"
+                  "\"citations_available\":%llu,\"citations_cited\":%llu,\"citation_rate\":",
+                  (unsigned long long)SUM(answers), (unsigned long long)SUM(answers_skipped),
+                  (unsigned long long)SUM(references), (unsigned long long)v,
+                  (unsigned long long)c);
+    if (v)
+        cg_buf_printf(b, "%.6g}", (double)c / (double)v);
+    else
+        cg_buf_puts(b, "0}");
+}

@@ -1,0 +1,56 @@
+/*
+ * Prometheus metrics (SPEC §10). Each worker owns one slot of a shared
+ * anonymous mapping made before the workers fork, so any worker's admin
+ * listener can render totals over all workers. A slot is written only by
+ * its worker; readers may see a value one update old, never a torn one
+ * (aligned 64-bit stores).
+ */
+#ifndef CITEGATE_METRICS_H
+#define CITEGATE_METRICS_H
+
+#include "citegate/common.h"
+
+enum { CG_ROUTE_CHAT, CG_ROUTE_DEPLOYMENT, CG_ROUTE_OPENAI_V1, CG_ROUTE_OTHER, CG_ROUTE_ADMIN, CG_NROUTES };
+enum { CG_UERR_CONNECT, CG_UERR_TLS, CG_UERR_TIMEOUT, CG_UERR_RESET, CG_UERR_PROTOCOL, CG_NUERR };
+enum { CG_PROTO_LABEL_HTTP1, CG_PROTO_LABEL_H2, CG_NPROTO_LABELS };
+
+#define CG_HIST_N 12
+
+typedef struct cg_hist {
+    uint64_t bucket[CG_HIST_N]; /* cumulative at render time, per-bucket here */
+    uint64_t count;
+    double sum;
+} cg_hist_t;
+
+typedef struct cg_metrics_slot {
+    uint64_t requests[CG_NROUTES][600]; /* by status code */
+    int64_t active_streams;
+    int64_t upstream_connections[CG_NPROTO_LABELS];
+    cg_hist_t upstream_duration, ttfb, citation_rate;
+    uint64_t sse_in, sse_out, sse_malformed;
+    uint64_t refs_linked, refs_unlinked, refs_out_of_range;
+    uint64_t citations_emitted[8]; /* by profile */
+    uint64_t tracking_failures;
+    uint64_t upstream_errors[CG_NUERR];
+    uint64_t client_disconnects;
+    /* /v1/citations/stats */
+    uint64_t answers, answers_skipped, references, citations_available, citations_cited;
+} cg_metrics_slot_t;
+
+/* Maps room for `workers` slots; call once before forking. */
+int cg_metrics_init(unsigned workers);
+/* The calling worker's slot. */
+cg_metrics_slot_t *cg_metrics_select(unsigned worker);
+extern cg_metrics_slot_t *cg_metrics;
+
+void cg_metrics_request(int route, int status);
+void cg_hist_observe(cg_hist_t *h, const double *bounds, double v);
+extern const double cg_seconds_buckets[CG_HIST_N];
+extern const double cg_rate_buckets[CG_HIST_N];
+
+/* Renders the Prometheus text exposition of all workers' totals. */
+void cg_metrics_render(cg_buf_t *b);
+/* Renders /v1/citations/stats. */
+void cg_metrics_render_stats(cg_buf_t *b);
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * Profile "openwebui": Open WebUI source events (SPEC §7). One chunk per
+ * referenced citation after the last upstream event, each carrying
+ * {"type":"source","data":SOURCE} in its top-level "event" member.
+ */
+#include "xform_int.h"
+
+#include <string.h>
+
+static void put_label(const cg_xform_t *x, cg_buf_t *b, const cg_citation_t *c)
+{
+    cg_buf_printf(b, x->style == CG_REF_DOC ? "doc%u" : "%u", c->id);
+}
+
+/* "[LABEL] TITLE" as a JSON string. */
+static void put_name(const cg_xform_t *x, cg_buf_t *b, const cg_citation_t *c)
+{
+    cg_buf_puts(b, "\"[");
+    put_label(x, b, c);
+    cg_buf_puts(b, "] ");
+    cg_json_put_escaped(b, c->title, strlen(c->title));
+    cg_buf_putc(b, '"');
+}
+
+static void put_member(cg_buf_t *b, const char *key, const char *value)
+{
+    if (value == NULL)
+        return;
+    cg_buf_printf(b, ",\"%s\":", key);
+    cg_json_put_cstr(b, value);
+}
+
+void cg__openwebui_put_source(const cg_xform_t *x, cg_buf_t *b, const cg_citation_t *c)
+{
+    cg_buf_puts(b, "{\"source\":{\"id\":\"");
+    put_label(x, b, c);
+    cg_buf_puts(b, "\",\"name\":");
+    put_name(x, b, c);
+    put_member(b, "url", c->url);
+    cg_buf_puts(b, "},\"document\":[");
+    cg_json_put_cstr(b, c->content);
+    cg_buf_puts(b, "],\"metadata\":[{\"source\":\"");
+    put_label(x, b, c);
+    cg_buf_putc(b, ':');
+    cg_json_put_escaped(b, c->key, strlen(c->key));
+    cg_buf_puts(b, "\",\"name\":");
+    put_name(x, b, c);
+    put_member(b, "source_url", c->url);
+    put_member(b, "filepath", c->filepath);
+    put_member(b, "chunk_id", c->chunk_id);
+    cg_buf_putc(b, '}');
+    cg_buf_putc(b, ']');
+    if (c->has_score && x->cfg.scores) {
+        cg_buf_puts(b, ",\"distances\":[");
+        cg_json_put_double(b, c->score);
+        cg_buf_putc(b, ']');
+    }
+    cg_buf_putc(b, '}');
+}
+
+static void put_event(cg_xform_t *x, const cg_citation_t *c, void *arg)
+{
+    (void)arg;
+    cg_out_t *o = x->out;
+    size_t from = o->arena.len;
+    cg_buf_puts(&o->arena, "data: {");
+    cg__xform_put_meta(x, &o->arena);
+    cg_buf_puts(&o->arena, ",\"choices\":[],\"event\":{\"type\":\"source\",\"data\":");
+    cg__openwebui_put_source(x, &o->arena, c);
+    cg_buf_puts(&o->arena, "}}\n\n");
+    cg__out_arena_since(o, from);
+    x->stats.events_out++;
+}
+
+bool cg__openwebui_stream_end(cg_xform_t *x)
+{
+    return cg__xform_each_cited(x, put_event, NULL) > 0;
+}
+
+static void put_array_item(cg_xform_t *x, const cg_citation_t *c, void *arg)
+{
+    size_t *count = arg;
+    cg_buf_t *b = &x->out->arena;
+    if ((*count)++)
+        cg_buf_putc(b, ',');
+    cg__openwebui_put_source(x, b, c);
+}
+
+void cg__openwebui_body_end(cg_xform_t *x, bool comma)
+{
+    cg_out_t *o = x->out;
+    size_t from = o->arena.len;
+    cg_buf_puts(&o->arena, comma ? ",\"sources\":[" : "\"sources\":[");
+    size_t count = 0;
+    cg__xform_each_cited(x, put_array_item, &count);
+    cg_buf_putc(&o->arena, ']');
+    cg__out_arena_since(o, from);
+}

@@ -1,0 +1,595 @@
+/*
+ * Client side: listeners (SO_REUSEPORT, shared by the workers) and HTTP/1.1
+ * connections parsed with llhttp. One request at a time per connection: the
+ * parser pauses at each message's end and reading stops until the response
+ * is done, which also bounds what a pipelining client can make us buffer.
+ */
+#include "server.h"
+
+#include "citegate/json.h"
+#include "log.h"
+#include "metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+uint64_t cg_now_ms(const cg_worker_t *w)
+{
+    return uv_now(w->loop);
+}
+
+/* --- headers ---------------------------------------------------------------- */
+
+void cg_hdrs_reset(cg_hdrs_t *h)
+{
+    h->buf.len = 0;
+    h->n = 0;
+    h->in_value = false;
+}
+
+void cg_hdrs_free(cg_hdrs_t *h)
+{
+    cg_buf_free(&h->buf);
+    free(h->v);
+    memset(h, 0, sizeof(*h));
+}
+
+int cg_hdrs_on_field(cg_hdrs_t *h, const char *p, size_t n)
+{
+    if (h->buf.len + n > CG_MAX_HEADER_BYTES)
+        return -1;
+    if (h->n == 0 || h->in_value) {
+        if (h->n == h->cap) {
+            h->cap = h->cap ? h->cap * 2 : 16;
+            h->v = cg_xrealloc(h->v, h->cap * sizeof(cg_hdr_t));
+        }
+        cg_hdr_t *x = &h->v[h->n++];
+        x->name = h->buf.len;
+        x->name_len = 0;
+        x->value = 0;
+        x->value_len = 0;
+        h->in_value = false;
+    }
+    cg_buf_put(&h->buf, p, n);
+    h->v[h->n - 1].name_len += n;
+    return 0;
+}
+
+int cg_hdrs_on_value(cg_hdrs_t *h, const char *p, size_t n)
+{
+    if (h->n == 0 || h->buf.len + n > CG_MAX_HEADER_BYTES)
+        return -1;
+    cg_hdr_t *x = &h->v[h->n - 1];
+    if (!h->in_value) {
+        x->value = h->buf.len;
+        h->in_value = true;
+    }
+    cg_buf_put(&h->buf, p, n);
+    x->value_len += n;
+    return 0;
+}
+
+cg_span_t cg_hdr_name(const cg_hdrs_t *h, size_t i)
+{
+    return cg_span(h->buf.p + h->v[i].name, h->v[i].name_len);
+}
+
+cg_span_t cg_hdr_value(const cg_hdrs_t *h, size_t i)
+{
+    return cg_span(h->buf.p + h->v[i].value, h->v[i].value_len);
+}
+
+static bool span_ieq(cg_span_t s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return s.n == n && strncasecmp(s.p, lit, n) == 0;
+}
+
+cg_span_t cg_hdrs_get(const cg_hdrs_t *h, const char *name)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (span_ieq(cg_hdr_name(h, i), name))
+            return cg_hdr_value(h, i);
+    return cg_span(NULL, 0);
+}
+
+/* Does the comma-separated list in `list` contain token `name`? */
+static bool list_has(cg_span_t list, cg_span_t name)
+{
+    size_t i = 0;
+    while (i < list.n) {
+        while (i < list.n && (list.p[i] == ' ' || list.p[i] == ',' || list.p[i] == '\t'))
+            i++;
+        size_t s = i;
+        while (i < list.n && list.p[i] != ',')
+            i++;
+        size_t e = i;
+        while (e > s && (list.p[e - 1] == ' ' || list.p[e - 1] == '\t'))
+            e--;
+        if (e - s == name.n && strncasecmp(list.p + s, name.p, name.n) == 0)
+            return true;
+    }
+    return false;
+}
+
+bool cg_hdr_is_hop(const cg_hdrs_t *h, cg_span_t name)
+{
+    static const char *const hop[] = {"connection", "keep-alive", "proxy-connection",
+                                      "proxy-authenticate", "proxy-authorization", "te",
+                                      "trailer", "transfer-encoding", "upgrade", NULL};
+    for (int i = 0; hop[i]; i++)
+        if (span_ieq(name, hop[i]))
+            return true;
+    cg_span_t conn = cg_hdrs_get(h, "connection");
+    return conn.p && list_has(conn, name);
+}
+
+/* --- responses --------------------------------------------------------------- */
+
+const char *cg_status_text(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Status";
+    }
+}
+
+typedef struct wreq {
+    uv_write_t req;
+    cg_client_t *c;
+    size_t len;
+    char data[];
+} wreq_t;
+
+static void on_write(uv_write_t *req, int status)
+{
+    wreq_t *w = (wreq_t *)req;
+    cg_client_t *c = w->c;
+    c->queued -= w->len;
+    free(w);
+    if (status < 0) {
+        cg_client_close(c);
+        return;
+    }
+    if (c->ex && c->queued < CG_CLIENT_LWM)
+        cg_exchange_client_drained(c->ex);
+}
+
+void cg_client_write(cg_client_t *c, const uv_buf_t *bufs, unsigned n)
+{
+    if (c->closing)
+        return;
+    size_t total = 0;
+    for (unsigned i = 0; i < n; i++)
+        total += bufs[i].len;
+    if (total == 0)
+        return;
+    /* Write at once what the socket takes; copy only the rest, so spans of
+     * an upstream read never have to outlive this call. */
+    size_t done = 0;
+    if (c->queued == 0) {
+        int r = uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
+        if (r > 0)
+            done = (size_t)r;
+        else if (r < 0 && r != UV_EAGAIN) {
+            cg_client_close(c);
+            return;
+        }
+    }
+    if (done == total)
+        return;
+    size_t rest = total - done;
+    wreq_t *w = cg_xmalloc(sizeof(wreq_t) + rest);
+    w->c = c;
+    w->len = rest;
+    size_t o = 0, skip = done;
+    for (unsigned i = 0; i < n; i++) {
+        size_t len = bufs[i].len;
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        memcpy(w->data + o, bufs[i].base + skip, len - skip);
+        o += len - skip;
+        skip = 0;
+    }
+    c->queued += rest;
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)rest);
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+        c->queued -= rest;
+        free(w);
+        cg_client_close(c);
+    }
+}
+
+void cg_send_simple(cg_client_t *c, int status, const char *ctype, const char *body, size_t len,
+                    const char *rid)
+{
+    cg_buf_t h = {0};
+    cg_buf_printf(&h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", status,
+                  cg_status_text(status), ctype, len);
+    if (rid)
+        cg_buf_printf(&h, "X-Request-Id: %s\r\n", rid);
+    if (!c->keep_alive)
+        cg_buf_puts(&h, "Connection: close\r\n");
+    cg_buf_puts(&h, "\r\n");
+    uv_buf_t bufs[2] = {uv_buf_init(h.p, (unsigned)h.len), uv_buf_init((char *)body, (unsigned)len)};
+    cg_client_write(c, bufs, 2);
+    cg_buf_free(&h);
+}
+
+void cg_send_error(cg_client_t *c, int status, const char *type, const char *code,
+                   const char *msg, const char *rid)
+{
+    cg_buf_t b = {0};
+    cg_buf_puts(&b, "{\"error\":{\"message\":");
+    cg_json_put_cstr(&b, msg);
+    cg_buf_puts(&b, ",\"type\":");
+    cg_json_put_cstr(&b, type);
+    cg_buf_puts(&b, ",\"code\":");
+    cg_json_put_cstr(&b, code);
+    cg_buf_puts(&b, "}}");
+    cg_send_simple(c, status, "application/json", b.p, b.len, rid);
+    cg_buf_free(&b);
+}
+
+/* --- connections --------------------------------------------------------------- */
+
+static void stop_reading_handle(cg_client_t *c)
+{
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+}
+
+static void on_close(uv_handle_t *h)
+{
+    cg_client_t *c = h->data;
+    cg_worker_t *w = c->w;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->clients = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    w->nclients--;
+    cg_buf_free(&c->url);
+    cg_hdrs_free(&c->hdrs);
+    cg_buf_free(&c->body);
+    cg_buf_free(&c->pending);
+    free(c);
+}
+
+void cg_client_close(cg_client_t *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    if (c->ex)
+        cg_exchange_client_gone(c->ex);
+    uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    cg_client_t *c = req->handle->data;
+    free(req);
+    uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+/* Ends the connection once queued bytes are written: a FIN, not a reset. */
+static void close_after_flush(cg_client_t *c)
+{
+    c->closing = true;
+    stop_reading_handle(c);
+    uv_shutdown_t *req = cg_xmalloc(sizeof(*req));
+    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
+        free(req);
+        uv_close((uv_handle_t *)&c->tcp, on_close);
+    }
+}
+
+static void reset_request(cg_client_t *c)
+{
+    c->url.len = 0;
+    cg_hdrs_reset(&c->hdrs);
+    c->body.len = 0;
+    c->reject = 0;
+    c->reject_msg = NULL;
+    c->message_done = false;
+}
+
+static int on_message_begin(llhttp_t *p)
+{
+    reset_request(p->data);
+    return 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t n)
+{
+    cg_client_t *c = p->data;
+    if (c->url.len + n > CG_MAX_HEADER_BYTES) {
+        c->reject = 431;
+        llhttp_set_error_reason(p, "request line too long");
+        return HPE_USER;
+    }
+    cg_buf_put(&c->url, at, n);
+    return 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t n)
+{
+    cg_client_t *c = p->data;
+    if (cg_hdrs_on_field(&c->hdrs, at, n) != 0) {
+        c->reject = 431;
+        llhttp_set_error_reason(p, "headers too large");
+        return HPE_USER;
+    }
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t n)
+{
+    cg_client_t *c = p->data;
+    if (cg_hdrs_on_value(&c->hdrs, at, n) != 0) {
+        c->reject = 431;
+        llhttp_set_error_reason(p, "headers too large");
+        return HPE_USER;
+    }
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    cg_client_t *c = p->data;
+    c->http10 = p->http_major == 1 && p->http_minor == 0;
+    if (!c->admin && (p->flags & F_CONTENT_LENGTH) &&
+        p->content_length > c->w->cfg->max_request_bytes) {
+        c->reject = 413;
+        llhttp_set_error_reason(p, "body too large");
+        return HPE_USER;
+    }
+    return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t n)
+{
+    cg_client_t *c = p->data;
+    size_t max = c->admin ? 65536 : c->w->cfg->max_request_bytes;
+    if (c->body.len + n > max) {
+        c->reject = 413;
+        llhttp_set_error_reason(p, "body too large");
+        return HPE_USER;
+    }
+    cg_buf_put(&c->body, at, n);
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    cg_client_t *c = p->data;
+    c->message_done = true;
+    c->keep_alive = llhttp_should_keep_alive(p);
+    return HPE_PAUSED;
+}
+
+static llhttp_settings_t settings;
+
+static void stop_reading(cg_client_t *c)
+{
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+}
+
+static void dispatch(cg_client_t *c)
+{
+    if (c->admin)
+        cg_admin_handle(c);
+    else
+        cg_exchange_start(c);
+}
+
+static void feed(cg_client_t *c, const char *data, size_t n);
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    static char slab[65536]; /* one loop per process: reads never overlap */
+    (void)h;
+    (void)hint;
+    *buf = uv_buf_init(slab, sizeof(slab));
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    cg_client_t *c = s->data;
+    if (nread < 0) {
+        if (c->ex)
+            cg_metrics->client_disconnects++;
+        cg_client_close(c);
+        return;
+    }
+    if (nread > 0)
+        feed(c, buf->base, (size_t)nread);
+}
+
+static void reject(cg_client_t *c, int status, const char *msg)
+{
+    c->keep_alive = false;
+    cg_metrics_request(c->admin ? CG_ROUTE_ADMIN : CG_ROUTE_OTHER, status);
+    cg_send_error(c, status, "invalid_request_error",
+                  status == 413 ? "request_too_large"
+                  : status == 431 ? "headers_too_large"
+                                  : "bad_request",
+                  msg, NULL);
+    cg_log_info(NULL, "rejected request: %d %s", status, msg);
+    cg_client_response_done(c);
+}
+
+/* Parses input; at a message's end stops reading and dispatches it. */
+static void feed(cg_client_t *c, const char *data, size_t n)
+{
+    enum llhttp_errno err = llhttp_execute(&c->parser, data, n);
+    if (err == HPE_OK)
+        return;
+    if (err == HPE_PAUSED && c->message_done) {
+        const char *stop = llhttp_get_error_pos(&c->parser);
+        size_t used = stop ? (size_t)(stop - data) : n;
+        if (used < n) {
+            /* A pipelined request: keep it, bounded like any request. */
+            if (c->pending.len + (n - used) > CG_MAX_HEADER_BYTES + c->w->cfg->max_request_bytes) {
+                reject(c, 413, "pipelined requests too large");
+                return;
+            }
+            cg_buf_put(&c->pending, stop, n - used);
+        }
+        stop_reading(c);
+        dispatch(c);
+        return;
+    }
+    stop_reading(c);
+    int status = c->reject ? c->reject : 400;
+    const char *reason = llhttp_get_error_reason(&c->parser);
+    reject(c, status, status == 400 ? (reason ? reason : "malformed HTTP request")
+                      : status == 413 ? "request body too large"
+                                      : "request headers too large");
+}
+
+void cg_client_response_done(cg_client_t *c)
+{
+    c->ex = NULL;
+    if (c->closing)
+        return;
+    if (!c->keep_alive || c->w->draining) {
+        close_after_flush(c);
+        return;
+    }
+    llhttp_resume(&c->parser);
+    reset_request(c);
+    if (c->pending.len) {
+        cg_buf_t pending = c->pending;
+        memset(&c->pending, 0, sizeof(c->pending));
+        feed(c, pending.p, pending.len);
+        cg_buf_free(&pending);
+        if (c->ex || c->closing || !c->keep_alive)
+            return;
+    }
+    if (!c->reading && !c->closing) {
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+        c->reading = true;
+    }
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    cg_worker_t *w = server->data;
+    if (status < 0)
+        return;
+    cg_client_t *c = cg_xcalloc(1, sizeof(*c));
+    c->w = w;
+    c->admin = server == (uv_stream_t *)&w->admin;
+    uv_tcp_init(w->loop, &c->tcp);
+    c->tcp.data = c;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+        uv_close((uv_handle_t *)&c->tcp, (uv_close_cb)free);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    llhttp_init(&c->parser, HTTP_REQUEST, &settings);
+    c->parser.data = c;
+    c->keep_alive = true;
+    c->next = w->clients;
+    if (w->clients)
+        w->clients->prev = c;
+    w->clients = c;
+    w->nclients++;
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    c->reading = true;
+}
+
+static int parse_addr(const char *addr, struct sockaddr_storage *ss)
+{
+    char host[256];
+    const char *colon = strrchr(addr, ':');
+    size_t hl = (size_t)(colon - addr);
+    if (hl >= sizeof(host))
+        return UV_EINVAL;
+    memcpy(host, addr, hl);
+    host[hl] = '\0';
+    int port = atoi(colon + 1);
+    char *h = host;
+    if (h[0] == '[' && hl > 1 && h[hl - 1] == ']') {
+        h[hl - 1] = '\0';
+        h++;
+    }
+    if (strchr(h, ':'))
+        return uv_ip6_addr(h, port, (struct sockaddr_in6 *)ss);
+    if (strcmp(h, "localhost") == 0)
+        h = "127.0.0.1";
+    return uv_ip4_addr(h, port, (struct sockaddr_in *)ss);
+}
+
+int cg_server_listen(cg_worker_t *w, uv_tcp_t *h, const char *addr, bool admin)
+{
+    (void)admin;
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    int r = parse_addr(addr, &ss);
+    if (r != 0)
+        return r;
+    /* libuv 1.44 cannot set SO_REUSEPORT, so the socket is made here and
+     * handed over; every worker binds its own and the kernel spreads
+     * connections across them. */
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    socklen_t len = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if (bind(fd, (struct sockaddr *)&ss, len) != 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    uv_tcp_init(w->loop, h);
+    h->data = w;
+    if ((r = uv_tcp_open(h, fd)) != 0)
+        return r;
+    if (!settings.on_message_complete) {
+        llhttp_settings_init(&settings);
+        settings.on_message_begin = on_message_begin;
+        settings.on_url = on_url;
+        settings.on_header_field = on_header_field;
+        settings.on_header_value = on_header_value;
+        settings.on_headers_complete = on_headers_complete;
+        settings.on_body = on_body;
+        settings.on_message_complete = on_message_complete;
+    }
+    return uv_listen((uv_stream_t *)h, 1024, on_connection);
+}

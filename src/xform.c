@@ -1,0 +1,901 @@
+/*
+ * Stream transformer: SSE tokenizer -> JSON event view -> per-choice
+ * reference finders -> profile output. See include/citegate/xform.h.
+ *
+ * Per event the steady path allocates nothing: the token array, segment
+ * list and arena keep their capacity between events, and an unchanged event
+ * goes out as one span of the caller's input.
+ */
+#include "citegate/xform.h"
+
+#include "citegate/json.h"
+#include "citegate/sse.h"
+#include "xform_int.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- Output segments ------------------------------------------------------ */
+
+void cg_out_free(cg_out_t *o)
+{
+    free(o->seg);
+    cg_buf_free(&o->arena);
+    memset(o, 0, sizeof(*o));
+}
+
+size_t cg_out_len(const cg_out_t *o)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < o->nseg; i++)
+        n += o->seg[i].n;
+    return n;
+}
+
+static void out_begin(cg_out_t *o)
+{
+    o->nseg = 0;
+    o->arena.len = 0;
+    /* One huge call must not pin its arena for the rest of the stream. */
+    if (o->arena.cap > (1u << 20))
+        cg_buf_free(&o->arena);
+    if (o->arena.cap == 0)
+        cg_buf_reserve(&o->arena, 8192);
+}
+
+static cg_out_seg_t *out_push(cg_out_t *o)
+{
+    if (o->nseg == o->cap) {
+        o->cap = o->cap ? o->cap * 2 : 64;
+        o->seg = cg_xrealloc(o->seg, o->cap * sizeof(cg_out_seg_t));
+    }
+    return &o->seg[o->nseg++];
+}
+
+/* Appends a span of the caller's input (kept by reference). */
+void cg__out_span(cg_out_t *o, const char *p, size_t n)
+{
+    if (n == 0)
+        return;
+    if (o->nseg) {
+        cg_out_seg_t *last = &o->seg[o->nseg - 1];
+        if (last->p && last->p + last->n == p) {
+            last->n += n;
+            return;
+        }
+    }
+    cg_out_seg_t *s = out_push(o);
+    s->p = p;
+    s->off = 0;
+    s->n = n;
+}
+
+/* Marks arena bytes [from, arena.len) as the next output segment. */
+void cg__out_arena_since(cg_out_t *o, size_t from)
+{
+    size_t n = o->arena.len - from;
+    if (n == 0)
+        return;
+    if (o->nseg) {
+        cg_out_seg_t *last = &o->seg[o->nseg - 1];
+        if (last->p == NULL && last->off + last->n == from) {
+            last->n += n;
+            return;
+        }
+    }
+    cg_out_seg_t *s = out_push(o);
+    s->p = NULL;
+    s->off = from;
+    s->n = n;
+}
+
+void cg__out_copy(cg_out_t *o, const char *p, size_t n)
+{
+    size_t from = o->arena.len;
+    cg_buf_put(&o->arena, p, n);
+    cg__out_arena_since(o, from);
+}
+
+void cg__out_str(cg_out_t *o, const char *s)
+{
+    cg__out_copy(o, s, strlen(s));
+}
+
+/* A point to roll back to: an event written speculatively that turns out
+ * unchanged goes out as its raw bytes instead. */
+typedef struct cg_out_mark {
+    size_t nseg, last_n, arena_len;
+} cg_out_mark_t;
+
+static cg_out_mark_t out_mark(const cg_out_t *o)
+{
+    cg_out_mark_t m = {o->nseg, o->nseg ? o->seg[o->nseg - 1].n : 0, o->arena.len};
+    return m;
+}
+
+static void out_rollback(cg_out_t *o, const cg_out_mark_t *m)
+{
+    o->nseg = m->nseg;
+    if (m->nseg)
+        o->seg[m->nseg - 1].n = m->last_n;
+    o->arena.len = m->arena_len;
+}
+
+static void out_end(cg_out_t *o)
+{
+    for (size_t i = 0; i < o->nseg; i++) {
+        if (o->seg[i].p == NULL)
+            o->seg[i].p = o->arena.p + o->seg[i].off;
+    }
+}
+
+/* --- Configuration -------------------------------------------------------- */
+
+static const char *const profile_names[] = {
+    [CG_PROFILE_OFF] = "off",
+    [CG_PROFILE_OPENWEBUI] = "openwebui",
+};
+
+bool cg_profile_parse(const char *name, cg_profile_t *out)
+{
+    for (size_t i = 0; i < sizeof(profile_names) / sizeof(profile_names[0]); i++) {
+        if (profile_names[i] && strcmp(profile_names[i], name) == 0) {
+            *out = (cg_profile_t)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *cg_profile_name(cg_profile_t p)
+{
+    return profile_names[p];
+}
+
+void cg_xform_cfg_default(cg_xform_cfg_t *cfg)
+{
+    cfg->profile = CG_PROFILE_OPENWEBUI;
+    cfg->style = CG_REF_ANY;
+    cfg->max_doc_bytes = 8192;
+    cfg->scores = true;
+    cfg->max_event = CG_SSE_MAX_EVENT_DEFAULT;
+}
+
+/* --- Stream state ---------------------------------------------------------- */
+
+cg_xform_t *cg_xform_new(const cg_xform_cfg_t *cfg, const cg_request_t *req)
+{
+    cg_xform_t *x = cg_xcalloc(1, sizeof(*x));
+    x->cfg = *cfg;
+    x->req = req;
+    cg_sse_init(&x->sse, cfg->max_event);
+    cg_json_init(&x->json, CG_XFORM_MAX_TOKENS);
+    x->style = cfg->style;
+    if (x->style == CG_REF_ANY && req) {
+        /* Known from the request: Azure data sources answer in [docN], and
+         * Open WebUI's <source> template asks for [N]. */
+        if (req->has_data_sources)
+            x->style = CG_REF_DOC;
+        else if (req->sources.n > 0)
+            x->style = CG_REF_NUMERIC;
+    }
+    return x;
+}
+
+void cg_xform_free(cg_xform_t *x)
+{
+    if (x == NULL)
+        return;
+    cg_sse_free(&x->sse);
+    cg_json_free(&x->json);
+    cg_cites_free(&x->cites);
+    free(x->choices);
+    free(x->refs);
+    cg_buf_free(&x->scratch);
+    cg_buf_free(&x->tpl);
+    cg_buf_free(&x->meta_id);
+    cg_buf_free(&x->meta_created);
+    cg_buf_free(&x->meta_model);
+    free(x);
+}
+
+const cg_xform_stats_t *cg_xform_stats(const cg_xform_t *x)
+{
+    return &x->stats;
+}
+
+const cg_cites_t *cg_xform_cites(const cg_xform_t *x)
+{
+    return &x->cites;
+}
+
+static cg_choice_t *choice_at(cg_xform_t *x, double index)
+{
+    if (!(index >= 0 && index < CG_XFORM_MAX_CHOICES))
+        return NULL;
+    size_t i = (size_t)index;
+    if (i >= x->nchoices) {
+        x->choices = cg_xrealloc(x->choices, (i + 1) * sizeof(cg_choice_t));
+        for (size_t k = x->nchoices; k <= i; k++) {
+            memset(&x->choices[k], 0, sizeof(cg_choice_t));
+            cg_ref_init(&x->choices[k].ref, x->style);
+        }
+        x->nchoices = i + 1;
+    }
+    return &x->choices[i];
+}
+
+static void set_style(cg_xform_t *x, cg_ref_style_t style)
+{
+    x->style = style;
+    for (size_t i = 0; i < x->nchoices; i++)
+        cg_ref_set_styles(&x->choices[i].ref, style);
+}
+
+/* Adopts the stream's citations: the first source kind seen wins (SPEC §6). */
+static void learn_cites(cg_xform_t *x, const cg_json_t *j, int choices, int msg_key)
+{
+    cg_cite_opts_t o = {x->cfg.max_doc_bytes, x->cfg.scores};
+    if (cg_json_type(j, choices) == JSMN_ARRAY) {
+        int n = j->tok[choices].size;
+        for (int k = 0, c = choices + 1; k < n; k++, c = cg_json_skip(j, c)) {
+            int msg = cg_json_get(j, c, msg_key ? "message" : "delta");
+            int ctx = cg_json_get(j, msg, "context");
+            if (ctx >= 0 && cg_cites_from_azure(&x->cites, j, ctx, &o) > 0) {
+                if (x->style == CG_REF_ANY)
+                    set_style(x, CG_REF_DOC);
+                x->cites_set = true;
+                return;
+            }
+        }
+    }
+    if (cg_cites_from_web(&x->cites, j, 0, &o) > 0) {
+        if (x->style == CG_REF_ANY)
+            set_style(x, CG_REF_NUMERIC);
+        x->cites_set = true;
+    }
+}
+
+/* Request-side sources count only when the upstream brought none before
+ * the first content. */
+static void adopt_request_sources(cg_xform_t *x)
+{
+    if (x->cites_set || x->req == NULL || x->req->sources.n == 0)
+        return;
+    cg_cites_copy(&x->cites, &x->req->sources);
+    x->cites_set = true;
+    if (x->style == CG_REF_ANY)
+        set_style(x, CG_REF_NUMERIC);
+}
+
+static void remember(cg_buf_t *b, const cg_json_t *j, int tok)
+{
+    if (b->len || tok < 0)
+        return;
+    int type = cg_json_type(j, tok);
+    if (type != JSMN_STRING && type != JSMN_PRIMITIVE)
+        return;
+    cg_span_t raw = cg_json_raw(j, tok);
+    if (raw.n == 0 || raw.n > 256 || cg_json_is_null(j, tok) || cg_span_eq(raw, "0"))
+        return;
+    cg_buf_put(b, raw.p, raw.n);
+}
+
+static void learn_meta(cg_xform_t *x, const cg_json_t *j)
+{
+    if (x->meta_id.len && x->meta_created.len && x->meta_model.len)
+        return;
+    remember(&x->meta_id, j, cg_json_get(j, 0, "id"));
+    remember(&x->meta_created, j, cg_json_get(j, 0, "created"));
+    remember(&x->meta_model, j, cg_json_get(j, 0, "model"));
+}
+
+/* Writes the "id", "object", "created", "model" members for our own chunks. */
+void cg__xform_put_meta(const cg_xform_t *x, cg_buf_t *b)
+{
+    cg_buf_puts(b, "\"id\":\"");
+    cg_buf_put(b, x->meta_id.p, x->meta_id.len);
+    cg_buf_puts(b, "\",\"object\":\"chat.completion.chunk\",\"created\":");
+    if (x->meta_created.len)
+        cg_buf_put(b, x->meta_created.p, x->meta_created.len);
+    else
+        cg_buf_putc(b, '0');
+    cg_buf_puts(b, ",\"model\":\"");
+    cg_buf_put(b, x->meta_model.p, x->meta_model.len);
+    cg_buf_putc(b, '"');
+}
+
+/* --- References ------------------------------------------------------------ */
+
+/* Records a reference in first-reference order (bounded, see xform.h). */
+static void record_ref(cg_xform_t *x, cg_ref_style_t kind, unsigned n)
+{
+    uint32_t code = ((uint32_t)kind << 16) | n;
+    for (size_t i = 0; i < x->nrefs; i++) {
+        if (x->refs[i].code == code) {
+            x->refs[i].count++;
+            return;
+        }
+    }
+    if (x->nrefs == CG_XFORM_MAX_REFS)
+        return;
+    if (x->nrefs == x->refs_cap) {
+        x->refs_cap = x->refs_cap ? x->refs_cap * 2 : 8;
+        x->refs = cg_xrealloc(x->refs, x->refs_cap * sizeof(cg_refrec_t));
+    }
+    x->refs[x->nrefs].code = code;
+    x->refs[x->nrefs].count = 1;
+    x->nrefs++;
+}
+
+static void sink_text(void *ctx, const char *p, size_t n, bool stable)
+{
+    cg_xform_t *x = ctx;
+    if (stable && x->content_stable)
+        cg__out_span(x->out, p, n);
+    else
+        cg__out_copy(x->out, p, n);
+}
+
+static void sink_ref(void *ctx, cg_ref_style_t kind, unsigned n, const char *text, size_t len)
+{
+    cg_xform_t *x = ctx;
+    cg_out_t *o = x->out;
+    if (kind != x->style) {
+        /* A form this stream does not use (style still open: remember it). */
+        if (x->style == CG_REF_ANY)
+            record_ref(x, kind, n);
+        cg__out_copy(o, text, len);
+        return;
+    }
+    record_ref(x, kind, n);
+    const cg_citation_t *c = x->cites_set ? cg_cites_find(&x->cites, n) : NULL;
+    if (c == NULL) {
+        if (x->cites_set)
+            x->stats.refs_out_of_range++;
+        else
+            x->stats.refs_unlinked++;
+    } else if (c->link == NULL) {
+        x->stats.refs_unlinked++;
+    } else {
+        x->stats.refs_linked++;
+    }
+    if (c == NULL || c->link == NULL || x->cfg.profile == CG_PROFILE_OFF) {
+        cg__out_copy(o, text, len);
+        return;
+    }
+    x->changed = true;
+    size_t from = o->arena.len;
+    cg_buf_putc(&o->arena, '[');
+    cg_buf_put(&o->arena, text, len);
+    cg_buf_puts(&o->arena, "](");
+    cg_buf_puts(&o->arena, c->link);
+    cg_buf_putc(&o->arena, ')');
+    cg__out_arena_since(o, from);
+}
+
+static void ref_sink(cg_xform_t *x, cg_ref_sink_t *s)
+{
+    s->text = sink_text;
+    s->ref = sink_ref;
+    s->ctx = x;
+}
+
+/* Emits one chunk that carries a choice's held bytes (before its end). */
+static void flush_choice(cg_xform_t *x, size_t index)
+{
+    cg_choice_t *ch = &x->choices[index];
+    if (cg_ref_held(&ch->ref) == 0)
+        return;
+    cg_out_t *o = x->out;
+    size_t from = o->arena.len;
+    cg_buf_puts(&o->arena, "data: {");
+    cg__xform_put_meta(x, &o->arena);
+    cg_buf_printf(&o->arena, ",\"choices\":[{\"index\":%zu,\"delta\":{\"content\":\"", index);
+    cg__out_arena_since(o, from);
+    cg_ref_sink_t sink;
+    ref_sink(x, &sink);
+    x->content_stable = false;
+    cg_ref_flush(&ch->ref, &sink);
+    cg__out_str(o, "\"},\"finish_reason\":null}]}\n\n");
+    x->stats.events_out++;
+    x->last_raw = false;
+}
+
+static void flush_all(cg_xform_t *x)
+{
+    for (size_t i = 0; i < x->nchoices; i++)
+        flush_choice(x, i);
+}
+
+/* Emits the profile's citation events and ends the stream. */
+static void end_stream(cg_xform_t *x, bool done_event)
+{
+    flush_all(x);
+    if (x->cfg.profile == CG_PROFILE_OPENWEBUI)
+        x->last_raw &= !cg__openwebui_stream_end(x);
+    if (done_event) {
+        cg__out_str(x->out, "data: [DONE]\n\n");
+        x->stats.events_out++;
+    }
+    x->ended = true;
+}
+
+/* --- Events ---------------------------------------------------------------- */
+
+static void put_ev(cg_xform_t *x, const char *p, size_t n)
+{
+    if (x->ev_stable)
+        cg__out_span(x->out, p, n);
+    else
+        cg__out_copy(x->out, p, n);
+}
+
+static void pass_raw(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    put_ev(x, ev->raw.p + ev->lead, ev->raw.n - ev->lead);
+    x->last_raw = true;
+    x->stats.events_out++;
+}
+
+/* Copies data[x->cur, to) to the output, minus the removed member range. */
+static void put_data_until(cg_xform_t *x, size_t to)
+{
+    const char *d = x->json.js;
+    size_t from = x->cur;
+    if (x->cut_end > x->cut_start && from < x->cut_end && to > x->cut_start) {
+        if (from < x->cut_start)
+            x->put(x, d + from, x->cut_start - from);
+        from = x->cut_end < to ? x->cut_end : to;
+    }
+    if (to > from)
+        x->put(x, d + from, to - from);
+    x->cur = to;
+}
+
+static void put_data_ev(cg_xform_t *x, const char *p, size_t n)
+{
+    if (x->data_stable)
+        put_ev(x, p, n);
+    else
+        cg__out_copy(x->out, p, n);
+}
+
+/* Finds the top-level "event" member and the byte range that removes it. */
+static void find_cut(cg_xform_t *x, const cg_json_t *j)
+{
+    x->cut_start = x->cut_end = 0;
+    if (memmem(j->js, j->len, "\"event\"", 7) == NULL)
+        return;
+    int n = j->tok[0].size;
+    int prev_end_tok = -1;
+    for (int k = 0, i = 1; k < n; k++) {
+        int val = i + 1;
+        int next = cg_json_skip(j, val);
+        if (cg_span_eq(cg_json_raw(j, i), "event")) {
+            if (k + 1 < n) {
+                x->cut_start = cg_json_begin(j, i);
+                x->cut_end = cg_json_begin(j, next);
+            } else if (prev_end_tok >= 0) {
+                x->cut_start = cg_json_end(j, prev_end_tok);
+                x->cut_end = cg_json_end(j, val);
+            } else {
+                x->cut_start = cg_json_begin(j, i);
+                x->cut_end = cg_json_end(j, val);
+            }
+            return;
+        }
+        prev_end_tok = val;
+        i = next;
+    }
+}
+
+/* Runs one choice's content through its finder, writing the new content. */
+static void rewrite_content(cg_xform_t *x, cg_choice_t *ch, int content, bool finished)
+{
+    const cg_json_t *j = &x->json;
+    cg_ref_sink_t sink;
+    ref_sink(x, &sink);
+    put_data_until(x, (size_t)j->tok[content].start);
+    x->content_stable = x->data_stable && x->ev_stable;
+    if (cg_ref_held(&ch->ref))
+        x->changed = true;
+    cg_span_t s = cg_json_raw(j, content);
+    cg_ref_feed(&ch->ref, s.p, s.n, &sink);
+    if (cg_ref_held(&ch->ref)) {
+        if (finished)
+            cg_ref_flush(&ch->ref, &sink);
+        else
+            x->changed = true; /* bytes held for the next event */
+    }
+    x->cur = (size_t)j->tok[content].end;
+}
+
+/* Walks the choices of a parsed chunk or body. Returns true if any content
+ * or member changed (the output since `mark` is then the new data). */
+static void walk_choices(cg_xform_t *x, int choices, const char *msg_key)
+{
+    const cg_json_t *j = &x->json;
+    int n = j->tok[choices].size;
+    for (int k = 0, c = choices + 1; k < n; k++, c = cg_json_skip(j, c)) {
+        if (cg_json_type(j, c) != JSMN_OBJECT)
+            continue;
+        double index = k;
+        cg_json_number(j, cg_json_get(j, c, "index"), &index);
+        cg_choice_t *ch = choice_at(x, index);
+        if (ch == NULL)
+            continue;
+        int fr = cg_json_get(j, c, "finish_reason");
+        bool finished = fr >= 0 && !cg_json_is_null(j, fr);
+        int content = cg_json_get(j, cg_json_get(j, c, msg_key), "content");
+        if (cg_json_is_str(j, content)) {
+            adopt_request_sources(x);
+            rewrite_content(x, ch, content, finished || x->body_mode);
+        }
+        if (finished) {
+            ch->finished = true;
+            x->stats.saw_finish = true;
+        }
+    }
+}
+
+/* Before a chunk that finishes a choice without content, that choice's held
+ * bytes go out in a chunk of their own. */
+static void flush_finishing(cg_xform_t *x, int choices)
+{
+    const cg_json_t *j = &x->json;
+    int n = j->tok[choices].size;
+    for (int k = 0, c = choices + 1; k < n; k++, c = cg_json_skip(j, c)) {
+        int fr = cg_json_get(j, c, "finish_reason");
+        if (fr < 0 || cg_json_is_null(j, fr))
+            continue;
+        if (cg_json_is_str(j, cg_json_get(j, cg_json_get(j, c, "delta"), "content")))
+            continue;
+        double index = k;
+        cg_json_number(j, cg_json_get(j, c, "index"), &index);
+        if (index >= 0 && index < (double)x->nchoices)
+            flush_choice(x, (size_t)index);
+    }
+}
+
+static bool any_held(const cg_xform_t *x)
+{
+    for (size_t i = 0; i < x->nchoices; i++)
+        if (cg_ref_held(&x->choices[i].ref))
+            return true;
+    return false;
+}
+
+/* Writes the non-data lines of a rewritten event, as they came. */
+static void put_other_lines(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    const char *p = ev->raw.p + ev->lead;
+    const char *end = ev->raw.p + ev->raw.n;
+    while (p < end) {
+        const char *e = p;
+        while (e < end && *e != '\r' && *e != '\n')
+            e++;
+        if (e == p)
+            break; /* the blank line that ends the event */
+        const char *next = e;
+        if (next < end && *next == '\r')
+            next++;
+        if (next < end && *next == '\n' && next[-1] != '\n')
+            next++;
+        bool is_data = (e - p >= 4 && memcmp(p, "data", 4) == 0 && (e - p == 4 || p[4] == ':'));
+        if (!is_data)
+            put_ev(x, p, (size_t)(next - p));
+        p = next;
+    }
+}
+
+/*
+ * Template fast path. Streaming chunks of one answer differ only in their
+ * content string: once jsmn has validated a chunk of that shape, a later
+ * chunk with the very same bytes before and after its content string is the
+ * same JSON with other content, so it needs no full parse. Only the content
+ * string itself is checked (closing quote, escapes).
+ */
+static void save_template(cg_xform_t *x, const cg_sse_event_t *ev, int choices, bool learned)
+{
+    const cg_json_t *j = &x->json;
+    x->tpl_valid = false;
+    if (ev->ndata != 1 || ev->nother != 0 || learned || x->cut_end > x->cut_start ||
+        j->tok[choices].size != 1)
+        return;
+    int c = choices + 1;
+    int fr = cg_json_get(j, c, "finish_reason");
+    int content = cg_json_get(j, cg_json_get(j, c, "delta"), "content");
+    if ((fr >= 0 && !cg_json_is_null(j, fr)) || !cg_json_is_str(j, content))
+        return;
+    double index = 0;
+    cg_json_number(j, cg_json_get(j, c, "index"), &index);
+    size_t start = (size_t)j->tok[content].start, end = (size_t)j->tok[content].end;
+    if (start + (j->len - end) > CG_XFORM_TEMPLATE_MAX || !(index >= 0 && index < (double)x->nchoices))
+        return;
+    x->tpl.len = 0;
+    cg_buf_put(&x->tpl, j->js, start);
+    cg_buf_put(&x->tpl, j->js + end, j->len - end);
+    x->tpl_prefix = start;
+    x->tpl_choice = (size_t)index;
+    x->tpl_valid = true;
+}
+
+/* Length of a valid JSON string body starting at s (up to its closing
+ * quote), or -1 when there is none or an escape is invalid. */
+static ssize_t string_body(const char *s, size_t n)
+{
+    const char *q = memchr(s, '"', n);
+    if (q == NULL)
+        return -1;
+    if (memchr(s, '\\', (size_t)(q - s)) == NULL)
+        return q - s;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"')
+            return (ssize_t)i;
+        if (s[i] != '\\')
+            continue;
+        if (++i >= n)
+            return -1;
+        if (s[i] == 'u') {
+            for (int k = 1; k <= 4; k++)
+                if (i + k >= n || !isxdigit((unsigned char)s[i + k]))
+                    return -1;
+            i += 4;
+        } else if (!strchr("\"\\/bfnrt", s[i]) || s[i] == '\0') {
+            return -1;
+        }
+    }
+    return -1;
+}
+
+static bool fast_event(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    cg_span_t d = ev->data;
+    size_t pre = x->tpl_prefix, post = x->tpl.len - pre;
+    if (!x->tpl_valid || ev->ndata != 1 || ev->nother != 0 || d.n < pre + post ||
+        memcmp(d.p, x->tpl.p, pre) != 0)
+        return false;
+    /* The template's suffix starts with the content's closing quote. */
+    ssize_t body = string_body(d.p + pre, d.n - pre - post + 1);
+    if (body < 0 || (size_t)body != d.n - pre - post ||
+        memcmp(d.p + pre + body, x->tpl.p + pre, post) != 0)
+        return false;
+
+    cg_choice_t *ch = &x->choices[x->tpl_choice];
+    cg_out_t *o = x->out;
+    cg_out_mark_t mark = out_mark(o);
+    cg_ref_sink_t sink;
+    ref_sink(x, &sink);
+    x->data_stable = true;
+    x->content_stable = x->ev_stable;
+    x->changed = cg_ref_held(&ch->ref) > 0;
+    cg__out_str(o, "data: ");
+    put_ev(x, d.p, pre);
+    cg_ref_feed(&ch->ref, d.p + pre, (size_t)body, &sink);
+    x->changed |= cg_ref_held(&ch->ref) > 0;
+    if (!x->changed) {
+        out_rollback(o, &mark);
+        pass_raw(x, ev);
+        return true;
+    }
+    put_ev(x, d.p + pre + body, post);
+    cg__out_str(o, "\n\n");
+    x->last_raw = false;
+    x->stats.events_out++;
+    return true;
+}
+
+static void on_json_event(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    cg_json_t *j = &x->json;
+    learn_meta(x, j);
+    bool had_cites = x->cites_set;
+    int choices = cg_json_get(j, 0, "choices");
+    if (!x->cites_set)
+        learn_cites(x, j, choices, 0);
+    bool has_choices = cg_json_type(j, choices) == JSMN_ARRAY;
+    if (has_choices && any_held(x))
+        flush_finishing(x, choices);
+
+    cg_out_t *o = x->out;
+    cg_out_mark_t mark = out_mark(o);
+    find_cut(x, j);
+    x->changed = x->cut_end > x->cut_start;
+    if (ev->nother)
+        put_other_lines(x, ev);
+    cg__out_str(o, "data: ");
+    x->cur = 0;
+    if (has_choices)
+        walk_choices(x, choices, "delta");
+    if (has_choices)
+        save_template(x, ev, choices, had_cites != x->cites_set);
+    if (!x->changed) {
+        out_rollback(o, &mark);
+        pass_raw(x, ev);
+        return;
+    }
+    put_data_until(x, j->len);
+    cg__out_str(o, "\n\n");
+    x->last_raw = false;
+    x->stats.events_out++;
+}
+
+static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    x->stats.events_in++;
+    /* The LF of a CRLF split across reads ends the previous event: it goes
+     * out right behind it if that event went out unchanged (before anything
+     * this event makes us write), and is dropped after our own line ends. */
+    if (ev->lead && x->last_raw)
+        put_ev(x, ev->raw.p, ev->lead);
+    if (x->ended || ev->ndata == 0) {
+        pass_raw(x, ev);
+        return;
+    }
+    if (cg_span_eq(ev->data, "[DONE]")) {
+        x->stats.saw_done = true;
+        end_stream(x, false);
+        pass_raw(x, ev);
+        return;
+    }
+    if (fast_event(x, ev))
+        return;
+    cg_span_t data = ev->data;
+    x->data_stable = ev->ndata == 1;
+    if (!x->data_stable) {
+        /* Several data lines join with LF, which is JSON white space: as
+         * one line of a rewritten event it must be a space. */
+        x->scratch.len = 0;
+        cg_buf_put(&x->scratch, data.p, data.n);
+        for (size_t i = 0; i < x->scratch.len; i++)
+            if (x->scratch.p[i] == '\n')
+                x->scratch.p[i] = ' ';
+        data = cg_span(x->scratch.p, x->scratch.len);
+    }
+    if (cg_json_parse(&x->json, data.p, data.n) != CG_JSON_OK ||
+        x->json.tok[0].type != JSMN_OBJECT) {
+        x->stats.malformed++;
+        pass_raw(x, ev);
+        return;
+    }
+    on_json_event(x, ev);
+    if (x->json.cap > 4096)
+        cg_json_trim(&x->json, 256);
+}
+
+/* Upstream sent an event larger than max_event: from here on, bytes go
+ * through unchanged (held content first, so nothing is reordered). */
+static void go_passthrough(cg_xform_t *x, const char *in, size_t len)
+{
+    x->stats.passthrough = true;
+    if (!x->ended)
+        flush_all(x);
+    cg_span_t pending = cg_sse_pending(&x->sse);
+    cg__out_copy(x->out, pending.p, pending.n);
+    cg__out_span(x->out, in, len);
+}
+
+int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
+{
+    out_begin(out);
+    x->out = out;
+    x->put = put_data_ev;
+    if (x->cfg.profile == CG_PROFILE_OFF || x->stats.passthrough) {
+        cg__out_span(out, in, len);
+        out_end(out);
+        return 0;
+    }
+    size_t pos = 0;
+    while (pos < len) {
+        cg_sse_event_t ev;
+        ssize_t r = cg_sse_feed(&x->sse, in + pos, len - pos, &ev);
+        if (r == CG_SSE_AGAIN)
+            break;
+        if (r < 0) {
+            go_passthrough(x, in + pos, len - pos);
+            break;
+        }
+        x->ev_stable = ev.raw.p >= in && ev.raw.p + ev.raw.n <= in + len;
+        on_event(x, &ev);
+        pos += (size_t)r;
+    }
+    out_end(out);
+    return 0;
+}
+
+int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
+{
+    out_begin(out);
+    x->out = out;
+    cg_span_t pending = cg_sse_pending(&x->sse);
+    if (x->sse.lead && pending.n && x->last_raw && !x->stats.passthrough)
+        cg__out_copy(out, pending.p, x->sse.lead); /* the LF that ends the last event */
+    if (x->cfg.profile != CG_PROFILE_OFF && !x->stats.passthrough && !x->ended) {
+        if (x->stats.saw_finish) {
+            end_stream(x, true);
+        } else {
+            static const char *const why_text[] = {
+                [CG_END_EOF] = "upstream closed the stream before the answer finished",
+                [CG_END_RESET] = "upstream connection failed before the answer finished",
+                [CG_END_TIMEOUT] = "upstream went idle before the answer finished",
+                [CG_END_SHUTDOWN] = "gateway is shutting down",
+            };
+            x->stats.truncated = true;
+            end_stream(x, false);
+            size_t from = out->arena.len;
+            cg_buf_puts(&out->arena, "data: {\"error\":{\"message\":");
+            cg_json_put_cstr(&out->arena, why_text[why]);
+            cg_buf_puts(&out->arena,
+                        ",\"type\":\"upstream_error\",\"code\":\"upstream_closed\"}}\n\n");
+            cg__out_arena_since(out, from);
+            x->stats.events_out++;
+        }
+    }
+    out_end(out);
+    return 0;
+}
+
+/* --- Non-streaming bodies -------------------------------------------------- */
+
+static void put_body(cg_xform_t *x, const char *p, size_t n)
+{
+    cg__out_span(x->out, p, n);
+}
+
+int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
+{
+    out_begin(out);
+    x->out = out;
+    x->put = put_body;
+    x->body_mode = true;
+    x->data_stable = x->ev_stable = true;
+    cg_json_t *j = &x->json;
+    if (x->cfg.profile == CG_PROFILE_OFF) {
+        cg__out_span(out, body, len);
+        out_end(out);
+        return 0;
+    }
+    if (cg_json_parse(j, body, len) != CG_JSON_OK || j->tok[0].type != JSMN_OBJECT) {
+        x->stats.malformed++;
+        cg__out_span(out, body, len);
+        out_end(out);
+        return -1;
+    }
+    learn_meta(x, j);
+    int choices = cg_json_get(j, 0, "choices");
+    learn_cites(x, j, choices, 1);
+    find_cut(x, j);
+    x->cur = 0;
+    if (cg_json_type(j, choices) == JSMN_ARRAY)
+        walk_choices(x, choices, "message");
+    /* Additions go just before the root object's closing brace. */
+    put_data_until(x, cg_json_end(j, 0) - 1);
+    int members = j->tok[0].size - (x->cut_end > x->cut_start ? 1 : 0);
+    if (x->cfg.profile == CG_PROFILE_OPENWEBUI)
+        cg__openwebui_body_end(x, members > 0);
+    put_data_until(x, len);
+    x->ended = true;
+    out_end(out);
+    return 0;
+}
+
+size_t cg__xform_each_cited(cg_xform_t *x, cg__cited_fn fn, void *arg)
+{
+    size_t n = 0;
+    if (!x->cites_set)
+        return 0;
+    for (size_t i = 0; i < x->nrefs; i++) {
+        if ((x->refs[i].code >> 16) != (uint32_t)x->style)
+            continue;
+        const cg_citation_t *c = cg_cites_find(&x->cites, x->refs[i].code & 0xFFFF);
+        if (c == NULL)
+            continue;
+        fn(x, c, arg);
+        n++;
+    }
+    x->stats.citations_emitted += n;
+    return n;
+}
