@@ -7,7 +7,9 @@
 #include "main_int.h"
 #include "metrics.h"
 #include "server.h"
+#include "tls.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <signal.h>
@@ -169,6 +171,31 @@ static int run_worker(const cg_config_t *cfg, int index, char *data_sources)
     signal(SIGPIPE, SIG_IGN);
     if (!w->demo && (cg_upstream_url_parse(cfg->upstream, &w->up) != 0 || resolve(w) != 0))
         return 2;
+    static cg_tls_conf_t up_tls;
+    if (!w->demo && w->up.tls) {
+        char err[512];
+        if (cg_tls_conf_client(&up_tls, cfg->upstream_ca, cfg->upstream_insecure, err,
+                               sizeof(err)) != 0) {
+            cg_log_error(NULL, "%s", err);
+            return 2;
+        }
+        w->up_tls = &up_tls;
+        struct in6_addr ip;
+        if (!cfg->upstream_insecure && (inet_pton(AF_INET, w->up.host, &ip) == 1 ||
+                                        inet_pton(AF_INET6, w->up.host, &ip) == 1))
+            cg_log_warn(NULL, "CITEGATE_UPSTREAM: %s is an IP address: its certificate chain is "
+                              "verified, its name is not (use a host name for full checks)",
+                        w->up.host);
+    }
+    static cg_tls_conf_t srv_tls;
+    if (cfg->tls_cert) {
+        char err[512];
+        if (cg_tls_conf_server(&srv_tls, cfg->tls_cert, cfg->tls_key, err, sizeof(err)) != 0) {
+            cg_log_error(NULL, "%s", err);
+            return 2;
+        }
+        w->srv_tls = &srv_tls;
+    }
     int r = cg_server_listen(w, &w->listener, cfg->listen, false);
     if (r != 0) {
         cg_log_error(NULL, "CITEGATE_LISTEN: cannot listen on %s: %s", cfg->listen, uv_strerror(r));
@@ -321,8 +348,11 @@ static int validate(const cg_config_t *cfg, char *err, size_t el)
         return -1;
     }
     if (cfg->upstream && !cfg->demo && up.tls) {
-        snprintf(err, el, "CITEGATE_UPSTREAM: https upstreams are not supported by this build yet");
-        return -1;
+        cg_tls_conf_t tc;
+        int rc = cg_tls_conf_client(&tc, cfg->upstream_ca, cfg->upstream_insecure, err, el);
+        cg_tls_conf_free(&tc);
+        if (rc != 0)
+            return -1;
     }
     if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL)) {
         snprintf(err, el, "%s: set both CITEGATE_TLS_CERT and CITEGATE_TLS_KEY",
@@ -330,8 +360,11 @@ static int validate(const cg_config_t *cfg, char *err, size_t el)
         return -1;
     }
     if (cfg->tls_cert) {
-        snprintf(err, el, "CITEGATE_TLS_CERT: TLS on the client listener is not supported by this build yet");
-        return -1;
+        cg_tls_conf_t tc;
+        int rc = cg_tls_conf_server(&tc, cfg->tls_cert, cfg->tls_key, err, el);
+        cg_tls_conf_free(&tc);
+        if (rc != 0)
+            return -1;
     }
     if (cfg->upstream_ca && access(cfg->upstream_ca, R_OK) != 0) {
         snprintf(err, el, "CITEGATE_UPSTREAM_CA: cannot read %s: %s", cfg->upstream_ca, strerror(errno));

@@ -9,6 +9,7 @@
 #include "citegate/json.h"
 #include "log.h"
 #include "metrics.h"
+#include "tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -177,10 +178,29 @@ static void on_write(uv_write_t *req, int status)
         cg_exchange_client_drained(c->ex);
 }
 
+static void write_raw(cg_client_t *c, const uv_buf_t *bufs, unsigned n);
+
 void cg_client_write(cg_client_t *c, const uv_buf_t *bufs, unsigned n)
 {
     if (c->closing)
         return;
+    if (c->tls == NULL) {
+        write_raw(c, bufs, n);
+        return;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (cg_tls_write(c->tls, bufs[i].base, bufs[i].len) != 0) {
+            cg_client_close(c);
+            return;
+        }
+    }
+    uv_buf_t b = uv_buf_init(c->tls->out.p, (unsigned)c->tls->out.len);
+    write_raw(c, &b, 1);
+    c->tls->out.len = 0;
+}
+
+static void write_raw(cg_client_t *c, const uv_buf_t *bufs, unsigned n)
+{
     size_t total = 0;
     for (unsigned i = 0; i < n; i++)
         total += bufs[i].len;
@@ -276,6 +296,10 @@ static void on_close(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     w->nclients--;
+    if (c->tls) {
+        cg_tls_free(c->tls);
+        free(c->tls);
+    }
     cg_buf_free(&c->url);
     cg_hdrs_free(&c->hdrs);
     cg_buf_free(&c->body);
@@ -425,6 +449,47 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init(slab, sizeof(slab));
 }
 
+/* Hands decrypted bytes to the parser while no request is being served. */
+static void drain_tls(cg_client_t *c)
+{
+    char plain[16384];
+    int r = 0;
+    while (!c->closing && c->ex == NULL && !c->message_done &&
+           (r = cg_tls_read(c->tls, plain, sizeof(plain))) > 0)
+        feed(c, plain, (size_t)r);
+    if (c->closing)
+        return;
+    if (c->tls->out.len) {
+        uv_buf_t b = uv_buf_init(c->tls->out.p, (unsigned)c->tls->out.len);
+        write_raw(c, &b, 1);
+        c->tls->out.len = 0;
+    }
+    if (r == CG_TLS_ERROR || r == -CG_TLS_CLOSED)
+        cg_client_close(c);
+}
+
+static void take_tls(cg_client_t *c, const char *p, size_t n)
+{
+    cg_tls_feed(c->tls, p, n);
+    if (!c->tls->done) {
+        char err[300];
+        int rc = cg_tls_handshake(c->tls, err, sizeof(err));
+        if (c->tls->out.len) {
+            uv_buf_t b = uv_buf_init(c->tls->out.p, (unsigned)c->tls->out.len);
+            write_raw(c, &b, 1);
+            c->tls->out.len = 0;
+        }
+        if (rc == CG_TLS_ERROR) {
+            cg_log_debug(NULL, "client TLS: %s", err);
+            cg_client_close(c);
+            return;
+        }
+        if (rc == CG_TLS_AGAIN)
+            return;
+    }
+    drain_tls(c);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     cg_client_t *c = s->data;
@@ -434,7 +499,20 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         cg_client_close(c);
         return;
     }
-    if (nread > 0)
+    if (nread == 0)
+        return;
+    if (c->message_done) {
+        /* Reading goes on while a request is served, to see a disconnect at
+         * once; what a pipelining client sends meanwhile waits, bounded. */
+        cg_buf_t *keep = c->tls ? &c->tls->in : &c->pending;
+        cg_buf_put(keep, buf->base, (size_t)nread);
+        if (keep->len > CG_MAX_HEADER_BYTES + c->w->cfg->max_request_bytes)
+            stop_reading(c);
+        return;
+    }
+    if (c->tls)
+        take_tls(c, buf->base, (size_t)nread);
+    else
         feed(c, buf->base, (size_t)nread);
 }
 
@@ -468,7 +546,6 @@ static void feed(cg_client_t *c, const char *data, size_t n)
             }
             cg_buf_put(&c->pending, stop, n - used);
         }
-        stop_reading(c);
         dispatch(c);
         return;
     }
@@ -499,6 +576,11 @@ void cg_client_response_done(cg_client_t *c)
         if (c->ex || c->closing || !c->keep_alive)
             return;
     }
+    if (c->tls) {
+        drain_tls(c);
+        if (c->ex || c->closing)
+            return;
+    }
     if (!c->reading && !c->closing) {
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
         c->reading = true;
@@ -520,6 +602,10 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    if (!c->admin && w->srv_tls) {
+        c->tls = cg_xmalloc(sizeof(cg_tls_t));
+        cg_tls_init(c->tls, w->srv_tls, NULL);
+    }
     llhttp_init(&c->parser, HTTP_REQUEST, &settings);
     c->parser.data = c;
     c->keep_alive = true;

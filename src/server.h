@@ -82,6 +82,8 @@ struct cg_worker {
     unsigned upconns;
     cg_exchange_t *waiting_head, *waiting_tail; /* queued for a connection */
     char *data_sources; /* AZURE_AI_DATA_SOURCES, normalised to an array */
+    struct cg_tls_conf *up_tls; /* https:// upstreams */
+    struct cg_tls_conf *srv_tls; /* TLS on the client listener */
 };
 
 typedef enum { EX_NEW, EX_UPSTREAM, EX_STREAMING, EX_DONE } ex_state_t;
@@ -130,6 +132,7 @@ struct cg_client {
     const char *reject_msg;
     cg_exchange_t *ex;
     size_t queued;    /* bytes written but not yet flushed */
+    struct cg_tls *tls; /* NULL on plain connections */
     bool reading, closing, keep_alive, message_done, http10;
     cg_client_t *prev, *next;
 };

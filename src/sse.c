@@ -186,7 +186,7 @@ ssize_t cg_sse_feed(cg_sse_t *p, const char *in, size_t len, cg_sse_event_t *ev)
         if (have + (len - from) > p->max_event)
             goto toobig;
         if (p->buf.cap == 0)
-            cg_buf_reserve(&p->buf, 4096);
+            cg_buf_reserve(&p->buf, 1024);
         cg_buf_put(&p->buf, in + from, len - from);
         p->buffered = true;
     }

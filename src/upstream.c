@@ -11,7 +11,9 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "tls.h"
 
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,8 +25,8 @@ struct cg_upconn {
     cg_hdrs_t hdrs;
     cg_exchange_t *ex;
     cg_upconn_t *next_idle;
-    bool connected, closing, reused, got_bytes, done, reading;
-    char rbuf[65536];
+    bool connected, closing, reused, got_bytes, done, reading, request_pending;
+    cg_tls_t *tls; /* NULL on plain http:// */
 };
 
 typedef struct upwrite {
@@ -46,6 +48,10 @@ static void on_close(uv_handle_t *h)
         cg_metrics->upstream_connections[CG_PROTO_LABEL_HTTP1]--;
     w->upconns--;
     cg_hdrs_free(&u->hdrs);
+    if (u->tls) {
+        cg_tls_free(u->tls);
+        free(u->tls);
+    }
     free(u);
     serve_waiting(w);
 }
@@ -161,9 +167,13 @@ static void complete(cg_upconn_t *u)
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
-    cg_upconn_t *u = h->data;
+    /* One loop per process and every read is consumed (or copied) before
+     * on_read returns, so all connections share one read buffer instead of
+     * holding 16 KiB each. */
+    static char slab[65536];
+    (void)h;
     (void)hint;
-    *buf = uv_buf_init(u->rbuf, sizeof(u->rbuf));
+    *buf = uv_buf_init(slab, sizeof(slab));
 }
 
 static void retry_or_fail(cg_upconn_t *u, int uerr)
@@ -180,40 +190,98 @@ static void retry_or_fail(cg_upconn_t *u, int uerr)
     fail(u, uerr);
 }
 
+/* Parses plaintext response bytes; false once the connection is done with. */
+static bool take_plain(cg_upconn_t *u, const char *p, size_t n)
+{
+    if (u->ex == NULL) { /* bytes on an idle connection: not HTTP we can trust */
+        conn_close(u);
+        return false;
+    }
+    u->got_bytes = true;
+    enum llhttp_errno err = llhttp_execute(&u->parser, p, n);
+    if (u->closing)
+        return false;
+    if (err == HPE_PAUSED && u->done) {
+        complete(u);
+        return false;
+    }
+    if (err != HPE_OK) {
+        cg_log_warn(u->ex ? u->ex->rid : NULL, "upstream response: %s",
+                    llhttp_get_error_reason(&u->parser));
+        fail(u, CG_UERR_PROTOCOL);
+        return false;
+    }
+    return true;
+}
+
+static void on_eof(cg_upconn_t *u)
+{
+    if (u->ex == NULL) { /* idle connection closed by the upstream */
+        conn_close(u);
+        return;
+    }
+    if (u->got_bytes) {
+        enum llhttp_errno err = llhttp_finish(&u->parser);
+        if (u->closing)
+            return;
+        (void)err; /* HPE_PAUSED from on_message_complete counts as done */
+    }
+    if (u->done) {
+        complete(u); /* body delimited by the connection's end */
+        return;
+    }
+    retry_or_fail(u, CG_UERR_RESET);
+}
+
+static void write_request(cg_upconn_t *u);
+static void flush_tls(cg_upconn_t *u);
+
+/* Ciphertext in: finish the handshake, then hand out plaintext. */
+static void take_tls(cg_upconn_t *u, const char *p, size_t n)
+{
+    cg_tls_feed(u->tls, p, n);
+    if (!u->tls->done) {
+        char err[300];
+        int rc = cg_tls_handshake(u->tls, err, sizeof(err));
+        flush_tls(u);
+        if (rc == CG_TLS_ERROR) {
+            cg_log_warn(u->ex ? u->ex->rid : NULL, "upstream TLS %s:%d: %s", u->w->up.host,
+                        u->w->up.port, err);
+            fail(u, CG_UERR_TLS);
+            return;
+        }
+        if (rc == CG_TLS_AGAIN || u->closing)
+            return;
+        if (u->request_pending)
+            write_request(u);
+    }
+    char plain[16384];
+    int r;
+    while (!u->closing && (r = cg_tls_read(u->tls, plain, sizeof(plain))) > 0)
+        if (!take_plain(u, plain, (size_t)r))
+            return;
+    if (u->closing)
+        return;
+    flush_tls(u);
+    if (r == -CG_TLS_CLOSED)
+        on_eof(u);
+    else if (r == CG_TLS_ERROR)
+        fail(u, CG_UERR_TLS);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     cg_upconn_t *u = s->data;
     if (nread == 0)
         return;
     if (nread < 0) {
-        if (u->ex == NULL) { /* idle connection closed by the upstream */
-            conn_close(u);
-            return;
-        }
-        if (nread == UV_EOF && u->got_bytes && llhttp_finish(&u->parser) == HPE_OK && u->done) {
-            complete(u); /* body delimited by the connection's end */
-            return;
-        }
-        retry_or_fail(u, CG_UERR_RESET);
+        on_eof(u);
         return;
     }
-    if (u->ex == NULL) { /* bytes on an idle connection: not HTTP we can trust */
-        conn_close(u);
-        return;
-    }
-    u->got_bytes = true;
-    enum llhttp_errno err = llhttp_execute(&u->parser, buf->base, (size_t)nread);
-    if (u->closing)
-        return;
-    if (err == HPE_PAUSED && u->done) {
-        complete(u);
-        return;
-    }
-    if (err != HPE_OK) {
-        cg_log_warn(u->ex ? u->ex->rid : NULL, "upstream response: %s",
-                    llhttp_get_error_reason(&u->parser));
-        fail(u, CG_UERR_PROTOCOL);
-    }
+    if (u->tls)
+        take_tls(u, buf->base, (size_t)nread);
+    else
+        take_plain(u, buf->base, (size_t)nread);
 }
 
 static void read_start(cg_upconn_t *u)
@@ -233,15 +301,44 @@ static void on_write(uv_write_t *req, int status)
         retry_or_fail(u, CG_UERR_RESET);
 }
 
+/* Writes bytes to the socket from a copy the connection owns. */
+static bool send_bytes(cg_upconn_t *u, const char *p, size_t n)
+{
+    upwrite_t *wr = cg_xmalloc(sizeof(upwrite_t) + n);
+    wr->len = n;
+    memcpy(wr->data, p, n);
+    uv_buf_t b = uv_buf_init(wr->data, (unsigned)n);
+    if (uv_write(&wr->req, (uv_stream_t *)&u->tcp, &b, 1, on_write) != 0) {
+        free(wr);
+        return false;
+    }
+    return true;
+}
+
+static void flush_tls(cg_upconn_t *u)
+{
+    if (u->tls->out.len == 0 || u->closing)
+        return;
+    if (!send_bytes(u, u->tls->out.p, u->tls->out.len))
+        retry_or_fail(u, CG_UERR_RESET);
+    u->tls->out.len = 0;
+}
+
 static void write_request(cg_upconn_t *u)
 {
     cg_exchange_t *ex = u->ex;
-    upwrite_t *wr = cg_xmalloc(sizeof(upwrite_t) + ex->up_req.len);
-    wr->len = ex->up_req.len;
-    memcpy(wr->data, ex->up_req.p, wr->len);
-    uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
-    if (uv_write(&wr->req, (uv_stream_t *)&u->tcp, &b, 1, on_write) != 0) {
-        free(wr);
+    u->request_pending = false;
+    bool ok;
+    if (u->tls) {
+        ok = cg_tls_write(u->tls, ex->up_req.p, ex->up_req.len) == 0;
+        if (ok)
+            flush_tls(u);
+        if (u->closing)
+            return;
+    } else {
+        ok = send_bytes(u, ex->up_req.p, ex->up_req.len);
+    }
+    if (!ok) {
         retry_or_fail(u, CG_UERR_RESET);
         return;
     }
@@ -264,10 +361,28 @@ static void on_connect(uv_connect_t *req, int status)
     u->connected = true;
     cg_metrics->upstream_connections[CG_PROTO_LABEL_HTTP1]++;
     uv_tcp_nodelay(&u->tcp, 1);
-    if (u->ex)
-        write_request(u);
-    else
+    if (u->ex == NULL) {
         conn_close(u);
+        return;
+    }
+    if (u->w->up_tls == NULL) {
+        write_request(u);
+        return;
+    }
+    u->tls = cg_xmalloc(sizeof(cg_tls_t));
+    /* SNI never carries an IP literal (RFC 6066), and mbedTLS 2.28 cannot
+     * match IP addresses in certificates: for those only the chain is
+     * verified (a warning says so at start-up). */
+    struct in6_addr ip;
+    bool literal = inet_pton(AF_INET, u->w->up.host, &ip) == 1 ||
+                   inet_pton(AF_INET6, u->w->up.host, &ip) == 1;
+    if (cg_tls_init(u->tls, u->w->up_tls, literal ? NULL : u->w->up.host) != 0) {
+        fail(u, CG_UERR_TLS);
+        return;
+    }
+    u->request_pending = true;
+    read_start(u);
+    take_tls(u, NULL, 0);
 }
 
 static void attach(cg_upconn_t *u, cg_exchange_t *ex)

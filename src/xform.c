@@ -42,7 +42,7 @@ static void out_begin(cg_out_t *o)
     if (o->arena.cap > (1u << 20))
         cg_buf_free(&o->arena);
     if (o->arena.cap == 0)
-        cg_buf_reserve(&o->arena, 8192);
+        cg_buf_reserve(&o->arena, 2048);
 }
 
 static cg_out_seg_t *out_push(cg_out_t *o)
@@ -762,8 +762,10 @@ static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
         return;
     }
     on_json_event(x, ev);
-    if (x->json.cap > 4096)
-        cg_json_trim(&x->json, 256);
+    /* A context event may need thousands of tokens; chunks after it need
+     * few (or none, on the template path): don't keep the peak. */
+    if (x->json.cap > 512)
+        cg_json_trim(&x->json, 128);
 }
 
 /* Upstream sent an event larger than max_event: from here on, bytes go

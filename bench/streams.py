@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Many concurrent streams through one citegate worker (HTTP/1.1 both ways).
+
+Starts tests/tools/mock_upstream.py and build/citegate, opens N streaming
+chat requests at once (the mock paces each answer so all N are open
+together), records citegate's RSS before and while they are open, then
+checks every client's content against the fixture's expected view.
+
+usage: bench/streams.py [--streams N] [--tls] [--citegate build/citegate]
+Prints RSS per open stream and a final line
+  streams: n=N ok=K lost=L rss_base_kib=B rss_open_kib=O per_stream_kib=P
+"""
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+import client_view  # noqa: E402
+
+FIXTURE = "azure_oyd_stream.sse"
+EXPECTED = os.path.join(ROOT, "tests", "fixtures", "expected", "azure_oyd_stream.openwebui.json")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def wait_port(port, timeout=10):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"port {port} did not open")
+
+
+async def one_stream(port, opened, release):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    body = json.dumps({"stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    # Split 16 bytes, 25 ms apart: the answer takes ~6 s, so all streams overlap.
+    writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"X-Mock-Fixture: " + FIXTURE.encode() + b"\r\nX-Mock-Split: 16\r\n"
+                 b"X-Mock-Delay-Ms: 25\r\nConnection: close\r\nContent-Length: " +
+                 str(len(body)).encode() + b"\r\n\r\n" + body)
+    await writer.drain()
+    data = bytearray()
+    first = True
+    while True:
+        chunk = await reader.read(65536)
+        if not chunk:
+            break
+        data += chunk
+        if first and b"\r\n\r\n" in data and len(data) > data.index(b"\r\n\r\n") + 10:
+            first = False
+            opened()
+            await release.wait()
+    writer.close()
+    head, _, rest = bytes(data).partition(b"\r\n\r\n")
+    # de-chunk
+    out, i = bytearray(), 0
+    while i < len(rest):
+        j = rest.index(b"\r\n", i)
+        size = int(rest[i:j], 16)
+        if size == 0:
+            break
+        out += rest[j + 2:j + 2 + size]
+        i = j + 2 + size + 2
+    return head, bytes(out)
+
+
+async def run(args, cg_pid, port):
+    n_open = 0
+    all_open = asyncio.Event()
+    release = asyncio.Event()
+
+    def opened():
+        nonlocal n_open
+        n_open += 1
+        if n_open == args.streams:
+            all_open.set()
+
+    tasks = [asyncio.create_task(one_stream(port, opened, release)) for _ in range(args.streams)]
+    try:
+        await asyncio.wait_for(all_open.wait(), timeout=60)
+    except asyncio.TimeoutError:
+        print(f"only {n_open} of {args.streams} streams opened", file=sys.stderr)
+    rss_open = rss_kib(cg_pid)
+    release.set()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    return rss_open, n_open, results
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--streams", type=int, default=1000)
+    ap.add_argument("--citegate", default=os.path.join(ROOT, "build", "citegate"))
+    args = ap.parse_args()
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
+
+    tmp = tempfile.mkdtemp(prefix="cg-streams-")
+    ready = os.path.join(tmp, "ready")
+    mock = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "tools", "mock_upstream.py"),
+                             "--port", "0", "--fixtures", os.path.join(ROOT, "tests", "fixtures"),
+                             "--ready-file", ready], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        if os.path.exists(ready) and open(ready).read().strip():
+            break
+        time.sleep(0.05)
+    mport = int(open(ready).read())
+    port, aport = free_port(), free_port()
+    env = dict(os.environ, CITEGATE_LISTEN=f"127.0.0.1:{port}", CITEGATE_ADMIN_LISTEN=f"127.0.0.1:{aport}",
+               CITEGATE_UPSTREAM=f"http://127.0.0.1:{mport}",
+               CITEGATE_UPSTREAM_MAX_CONNECTIONS=str(args.streams + 10), CITEGATE_LOG_LEVEL="warn",
+               ENABLE_SEMANTIC_MEMORY="false")
+    cg = subprocess.Popen([args.citegate], env=env, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port)
+        time.sleep(0.2)
+        base = rss_kib(cg.pid)
+        rss_open, n_open, results = asyncio.run(run(args, cg.pid, port))
+    finally:
+        cg.send_signal(signal.SIGTERM)
+        cg.wait(timeout=20)
+        mock.terminate()
+        mock.wait(timeout=5)
+    with open(EXPECTED) as f:
+        want = json.load(f)
+    ok = lost = 0
+    for r in results:
+        if isinstance(r, Exception):
+            lost += 1
+            continue
+        v = client_view.view(r[1].decode("utf-8", "replace"))
+        if v["content"] == want["content"] and v["sources"] == want["sources"] and v["ends_with_done"]:
+            ok += 1
+        else:
+            lost += 1
+    per = (rss_open - base) / max(n_open, 1)
+    print(f"citegate RSS: {base} KiB idle, {rss_open} KiB with {n_open} streams open "
+          f"-> {per:.1f} KiB per open stream (HTTP/1.1 client + HTTP/1.1 upstream, plaintext)")
+    print(f"streams: n={args.streams} ok={ok} lost={lost} rss_base_kib={base} "
+          f"rss_open_kib={rss_open} per_stream_kib={per:.1f}")
+    return 0 if ok == args.streams else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,604 @@
+#!/usr/bin/env python3
+"""Mock OpenAI-compatible / Azure OpenAI upstream for citegate's integration tests.
+
+Python 3 standard library only. An asyncio HTTP/1.1 server (plain, or TLS with
+--tls-cert/--tls-key; ALPN offers only http/1.1) bound to 127.0.0.1.
+
+usage: mock_upstream.py --port 0 [--tls-cert C --tls-key K] --fixtures DIR --ready-file F
+                        [--parent-pid PID]
+
+With --port 0 a free port is picked; once listening, the port number is written
+to the ready file (atomically: write a temporary file, then rename).
+
+Routes
+  GET  /__mock/requests   JSON list of recorded requests (see below); /__mock/* is not recorded
+  POST /__mock/reset      clear the request log and the counters (open connections stay)
+  GET  /__mock/stats      {"open":N,"closed_by_peer":M,"requests":K, ...}
+  GET  /v1/models         a small JSON model list
+  *    /echo, /echo/...   JSON {method, path, query, headers, body} of the request
+  any path with X-Mock-Fixture, or any path ending in /chat/completions: a fixture
+  anything else           404 with an OpenAI-style JSON error
+
+Request headers that control a response (citegate forwards end-to-end headers):
+  X-Mock-Fixture: NAME    serve DIR/NAME: *.sse as text/event-stream (chunked),
+                          anything else as application/json with Content-Length.
+                          Default on a chat path: azure_oyd_stream.sse when the request
+                          JSON has "stream": true, else azure_oyd_response.json.
+  X-Mock-Split: N         write the body in N-byte pieces (one chunk, one write+drain each).
+                          Without it an .sse body is written one SSE event per piece and a
+                          JSON body in one piece.
+  X-Mock-Split-Wire: N    like X-Mock-Split but cut the encoded bytes (chunk framing
+                          included) into N-byte writes.
+  X-Mock-Delay-Ms: D      sleep D ms between pieces.
+  X-Mock-Fault: F[,F...]  reset          abort the TCP connection (SO_LINGER 0 -> RST) after
+                                         half the body
+                          eof            close cleanly after half the body (no chunked
+                                         terminator / short of Content-Length)
+                          stall          send half the body, then stay idle until the peer
+                                         closes
+                          status:NNN     respond NNN with an OpenAI-style JSON error body
+                          slow-headers:MS  wait MS before sending the response headers
+                          close-delimited  no Content-Length/chunked; the body ends with
+                                         connection close
+                          no-done        strip the `data: [DONE]` event
+
+Recording: every request (except /__mock/*) is logged in memory as
+  {"seq", "conn", "time", "method", "path", "query", "target", "version",
+   "headers": [[name, value], ...] (wire order and case), "body" (UTF-8, replacement
+   characters), "body_b64", "body_json" (parsed or null), "outcome"}
+where outcome is "pending", "complete", "aborted" (peer closed or reset the
+connection while the response was being sent), "reset", "eof", "stall" (the
+fault was applied; "stall" changes to "aborted" when the peer gives up).
+
+Stats: "open" = connections currently open; "closed_by_peer" = connections the
+peer closed or reset while a response was in progress (client gave up);
+"idle_closed_by_peer" = peer closes between requests; "connections" = accepted
+since reset; "requests" = recorded requests since reset.
+"""
+import argparse
+import asyncio
+import base64
+import json
+import os
+import re
+import signal
+import socket
+import ssl
+import struct
+import sys
+import time
+from urllib.parse import urlsplit
+
+MAX_HEADER_BYTES = 1 << 20
+MAX_BODY_BYTES = 64 << 20
+
+MODELS_BODY = json.dumps({
+    "object": "list",
+    "data": [
+        {"id": "gpt-4o", "object": "model", "created": 1715367049, "owned_by": "system"},
+        {"id": "gpt-4o-mini", "object": "model", "created": 1721172741, "owned_by": "system"},
+    ],
+}, separators=(",", ":")).encode()
+
+STATUS_TEXT = {
+    100: "Continue", 200: "OK", 204: "No Content", 400: "Bad Request", 401: "Unauthorized",
+    403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
+    413: "Payload Too Large", 429: "Too Many Requests", 500: "Internal Server Error",
+    502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
+}
+
+
+def error_body(status):
+    """The OpenAI-style error body served for X-Mock-Fault: status:NNN (tests import this)."""
+    if status == 429:
+        err = {"code": "429", "type": "rate_limit_exceeded",
+               "message": "Requests to the ChatCompletions_Create Operation have exceeded "
+                          "the rate limit. Please retry after 1 second."}
+    else:
+        err = {"code": str(status), "type": "server_error" if status >= 500 else "invalid_request_error",
+               "message": f"mock upstream error {status}"}
+    return json.dumps({"error": err}, separators=(",", ":")).encode()
+
+
+DONE_RE = re.compile(rb"(?m)^data: ?\[DONE\][ \t]*(?:\r\n|\r|\n)(?:\r\n|\r|\n)?")
+
+
+def strip_done(body):
+    return DONE_RE.sub(b"", body)
+
+
+def sse_event_pieces(body):
+    """Cut an SSE body after each blank line (event end), keeping every byte."""
+    pieces, start = [], 0
+    for m in re.finditer(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)", body):
+        pieces.append(body[start:m.end()])
+        start = m.end()
+    if start < len(body):
+        pieces.append(body[start:])
+    return [p for p in pieces if p]
+
+
+def cut(data, n):
+    return [data[i:i + n] for i in range(0, len(data), n)] or [b""]
+
+
+class Request:
+    __slots__ = ("method", "target", "version", "headers", "body", "record")
+
+    def header(self, name, default=None):
+        name = name.lower()
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return default
+
+
+class BadRequest(Exception):
+    pass
+
+
+class Conn:
+    """One client connection: a reader task feeding parsed requests, a serving loop."""
+
+    def __init__(self, mock, reader, writer, cid):
+        self.mock, self.reader, self.writer, self.cid = mock, reader, writer, cid
+        self.peer_closed = asyncio.Event()
+        self.queue = asyncio.Queue()
+        self.in_response = False
+        self.aborted_counted = False
+        self.closing = False
+
+    # -- reading -----------------------------------------------------------------
+    async def read_request(self):
+        try:
+            head = await self.reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as e:
+            if e.partial.strip():
+                raise BadRequest("truncated request head")
+            return None
+        except asyncio.LimitOverrunError:
+            raise BadRequest("request head too large")
+        lines = head[:-4].split(b"\r\n")
+        while lines and lines[0] == b"":  # tolerate stray CRLF between requests
+            lines.pop(0)
+        if not lines:
+            return await self.read_request()
+        try:
+            method, target, version = lines[0].decode("latin-1").split(" ", 2)
+        except ValueError:
+            raise BadRequest("bad request line")
+        req = Request()
+        req.method, req.target, req.version = method, target, version
+        req.headers = []
+        for line in lines[1:]:
+            name, sep, value = line.decode("latin-1").partition(":")
+            if not sep or not name or name != name.strip():
+                raise BadRequest("bad header line")
+            req.headers.append((name, value.strip(" \t")))
+        te = (req.header("transfer-encoding") or "").lower()
+        if req.header("expect", "").lower() == "100-continue":
+            self.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        if te:
+            if te.split(",")[-1].strip() != "chunked":
+                raise BadRequest("unsupported transfer-encoding")
+            req.body = await self.read_chunked()
+        else:
+            cl = req.header("content-length")
+            n = 0
+            if cl is not None:
+                if not cl.isdigit():
+                    raise BadRequest("bad content-length")
+                n = int(cl)
+            if n > MAX_BODY_BYTES:
+                raise BadRequest("body too large")
+            req.body = await self.reader.readexactly(n) if n else b""
+        return req
+
+    async def read_chunked(self):
+        out = bytearray()
+        while True:
+            line = await self.reader.readuntil(b"\r\n")
+            size = line[:-2].split(b";", 1)[0].strip()
+            try:
+                n = int(size, 16)
+            except ValueError:
+                raise BadRequest("bad chunk size")
+            if n == 0:
+                while (await self.reader.readuntil(b"\r\n")) != b"\r\n":
+                    pass  # trailers
+                return bytes(out)
+            out += await self.reader.readexactly(n)
+            if await self.reader.readexactly(2) != b"\r\n":
+                raise BadRequest("bad chunk end")
+            if len(out) > MAX_BODY_BYTES:
+                raise BadRequest("body too large")
+
+    async def reader_loop(self):
+        try:
+            while True:
+                req = await self.read_request()
+                if req is None:
+                    break
+                await self.queue.put(req)
+                if (req.header("connection", "").lower() == "close"
+                        or req.version == "HTTP/1.0"):
+                    # no more requests will come; keep watching for the peer's close
+                    await self.reader.read()
+                    break
+        except BadRequest as e:
+            await self.queue.put(e)
+            return
+        except (ConnectionError, OSError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass
+        except asyncio.CancelledError:
+            raise
+        self.peer_closed.set()
+        await self.queue.put(None)
+
+    # -- writing -----------------------------------------------------------------
+    async def send(self, data):
+        """Write and drain; returns False when the peer is gone."""
+        if self.peer_closed.is_set() and self.in_response:
+            self.note_abort()
+            return False
+        try:
+            self.writer.write(data)
+            await self.writer.drain()
+            return True
+        except (ConnectionError, OSError, ssl.SSLError, RuntimeError):
+            self.peer_closed.set()
+            self.note_abort()
+            return False
+
+    async def sleep(self, ms):
+        """Sleep, waking early when the peer closes; returns False then."""
+        if ms <= 0:
+            return not self.peer_closed.is_set()
+        try:
+            await asyncio.wait_for(self.peer_closed.wait(), ms / 1000.0)
+        except asyncio.TimeoutError:
+            return True
+        self.note_abort()
+        return False
+
+    def note_abort(self):
+        if self.in_response and not self.aborted_counted:
+            self.aborted_counted = True
+            self.mock.closed_by_peer += 1
+            rec = self.current_record
+            if rec is not None and rec["outcome"] in ("pending", "stall"):
+                rec["outcome"] = "aborted"
+                rec["aborted_at"] = time.time()
+
+    def abort_rst(self):
+        sock = self.writer.get_extra_info("socket")
+        try:
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        self.writer.transport.abort()
+        self.closing = True
+
+    # -- serving -----------------------------------------------------------------
+    async def run(self):
+        self.current_record = None
+        rtask = asyncio.ensure_future(self.reader_loop())
+        try:
+            while not self.closing:
+                req = await self.queue.get()
+                if req is None:
+                    if not self.in_response:
+                        self.mock.idle_closed_by_peer += 1
+                    break
+                if isinstance(req, BadRequest):
+                    await self.simple(None, 400, "application/json",
+                                      json.dumps({"error": {"message": str(req), "type": "invalid_request_error",
+                                                            "code": "bad_request"}}).encode(), close=True)
+                    break
+                keep = await self.handle(req)
+                if not keep:
+                    break
+        except (ConnectionError, OSError, ssl.SSLError):
+            pass
+        finally:
+            rtask.cancel()
+            if not self.closing:
+                try:
+                    self.writer.close()
+                except Exception:
+                    pass
+            self.mock.open -= 1
+
+    def wants_close(self, req):
+        return req.header("connection", "").lower() == "close" or req.version == "HTTP/1.0"
+
+    def head_bytes(self, status, headers):
+        lines = [f"HTTP/1.1 {status} {STATUS_TEXT.get(status, 'Status')}"]
+        lines += [f"{k}: {v}" for k, v in headers]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    async def simple(self, req, status, ctype, body, close=False, extra=()):
+        close = close or (req is not None and self.wants_close(req))
+        headers = [("Content-Type", ctype), ("Content-Length", str(len(body))),
+                   ("X-Mock-Upstream", "1"), ("X-Mock-Conn", str(self.cid))]
+        headers += list(extra)
+        if close:
+            headers.append(("Connection", "close"))
+        else:
+            headers.append(("Keep-Alive", "timeout=30"))
+        self.in_response = True
+        ok = await self.send(self.head_bytes(status, headers) + body)
+        self.in_response = False
+        if self.current_record is not None and self.current_record["outcome"] == "pending":
+            self.current_record["outcome"] = "complete" if ok else "aborted"
+        return ok and not close
+
+    async def handle(self, req):
+        self.current_record = None
+        u = urlsplit(req.target)
+        path, query = u.path, u.query
+        if path.startswith("/__mock/"):
+            return await self.admin(req, path)
+        rec = self.mock.record(req, path, query, self.cid)
+        self.current_record = rec
+        self.aborted_counted = False
+
+        if path == "/echo" or path.startswith("/echo/"):
+            body = json.dumps({"method": req.method, "path": path, "query": query,
+                               "headers": [[k, v] for k, v in req.headers],
+                               "body": req.body.decode("utf-8", "replace")}).encode()
+            return await self.simple(req, 200, "application/json", body)
+        fixture = req.header("x-mock-fixture")
+        if path == "/v1/models" and req.method == "GET" and fixture is None:
+            return await self.simple(req, 200, "application/json", MODELS_BODY,
+                                     extra=[("X-Mock-Models", "yes")])
+        if fixture is None and not path.endswith("/chat/completions"):
+            body = json.dumps({"error": {"message": f"no route for {req.method} {path}",
+                                         "type": "invalid_request_error", "code": "404"}}).encode()
+            return await self.simple(req, 404, "application/json", body)
+        return await self.serve_fixture(req, fixture)
+
+    async def admin(self, req, path):
+        m = self.mock
+        if path == "/__mock/requests":
+            body = json.dumps(m.log).encode()
+        elif path == "/__mock/reset":
+            m.reset()
+            body = b'{"ok":true}'
+        elif path == "/__mock/stats":
+            body = json.dumps(m.stats()).encode()
+        else:
+            return await self.simple(req, 404, "application/json", b'{"error":{"message":"unknown mock path"}}')
+        return await self.simple(req, 200, "application/json", body)
+
+    async def serve_fixture(self, req, fixture):
+        rec = self.current_record
+        faults = {}
+        for f in (req.header("x-mock-fault") or "").split(","):
+            f = f.strip()
+            if f:
+                name, _, arg = f.partition(":")
+                faults[name.strip().lower()] = arg.strip()
+        split = int(req.header("x-mock-split") or 0)
+        wire_split = int(req.header("x-mock-split-wire") or 0)
+        delay = int(req.header("x-mock-delay-ms") or 0)
+
+        if "slow-headers" in faults:
+            if not await self.sleep_in_response(int(faults["slow-headers"] or 0)):
+                return False
+        if "status" in faults:
+            status = int(faults["status"])
+            extra = [("Retry-After", "1")] if status == 429 else []
+            return await self.simple(req, status, "application/json", error_body(status), extra=extra)
+
+        if fixture is None:
+            try:
+                stream = json.loads(req.body or b"{}").get("stream") is True
+            except (ValueError, AttributeError):
+                stream = False
+            fixture = "azure_oyd_stream.sse" if stream else "azure_oyd_response.json"
+        fpath = os.path.join(self.mock.fixtures, os.path.basename(fixture))
+        try:
+            with open(fpath, "rb") as f:
+                body = f.read()
+        except OSError:
+            body = json.dumps({"error": {"message": f"mock: no fixture {fixture}",
+                                         "type": "invalid_request_error", "code": "404"}}).encode()
+            return await self.simple(req, 404, "application/json", body)
+        is_sse = fixture.endswith(".sse")
+        if "no-done" in faults:
+            body = strip_done(body)
+
+        close_delim = "close-delimited" in faults
+        close = close_delim or self.wants_close(req)
+        headers = [("Content-Type", "text/event-stream" if is_sse else "application/json"),
+                   ("X-Mock-Upstream", "1"), ("X-Mock-Conn", str(self.cid)),
+                   ("X-Mock-Fixture-Served", os.path.basename(fixture)),
+                   ("apim-request-id", f"mock-{rec['seq']}")]
+        if is_sse:
+            headers.append(("Cache-Control", "no-cache"))
+        chunked = is_sse and not close_delim
+        if chunked:
+            headers.append(("Transfer-Encoding", "chunked"))
+        elif not close_delim:
+            headers.append(("Content-Length", str(len(body))))
+        if close:
+            headers.append(("Connection", "close"))
+        else:
+            headers.append(("Keep-Alive", "timeout=30"))
+
+        # which part of the body is sent
+        cut_at = None
+        for f in ("reset", "eof", "stall"):
+            if f in faults:
+                cut_at = len(body) // 2
+                break
+        payload = body if cut_at is None else body[:cut_at]
+        if split > 0:
+            pieces = cut(payload, split)
+        elif is_sse:
+            pieces = sse_event_pieces(payload)
+        else:
+            pieces = [payload]
+        pieces = [p for p in pieces if p]
+
+        def frame(p):
+            return (b"%x\r\n" % len(p)) + p + b"\r\n" if chunked else p
+
+        self.in_response = True
+        head = self.head_bytes(200, headers)
+        if wire_split > 0:
+            wire = head + b"".join(frame(p) for p in pieces)
+            if cut_at is None and chunked:
+                wire += b"0\r\n\r\n"
+            writes, first_extra = cut(wire, wire_split), b""
+        else:
+            writes = [frame(p) for p in pieces]
+            if cut_at is None and chunked:
+                if writes:
+                    writes[-1] += b"0\r\n\r\n"
+                else:
+                    writes = [b"0\r\n\r\n"]
+            first_extra = head
+        if first_extra:
+            if not await self.send(first_extra):
+                return self.end_response(False)
+        for i, w in enumerate(writes):
+            if i > 0 and delay and not await self.sleep(delay):
+                return self.end_response(False)
+            if not await self.send(w):
+                return self.end_response(False)
+
+        if "reset" in faults:
+            rec["outcome"] = "reset"
+            self.in_response = False
+            self.abort_rst()
+            return False
+        if "eof" in faults:
+            rec["outcome"] = "eof"
+            self.in_response = False
+            return False
+        if "stall" in faults:
+            rec["outcome"] = "stall"
+            await self.peer_closed.wait()
+            self.note_abort()
+            self.in_response = False
+            return False
+        if rec["outcome"] == "pending":
+            rec["outcome"] = "complete"
+        self.in_response = False
+        return not close
+
+    async def sleep_in_response(self, ms):
+        self.in_response = True
+        ok = await self.sleep(ms)
+        self.in_response = ok  # stays True only while still serving
+        return ok
+
+    def end_response(self, ok):
+        self.in_response = False
+        return ok
+
+
+class Mock:
+    def __init__(self, fixtures):
+        self.fixtures = fixtures
+        self.log = []
+        self.open = 0
+        self.seq = 0
+        self.conn_seq = 0
+        self.reset()
+
+    def reset(self):
+        self.log = []
+        self.closed_by_peer = 0
+        self.idle_closed_by_peer = 0
+        self.connections = 0
+
+    def stats(self):
+        return {"open": self.open, "closed_by_peer": self.closed_by_peer, "requests": len(self.log),
+                "idle_closed_by_peer": self.idle_closed_by_peer, "connections": self.connections}
+
+    def record(self, req, path, query, cid):
+        self.seq += 1
+        try:
+            body_json = json.loads(req.body) if req.body else None
+        except ValueError:
+            body_json = None
+        rec = {"seq": self.seq, "conn": cid, "time": time.time(), "method": req.method,
+               "path": path, "query": query, "target": req.target, "version": req.version,
+               "headers": [[k, v] for k, v in req.headers],
+               "body": req.body.decode("utf-8", "replace"),
+               "body_b64": base64.b64encode(req.body).decode(),
+               "body_json": body_json, "outcome": "pending"}
+        self.log.append(rec)
+        return rec
+
+    async def on_conn(self, reader, writer):
+        self.open += 1
+        self.connections += 1
+        self.conn_seq += 1
+        try:
+            await Conn(self, reader, writer, self.conn_seq).run()
+        except asyncio.CancelledError:
+            pass  # server shutting down
+
+
+async def amain(args):
+    mock = Mock(os.path.abspath(args.fixtures))
+    ctx = None
+    if args.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        ctx.set_alpn_protocols(["http/1.1"])
+    server = await asyncio.start_server(mock.on_conn, args.host, args.port, ssl=ctx,
+                                        limit=MAX_HEADER_BYTES, reuse_address=True)
+    port = server.sockets[0].getsockname()[1]
+    if args.ready_file:
+        tmp = args.ready_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{port}\n")
+        os.replace(tmp, args.ready_file)
+    else:
+        print(port, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if args.parent_pid:
+        async def watch_parent():
+            while True:
+                await asyncio.sleep(0.5)
+                try:
+                    os.kill(args.parent_pid, 0)
+                except ProcessLookupError:
+                    stop.set()
+                    return
+        asyncio.ensure_future(watch_parent())
+    async with server:
+        await stop.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
+    ap.add_argument("--fixtures", default=os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
+    ap.add_argument("--ready-file")
+    ap.add_argument("--parent-pid", type=int, help="exit when this process is gone")
+    args = ap.parse_args()
+    if bool(args.tls_cert) != bool(args.tls_key):
+        ap.error("--tls-cert and --tls-key go together")
+    try:
+        asyncio.run(amain(args))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
