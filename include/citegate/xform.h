@@ -30,6 +30,7 @@
 typedef enum cg_profile {
     CG_PROFILE_OFF = 0,
     CG_PROFILE_OPENWEBUI,
+    CG_PROFILE_COUNT
 } cg_profile_t;
 
 /* Parses a profile name; returns false if unknown. */

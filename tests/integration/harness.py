@@ -1,0 +1,676 @@
+"""Integration-test harness for citegate (Python 3 standard library only).
+
+- make_cert(dir): self-signed cert/key for localhost / 127.0.0.1 (openssl CLI)
+- MockUpstream: runs tests/tools/mock_upstream.py (plain or TLS) in a subprocess
+- Citegate: runs build/citegate with a clean environment, waits for /healthz,
+  stops it with SIGTERM (kill after a timeout), keeps its stderr in a file
+- request(): a small HTTP/1.1 client on http.client
+- RawClient / RawResponse: raw-socket HTTP/1.1 client that decodes the response
+  body incrementally and records the arrival time of every read
+
+Everything is bounded by timeouts; nothing here waits forever.
+"""
+import http.client
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TOOLS = os.path.join(ROOT, "tests", "tools")
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+EXPECTED = os.path.join(FIXTURES, "expected")
+MOCK = os.path.join(TOOLS, "mock_upstream.py")
+
+if TOOLS not in sys.path:
+    sys.path.insert(0, TOOLS)
+import client_view  # noqa: E402,F401  (re-exported for the tests)
+
+DEFAULT_TIMEOUT = 10.0
+
+
+def citegate_bin():
+    """CITEGATE_BIN, else the first argv entry that names an executable, else build/citegate."""
+    b = os.environ.get("CITEGATE_BIN")
+    if b:
+        return b
+    for a in sys.argv[1:]:
+        if os.path.basename(a).startswith("citegate") and os.access(a, os.X_OK):
+            return a
+    return os.path.join(ROOT, "build", "citegate")
+
+
+def fixture_bytes(name):
+    with open(os.path.join(FIXTURES, name), "rb") as f:
+        return f.read()
+
+
+def expected(name):
+    with open(os.path.join(EXPECTED, name), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def expected_files():
+    return sorted(n for n in os.listdir(EXPECTED) if n.endswith(".json"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout, interval=0.02):
+    """Poll pred() until it returns a truthy value or timeout; returns the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
+
+
+def make_cert(directory):
+    cert = os.path.join(directory, "cert.pem")
+    key = os.path.join(directory, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", key, "-out", cert],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def _die_with_parent():
+    """preexec_fn: SIGKILL the child when the test process dies (Linux), so that a killed
+    test run (ctest timeout, ^C) leaves no daemon or mock behind."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _stop_process(proc, timeout=10.0, sig=signal.SIGTERM):
+    if proc.poll() is not None:
+        return proc.returncode
+    try:
+        proc.send_signal(sig)
+    except ProcessLookupError:
+        pass
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(timeout=5)
+
+
+# --------------------------------------------------------------------------- mock
+
+class MockUpstream:
+    def __init__(self, tls_cert=None, tls_key=None, fixtures=FIXTURES):
+        self.tls = bool(tls_cert)
+        self.cert, self.key, self.fixtures = tls_cert, tls_key, fixtures
+        self.proc = None
+        self.port = None
+        self.dir = tempfile.mkdtemp(prefix="cg-mock-")
+
+    def start(self, timeout=DEFAULT_TIMEOUT):
+        ready = os.path.join(self.dir, "ready")
+        cmd = [sys.executable, MOCK, "--port", "0", "--fixtures", self.fixtures, "--ready-file", ready]
+        if self.tls:
+            cmd += ["--tls-cert", self.cert, "--tls-key", self.key]
+        self.log = open(os.path.join(self.dir, "mock.log"), "wb")
+        self.proc = subprocess.Popen(cmd + ["--parent-pid", str(os.getpid())], stdout=self.log,
+                                     stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        ok = wait_for(lambda: os.path.exists(ready) or self.proc.poll() is not None, timeout)
+        if not ok or not os.path.exists(ready):
+            self.stop()
+            raise RuntimeError("mock upstream did not start: " + self.output())
+        with open(ready) as f:
+            self.port = int(f.read().strip())
+        return self
+
+    def output(self):
+        try:
+            with open(os.path.join(self.dir, "mock.log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    @property
+    def url(self):
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    @property
+    def hostport(self):
+        return f"127.0.0.1:{self.port}"
+
+    def ssl_context(self):
+        ctx = ssl.create_default_context(cafile=self.cert)
+        return ctx
+
+    def raw(self, timeout=DEFAULT_TIMEOUT):
+        """A RawClient connected to the mock directly (TLS when the mock is TLS)."""
+        return RawClient(self.port, timeout=timeout,
+                         ssl_context=self.ssl_context() if self.tls else None)
+
+    def request(self, method, path, body=None, headers=None, timeout=DEFAULT_TIMEOUT):
+        """Talk to the mock directly (not through citegate)."""
+        return request(self.port, method, path, body=body, headers=headers, timeout=timeout,
+                       ssl_context=self.ssl_context() if self.tls else None)
+
+    def requests(self):
+        st, _, body = self.request("GET", "/__mock/requests")
+        assert st == 200, st
+        return json.loads(body)
+
+    def reset(self):
+        st, _, _ = self.request("POST", "/__mock/reset", body=b"")
+        assert st == 200, st
+
+    def stats(self):
+        st, _, body = self.request("GET", "/__mock/stats")
+        assert st == 200, st
+        return json.loads(body)
+
+    def find(self, header, value):
+        """Recorded requests whose header `header` equals value."""
+        out = []
+        for r in self.requests():
+            for k, v in r["headers"]:
+                if k.lower() == header.lower() and v == value:
+                    out.append(r)
+                    break
+        return out
+
+    def stop(self):
+        if self.proc is not None:
+            _stop_process(self.proc, timeout=5)
+            self.proc = None
+        if getattr(self, "log", None):
+            self.log.close()
+            self.log = None
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- citegate
+
+class StartError(RuntimeError):
+    pass
+
+
+class Citegate:
+    """One citegate process with a clean environment (no CITEGATE_*/AZURE_AI_*/... inherited)."""
+
+    CLEAN_PREFIXES = ("CITEGATE_", "AZURE_AI_", "ENABLE_", "SEMANTIC_MEMORY_")
+
+    def __init__(self, upstream=None, env=None, args=(), binary=None, workdir=None):
+        self.binary = binary or citegate_bin()
+        self.dir = workdir or tempfile.mkdtemp(prefix="cg-citegate-")
+        self.port = free_port()
+        self.admin_port = free_port()
+        while self.admin_port == self.port:
+            self.admin_port = free_port()
+        e = {k: v for k, v in os.environ.items() if not k.startswith(self.CLEAN_PREFIXES)}
+        e.update({
+            "CITEGATE_LISTEN": f"127.0.0.1:{self.port}",
+            "CITEGATE_ADMIN_LISTEN": f"127.0.0.1:{self.admin_port}",
+            "CITEGATE_LOG_FORMAT": "json",
+            "SEMANTIC_MEMORY_DB_PATH": os.path.join(self.dir, "data", "semantic-memory.db"),
+        })
+        if upstream:
+            e["CITEGATE_UPSTREAM"] = upstream
+        e.update(env or {})
+        self.env = {k: v for k, v in e.items() if v is not None}
+        self.args = list(args)
+        self.proc = None
+        self.stderr_path = os.path.join(self.dir, "stderr.log")
+        self.stdout_path = os.path.join(self.dir, "stdout.log")
+
+    def start(self, timeout=DEFAULT_TIMEOUT):
+        if not os.access(self.binary, os.X_OK):
+            raise StartError(f"citegate binary not found or not executable: {self.binary}")
+        self._err = open(self.stderr_path, "wb")
+        self._out = open(self.stdout_path, "wb")
+        self.proc = subprocess.Popen([self.binary] + self.args, env=self.env, cwd=self.dir,
+                                     stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err,
+                                     preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                rc = self.proc.returncode
+                self._close_files()
+                raise StartError(f"citegate exited with {rc} during start-up; stderr: "
+                                 f"{self.stderr()[-2000:]!r} stdout: {self.stdout()[-500:]!r}")
+            try:
+                st, _, _ = request(self.admin_port, "GET", "/healthz", timeout=1.0)
+                if st == 200:
+                    return self
+            except (OSError, http.client.HTTPException):
+                pass
+            time.sleep(0.05)
+        self.stop(timeout=2)
+        raise StartError(f"citegate /healthz not 200 within {timeout}s; stderr: {self.stderr()[-2000:]!r}")
+
+    def restarted(self, timeout=DEFAULT_TIMEOUT):
+        """A new Citegate with the same environment and arguments (fresh ports), started."""
+        self.stop(timeout=2)
+        if not os.environ.get("CG_KEEP"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+        env = {k: v for k, v in self.env.items()
+               if k not in ("CITEGATE_LISTEN", "CITEGATE_ADMIN_LISTEN", "SEMANTIC_MEMORY_DB_PATH")}
+        new = Citegate(env=env, args=self.args, binary=self.binary)
+        new.env["CITEGATE_UPSTREAM"] = self.env.get("CITEGATE_UPSTREAM")
+        new.env = {k: v for k, v in new.env.items() if v is not None}
+        return new.start(timeout)
+
+    def _close_files(self):
+        for f in (getattr(self, "_err", None), getattr(self, "_out", None)):
+            if f:
+                f.close()
+        self._err = self._out = None
+
+    def stderr(self):
+        try:
+            with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def stdout(self):
+        try:
+            with open(self.stdout_path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def log_lines(self):
+        """stderr lines parsed as JSON where possible (CITEGATE_LOG_FORMAT=json)."""
+        out = []
+        for line in self.stderr().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                out.append(line)
+        return out
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout=10.0):
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, timeout=10.0):
+        rc = None
+        if self.proc is not None:
+            rc = _stop_process(self.proc, timeout=timeout)
+        self._close_files()
+        return rc
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # conveniences
+    def request(self, method, path, body=None, headers=None, timeout=DEFAULT_TIMEOUT):
+        return request(self.port, method, path, body=body, headers=headers, timeout=timeout)
+
+    def admin(self, method, path, timeout=DEFAULT_TIMEOUT):
+        return request(self.admin_port, method, path, timeout=timeout)
+
+    def raw(self, timeout=DEFAULT_TIMEOUT):
+        return RawClient(self.port, timeout=timeout)
+
+
+def describe_exit(rc):
+    if rc is None:
+        return "running"
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit status {rc}"
+
+
+def run_citegate(args, env=None, timeout=20.0, binary=None):
+    """Run citegate to completion (e.g. --check, --version); returns CompletedProcess."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith(Citegate.CLEAN_PREFIXES)}
+    e.update(env or {})
+    e = {k: v for k, v in e.items() if v is not None}
+    return subprocess.run([binary or citegate_bin()] + list(args), env=e, capture_output=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+# --------------------------------------------------------------------------- http.client
+
+class Headers(list):
+    """List of (name, value); get() is case-insensitive."""
+
+    def get(self, name, default=None):
+        name = name.lower()
+        for k, v in self:
+            if k.lower() == name:
+                return v
+        return default
+
+    def get_all(self, name):
+        name = name.lower()
+        return [v for k, v in self if k.lower() == name]
+
+
+def request(port, method, path, body=None, headers=None, timeout=DEFAULT_TIMEOUT,
+            ssl_context=None, host="127.0.0.1", conn=None):
+    """One request; returns (status, Headers, body bytes). Pass conn to reuse a connection."""
+    own = conn is None
+    if own:
+        conn = (http.client.HTTPSConnection(host, port, timeout=timeout, context=ssl_context)
+                if ssl_context else http.client.HTTPConnection(host, port, timeout=timeout))
+    try:
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        elif isinstance(body, str):
+            body = body.encode()
+        hdrs = dict(headers or {})
+        if body is not None and not any(k.lower() in ("content-type", "transfer-encoding") for k in hdrs):
+            hdrs["Content-Type"] = "application/json"
+        conn.request(method, path, body=body, headers=hdrs)
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status, Headers(resp.getheaders()), data
+    finally:
+        if own:
+            conn.close()
+
+
+def chat_body(name="chat_request.json", **overrides):
+    obj = json.loads(fixture_bytes(name))
+    obj.update(overrides)
+    return json.dumps(obj).encode()
+
+
+# --------------------------------------------------------------------------- raw socket client
+
+class RawResponse:
+    """A response read from a raw socket. Body decoding (chunked / Content-Length / close)
+    is incremental; self.reads holds (monotonic time, raw bytes) per recv, self.body_reads
+    (monotonic time, decoded body bytes) per recv that produced body bytes."""
+
+    def __init__(self, client, t_sent):
+        self.c = client
+        self.t_sent = t_sent
+        self.status = None
+        self.reason = None
+        self.headers = Headers()
+        self.body = bytearray()
+        self.body_reads = []
+        self.done = False
+        self._mode = None
+        self._remaining = None
+        self._cstate = "size"  # size | data | data_crlf | trailers
+        self._cbuf = b""
+
+    # --- head
+    def read_head(self):
+        buf, self.c.buf = self.c.buf, b""
+        while b"\r\n\r\n" not in buf:
+            chunk = self.c.recv_raw()
+            if not chunk:
+                raise ConnectionError("connection closed before response head")
+            buf += chunk
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        self.version, self.status = parts[0], int(parts[1])
+        self.reason = parts[2] if len(parts) > 2 else ""
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            self.headers.append((k.strip(), v.strip()))
+        if 100 <= self.status < 200:
+            self.c.buf = rest
+            self.headers = Headers()
+            return self.read_head()
+        self.c.buf = b""
+        te = (self.headers.get("transfer-encoding") or "").lower()
+        cl = self.headers.get("content-length")
+        if self.c.last_method == "HEAD" or self.status in (204, 304):
+            self._mode = "none"
+        elif "chunked" in te:
+            self._mode = "chunked"
+        elif cl is not None:
+            self._mode = "length"
+            self._remaining = int(cl)
+        else:
+            self._mode = "close"
+        if self._mode == "none" or (self._mode == "length" and self._remaining == 0):
+            self.done = True
+        if rest:
+            self._feed(rest, time.monotonic())
+        return self
+
+    # --- body
+    def _feed(self, data, t):
+        out = bytearray()
+        if self._mode == "length":
+            take = data[:self._remaining]
+            out += take
+            self._remaining -= len(take)
+            if self._remaining == 0:
+                self.done = True
+            self.c.buf = data[len(take):]
+        elif self._mode == "close":
+            out += data
+        elif self._mode == "chunked":
+            buf = self._cbuf + data
+            while buf and not self.done:
+                if self._cstate == "size":
+                    i = buf.find(b"\r\n")
+                    if i < 0:
+                        break
+                    size = int(buf[:i].split(b";")[0].strip() or b"0", 16)
+                    buf = buf[i + 2:]
+                    if size == 0:
+                        self._cstate = "trailers"
+                    else:
+                        self._remaining = size
+                        self._cstate = "data"
+                elif self._cstate == "data":
+                    take = buf[:self._remaining]
+                    out += take
+                    self._remaining -= len(take)
+                    buf = buf[len(take):]
+                    if self._remaining == 0:
+                        self._cstate = "data_crlf"
+                elif self._cstate == "data_crlf":
+                    if len(buf) < 2:
+                        break
+                    buf = buf[2:]
+                    self._cstate = "size"
+                elif self._cstate == "trailers":
+                    i = buf.find(b"\r\n")
+                    if i < 0:
+                        break
+                    line, buf = buf[:i], buf[i + 2:]
+                    if line == b"":
+                        self.done = True
+            if self.done:
+                self.c.buf = buf
+                self._cbuf = b""
+            else:
+                self._cbuf = buf
+        if out:
+            self.body += out
+            self.body_reads.append((t, bytes(out)))
+        return bytes(out)
+
+    def read_some(self):
+        """Read once from the socket; returns the decoded body bytes it produced (may be b'').
+        Returns None at end of body (or connection closed)."""
+        if self.done:
+            return None
+        data = self.c.recv_raw()
+        if not data:
+            self.eof = True
+            if self._mode == "close":
+                self.done = True
+            self.truncated = self._mode != "close"
+            return None
+        return self._feed(data, time.monotonic())
+
+    def read_until(self, pred, timeout=DEFAULT_TIMEOUT):
+        """Read until pred(bytes(self.body)) is true; returns whether it became true."""
+        deadline = time.monotonic() + timeout
+        while not pred(bytes(self.body)):
+            if time.monotonic() > deadline:
+                return False
+            if self.read_some() is None:
+                return pred(bytes(self.body))
+        return True
+
+    def read_all(self, timeout=DEFAULT_TIMEOUT):
+        """Read to the end of the body (or until the peer closes); returns bytes(body).
+        Raises socket.timeout if it does not end within timeout."""
+        deadline = time.monotonic() + timeout
+        while not self.done:
+            if time.monotonic() > deadline:
+                raise socket.timeout(f"response not finished within {timeout}s")
+            try:
+                if self.read_some() is None:
+                    break
+            except (ConnectionResetError, BrokenPipeError):
+                self.eof = True
+                self.truncated = True
+                break
+        return bytes(self.body)
+
+    @property
+    def text(self):
+        return bytes(self.body).decode("utf-8", "replace")
+
+    @property
+    def complete(self):
+        """True when the body ended by its framing (or close for close-delimited)."""
+        return self.done
+
+
+class RawClient:
+    """Raw-socket HTTP/1.1 client on one connection (keep-alive capable)."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=DEFAULT_TIMEOUT, ssl_context=None):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        if ssl_context is not None:
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
+        self.sock.settimeout(timeout)
+        self.host = f"{host}:{port}"
+        self.buf = b""
+        self.reads = []
+        self.last_method = None
+
+    def recv_raw(self, n=65536):
+        if self.buf:
+            data, self.buf = self.buf, b""
+            return data
+        data = self.sock.recv(n)
+        self.reads.append((time.monotonic(), data))
+        return data
+
+    def send_request(self, method, path, body=None, headers=None, head_only=False):
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        elif isinstance(body, str):
+            body = body.encode()
+        hdrs = list((headers or {}).items()) if isinstance(headers, dict) else list(headers or [])
+        names = {k.lower() for k, _ in hdrs}
+        if "host" not in names:
+            hdrs.insert(0, ("Host", self.host))
+        if body is not None and "content-length" not in names and "transfer-encoding" not in names:
+            hdrs.append(("Content-Length", str(len(body))))
+        if body is not None and "content-type" not in names:
+            hdrs.append(("Content-Type", "application/json"))
+        head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs) + "\r\n"
+        self.last_method = method
+        t = time.monotonic()
+        self.sock.sendall(head.encode("latin-1") + (body or b""))
+        return t
+
+    def request(self, method, path, body=None, headers=None):
+        """Send a request and read the response head; the body is read by the caller."""
+        t = self.send_request(method, path, body, headers)
+        return RawResponse(self, t).read_head()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def abort(self):
+        """Close with RST (SO_LINGER 0)."""
+        import struct
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+
+def send_oversized(port, head_prefix, filler, piece=16384, timeout=DEFAULT_TIMEOUT):
+    """Send head_prefix + filler + CRLF CRLF in pieces, stopping early when the server answers
+    or closes; returns (status or None, raw response bytes)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    sock.settimeout(timeout)
+    data = head_prefix + filler + b"\r\n\r\n"
+    got = b""
+    try:
+        for i in range(0, len(data), piece):
+            r, _, _ = select.select([sock], [], [], 0)
+            if r:
+                break
+            try:
+                sock.sendall(data[i:i + piece])
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not chunk:
+                break
+            got += chunk
+            if b"\r\n\r\n" in got:
+                head, _, rest = got.partition(b"\r\n\r\n")
+                cl = [l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+                if cl and len(rest) >= int(cl[0].split(b":")[1]):
+                    break
+    finally:
+        sock.close()
+    status = None
+    if got.startswith(b"HTTP/1."):
+        try:
+            status = int(got.split(b" ", 2)[1])
+        except (IndexError, ValueError):
+            pass
+    return status, got
