@@ -1,0 +1,89 @@
+"""A client that stops reading must not make citegate buffer its answer:
+the upstream is paused at the client's high-water mark, memory stays
+bounded, and when the client reads again every byte arrives in order."""
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+import unittest
+
+import harness as H
+
+EVENTS = 40000  # ~8 MB of SSE
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def big_stream():
+    out = []
+    for i in range(EVENTS):
+        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                 "choices": [{"index": 0, "delta": {"content": f"word{i:06d} " + "x" * 150},
+                              "finish_reason": None}]}
+        out.append("data: " + json.dumps(chunk) + "\n\n")
+    out.append('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+    return "".join(out).encode()
+
+
+class SlowClient(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.fixtures = tempfile.mkdtemp(prefix="cg-big-")
+        cls.body = big_stream()
+        with open(os.path.join(cls.fixtures, "big.sse"), "wb") as f:
+            f.write(cls.body)
+        cls.mock = H.MockUpstream(fixtures=cls.fixtures).start()
+        cls.cg = H.Citegate(upstream=cls.mock.url).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cg.stop()
+        cls.cg.cleanup()
+        cls.mock.stop()
+        cls.mock.cleanup()
+        shutil.rmtree(cls.fixtures, ignore_errors=True)
+
+    def test_paused_client_bounds_memory_and_loses_nothing(self):
+        base = rss_kib(self.cg.proc.pid)
+        sock = socket.create_connection(("127.0.0.1", self.cg.port), timeout=30)
+        # A small receive buffer so the kernel cannot absorb the answer either.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        body = json.dumps({"stream": True, "messages": [{"role": "user", "content": "hi"}]})
+        sock.sendall(("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      "X-Mock-Fixture: big.sse\r\nConnection: close\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        time.sleep(2.0)  # the client reads nothing
+        paused = rss_kib(self.cg.proc.pid)
+        self.assertLess(paused - base, 4096,
+                        f"citegate grew {paused - base} KiB while its client was not reading")
+        data = bytearray()
+        while True:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+        sock.close()
+        head, _, rest = bytes(data).partition(b"\r\n\r\n")
+        self.assertIn(b"200 OK", head.split(b"\r\n")[0])
+        out, i = bytearray(), 0
+        while i < len(rest):
+            j = rest.index(b"\r\n", i)
+            size = int(rest[i:j], 16)
+            if size == 0:
+                break
+            out += rest[j + 2:j + 2 + size]
+            i = j + 2 + size + 2
+        # No reference in the answer: every upstream byte comes through unchanged.
+        self.assertEqual(bytes(out), self.body)
+
+
+if __name__ == "__main__":
+    unittest.main()
