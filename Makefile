@@ -37,7 +37,7 @@ build: deps $(BUILD)/CMakeCache.txt
 run: build
 	./$(BUILD)/citegate $(ARGS)
 
-test: deps test-unit test-asan
+test: deps test-unit test-asan test-fuzz
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

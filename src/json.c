@@ -77,29 +77,60 @@ static bool is_literal(const char *s, size_t n)
            (n == 5 && memcmp(s, "false", 5) == 0);
 }
 
-/* What jsmn lets through: bad primitives, and a comma before a closing
- * bracket. Checked on tokens, so it costs little next to the parse. */
+/* Is js[from, to) white space around exactly one `sep` (none if sep is 0)? */
+static bool sep_ok(const char *js, size_t from, size_t to, char sep)
+{
+    bool seen = sep == 0;
+    for (size_t i = from; i < to; i++) {
+        if (is_ws(js[i]))
+            continue;
+        if (js[i] != sep || seen)
+            return false;
+        seen = true;
+    }
+    return seen;
+}
+
+/* jsmn checks brackets and strings but takes `[1:2]`, `{"a"::1}`, `[1 2]`,
+ * `[1,]` or `tru` for JSON. Its tokens make the rest easy to check: every
+ * primitive is a literal or a number, object members are key strings, and
+ * between tokens stands only white space with exactly the one `,` or `:`
+ * the grammar puts there. Only separators are scanned, so this costs little
+ * next to the parse. */
 static bool grammar_ok(const cg_json_t *j)
 {
     for (int i = 0; i < j->ntok; i++) {
         const jsmntok_t *t = &j->tok[i];
         const char *s = j->js + t->start;
         size_t n = (size_t)(t->end - t->start);
-        if (t->type == JSMN_PRIMITIVE && !is_number(s, n) && !is_literal(s, n))
-            return false;
-        /* Object members are key strings with one value each; nothing else
-         * may have a child (jsmn takes `"a":"b":"c"` for a chain). */
         bool in_object = t->parent >= 0 && j->tok[t->parent].type == JSMN_OBJECT;
-        bool is_key = t->type == JSMN_STRING && t->size == 1;
-        if (in_object != is_key || (t->type == JSMN_STRING && t->size > 1))
+        if (t->type == JSMN_PRIMITIVE && (t->size != 0 || in_object || (!is_number(s, n) && !is_literal(s, n))))
             return false;
-        if (t->type == JSMN_OBJECT || t->type == JSMN_ARRAY) {
-            size_t k = (size_t)t->end - 1;
-            while (k > (size_t)t->start && is_ws(j->js[k - 1]))
-                k--;
-            if (j->js[k - 1] == ',')
+        if (t->type == JSMN_STRING && t->size != (in_object ? 1 : 0))
+            return false;
+    }
+    /* Every key now has its value, so walking members stays in bounds. */
+    for (int i = 0; i < j->ntok; i++) {
+        const jsmntok_t *t = &j->tok[i];
+        if (t->type != JSMN_OBJECT && t->type != JSMN_ARRAY)
+            continue;
+        bool object = t->type == JSMN_OBJECT;
+        size_t pos = (size_t)t->start + 1;
+        int child = i + 1;
+        for (int k = 0; k < t->size; k++) {
+            if (!sep_ok(j->js, pos, cg_json_begin(j, child), k ? ',' : 0))
                 return false;
+            int last = child;
+            if (object) {
+                last = child + 1;
+                if (!sep_ok(j->js, cg_json_end(j, child), cg_json_begin(j, last), ':'))
+                    return false;
+            }
+            pos = cg_json_end(j, last);
+            child = cg_json_skip(j, last);
         }
+        if (!sep_ok(j->js, pos, (size_t)t->end - 1, 0))
+            return false;
     }
     return true;
 }

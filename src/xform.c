@@ -584,6 +584,12 @@ static void put_other_lines(cg_xform_t *x, const cg_sse_event_t *ev)
             next++;
         if (next < end && *next == '\n' && next[-1] != '\n')
             next++;
+        if (x->stats.events_in == 1 && p == ev->raw.p + ev->lead && e - p >= 3 &&
+            memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
+            /* The stream's byte order mark: keep it, judge the line after it. */
+            put_ev(x, p, 3);
+            p += 3;
+        }
         bool is_data = (e - p >= 4 && memcmp(p, "data", 4) == 0 && (e - p == 4 || p[4] == ':'));
         if (!is_data)
             put_ev(x, p, (size_t)(next - p));

@@ -1,0 +1,365 @@
+/*
+ * libFuzzer target for the whole stream transformer (include/citegate/xform.h).
+ *
+ * Input: two header bytes (see fuzz_common.h), then an upstream response
+ * body. Byte 1 picks the variant:
+ *   bits 0-1: request: 0, 3 = <source> tags, 1 = none, 2 = Azure data_sources
+ *   bits 2-3: reference style: 0, 3 = auto (the default), 1 = [docN], 2 = [N]
+ *   bit 4:    max_event 4096 instead of 4 MiB (reaches passthrough)
+ *   bit 5:    max_doc_bytes 16 instead of 8192 (cuts snippets)
+ *   bit 6:    no search scores
+ * Header byte 1 == 0 is cg_xform_cfg_default() with the <source> request.
+ *
+ * Checks, for any input:
+ *   - profile off: the output is the input, byte for byte (stream and body);
+ *   - openwebui: the body is transformed in reads cut by the header's seed
+ *     and in one read; both give the same client content per choice and
+ *     the same bytes (read boundaries must be invisible), and some output;
+ *     JSON object events stay (valid) JSON objects for the client;
+ *   - after an event larger than max_event, the rest of the input goes out
+ *     unchanged, once (the output ends with the stream from that event on);
+ *   - cg_xform_body on the same bytes: unchanged copy when it refuses, and
+ *     a valid JSON object stays one.
+ * Every read is an exact-size heap copy, freed right after its output is
+ * copied, so a segment pointing into an earlier read is a use after free.
+ */
+#include "citegate/sse.h"
+#include "citegate/xform.h"
+
+#include "fuzz_common.h"
+#include "fuzz_jsonv.h"
+
+#define VIEW_N 8
+
+static const char sources_request[] =
+    "{\"model\":\"m\",\"stream\":true,\"messages\":["
+    "{\"role\":\"system\",\"content\":\"Answer from the sources, cite as [1]. "
+    "<source id=\\\"1\\\" name=\\\"https://a.example/x\\\">t</source>"
+    "<source id=\\\"2\\\" name=\\\"report (v2).pdf\\\">second \\\"doc\\\"</source>"
+    "<source id=\\\"3\\\">no name</source>\"},"
+    "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"what is x?\"}]}]}";
+
+static const char data_sources_request[] =
+    "{\"stream\":true,\"data_sources\":[{\"type\":\"azure_search\"}],"
+    "\"messages\":[{\"role\":\"user\",\"content\":\"what is x?\"}]}";
+
+static cg_request_t requests[3]; /* sources, none, data_sources */
+
+static void init_requests(void)
+{
+    static bool done;
+    if (done)
+        return;
+    done = true;
+    cg_cite_opts_t o = {8192, true};
+    FZ_CHECK(cg_request_parse(&requests[0], sources_request, sizeof(sources_request) - 1, &o) == 0);
+    FZ_CHECK(requests[0].sources.n == 3);
+    FZ_CHECK(cg_request_parse(&requests[2], data_sources_request,
+                              sizeof(data_sources_request) - 1, &o) == 0);
+    FZ_CHECK(requests[2].has_data_sources);
+}
+
+static const cg_request_t *pick_request(uint8_t flags)
+{
+    static const int which[4] = {0, -1, 2, 0};
+    int w = which[flags & 3];
+    return w < 0 ? NULL : &requests[w];
+}
+
+static void pick_cfg(cg_xform_cfg_t *cfg, uint8_t flags)
+{
+    static const cg_ref_style_t styles[4] = {CG_REF_ANY, CG_REF_DOC, CG_REF_NUMERIC, CG_REF_ANY};
+    cg_xform_cfg_default(cfg);
+    cfg->style = styles[(flags >> 2) & 3];
+    if (flags & 0x10)
+        cfg->max_event = 4096;
+    if (flags & 0x20)
+        cfg->max_doc_bytes = 16;
+    if (flags & 0x40)
+        cfg->scores = false;
+}
+
+/* --- Running the transformer ------------------------------------------------ */
+
+typedef struct result {
+    cg_buf_t out;
+    cg_xform_stats_t stats;
+} result_t;
+
+/* Appends one call's output; segments are only valid until the next call. */
+static void collect(cg_buf_t *b, const cg_out_t *o)
+{
+    size_t before = b->len;
+    for (size_t i = 0; i < o->nseg; i++) {
+        FZ_CHECK(o->seg[i].p != NULL || o->seg[i].n == 0);
+        cg_buf_put(b, o->seg[i].p, o->seg[i].n);
+    }
+    FZ_CHECK(b->len - before == cg_out_len(o));
+}
+
+/* Streams in[0..len) in reads cut by sp (NULL: one read), then ends at EOF. */
+static void run_stream(result_t *res, const cg_xform_cfg_t *cfg, const cg_request_t *req,
+                       const uint8_t *in, size_t len, fz_split_t *sp)
+{
+    memset(res, 0, sizeof(*res));
+    cg_xform_t *x = cg_xform_new(cfg, req);
+    cg_out_t out = {0};
+    size_t off = 0;
+    do {
+        size_t n = sp ? fz_split_next(sp, len - off) : len - off;
+        char *read = fz_dup(in + off, n);
+        FZ_CHECK(cg_xform_feed(x, read, n, &out) == 0);
+        collect(&res->out, &out);
+        free(read);
+        off += n;
+    } while (off < len);
+    FZ_CHECK(cg_xform_finish(x, CG_END_EOF, &out) == 0);
+    collect(&res->out, &out);
+    res->stats = *cg_xform_stats(x);
+    cg_out_free(&out);
+    cg_xform_free(x);
+}
+
+/* Runs the non-streaming path over in[0..len); the output goes to b. */
+static int run_body(cg_buf_t *b, const cg_xform_cfg_t *cfg, const cg_request_t *req,
+                    const uint8_t *in, size_t len)
+{
+    cg_xform_t *x = cg_xform_new(cfg, req);
+    cg_out_t out = {0};
+    char *body = fz_dup(in, len);
+    int rc = cg_xform_body(x, body, len, &out);
+    collect(b, &out);
+    free(body);
+    cg_out_free(&out);
+    cg_xform_free(x);
+    return rc;
+}
+
+static bool bytes_eq(const cg_buf_t *b, const uint8_t *p, size_t n)
+{
+    return b->len == n && (n == 0 || memcmp(b->p, p, n) == 0);
+}
+
+/* --- The client's view: content per choice ---------------------------------- */
+
+typedef struct view {
+    cg_buf_t content[VIEW_N];
+    size_t others;  /* events whose data is neither a JSON object nor [DONE] */
+    size_t invalid; /* objects that cg_json_parse accepts but are not valid JSON */
+} view_t;
+
+static void view_event(view_t *v, const char *data, size_t n)
+{
+    cg_json_t j;
+    cg_json_init(&j, 1u << 16);
+    bool object = cg_json_parse(&j, data, n) == CG_JSON_OK && j.tok[0].type == JSMN_OBJECT;
+    v->others += !object && !(n == 6 && memcmp(data, "[DONE]", 6) == 0);
+    if (object) {
+        v->invalid += fz_json_invalid(&j) != NULL;
+        int choices = cg_json_get(&j, 0, "choices");
+        int nc = cg_json_type(&j, choices) == JSMN_ARRAY ? j.tok[choices].size : 0;
+        for (int k = 0, c = choices + 1; k < nc; k++, c = cg_json_skip(&j, c)) {
+            double index = k;
+            cg_json_number(&j, cg_json_get(&j, c, "index"), &index);
+            int content = cg_json_get(&j, cg_json_get(&j, c, "delta"), "content");
+            if (!(index >= 0 && index < VIEW_N) || !cg_json_is_str(&j, content))
+                continue;
+            size_t len;
+            char *s = cg_json_strdup(&j, content, &len);
+            cg_buf_put(&v->content[(int)index], s, len);
+            free(s);
+        }
+    }
+    cg_json_free(&j);
+}
+
+/* A plain line splitter, independent of src/sse.c so that a tokenizer bug
+ * cannot hide itself; like a client it skips a BOM at the start and drops
+ * an unterminated last event. */
+static void view_stream(view_t *v, const char *s, size_t n)
+{
+    memset(v, 0, sizeof(*v));
+    cg_buf_t data = {0};
+    size_t ndata = 0, i = 0;
+    if (n >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
+        i = 3;
+    while (i < n) {
+        size_t e = i;
+        while (e < n && !fz_is_eol(s[e]))
+            e++;
+        if (e == n)
+            break;
+        size_t next = e + fz_eol_len(s, n, e);
+        if (e == i && ndata) {
+            view_event(v, data.p, data.len);
+            data.len = ndata = 0;
+        } else if (e - i >= 4 && memcmp(s + i, "data", 4) == 0 && (e - i == 4 || s[i + 4] == ':')) {
+            size_t val = i + (e - i == 4 ? 4 : 5);
+            val += val < e && s[val] == ' ';
+            if (ndata++)
+                cg_buf_putc(&data, '\n');
+            cg_buf_put(&data, s + val, e - val);
+        }
+        i = next;
+    }
+    cg_buf_free(&data);
+}
+
+static void view_free(view_t *v)
+{
+    for (int i = 0; i < VIEW_N; i++)
+        cg_buf_free(&v->content[i]);
+}
+
+/*
+ * The client sees the same content per choice in both runs. Events that are
+ * not JSON objects pass unchanged and the transformer only adds objects, so
+ * their number stays; and when no input event fools cg_json_parse, no
+ * output event may (rewriting keeps JSON valid).
+ */
+static void check_views(const uint8_t *in, size_t len, const result_t *a, const result_t *b)
+{
+    view_t vi, va, vb;
+    view_stream(&vi, (const char *)in, len);
+    view_stream(&va, a->out.p, a->out.len);
+    view_stream(&vb, b->out.p, b->out.len);
+    for (int i = 0; i < VIEW_N; i++) {
+        const cg_buf_t *x = &va.content[i], *y = &vb.content[i];
+        FZ_CHECK(x->len == y->len && (x->len == 0 || memcmp(x->p, y->p, x->len) == 0));
+    }
+    FZ_CHECK(va.others == vi.others && vb.others == vi.others);
+    if (vi.invalid == 0)
+        FZ_CHECK(va.invalid == 0 && vb.invalid == 0);
+    view_free(&vi);
+    view_free(&va);
+    view_free(&vb);
+}
+
+/* --- Checks ------------------------------------------------------------------ */
+
+/* Profile off is a pipe: the output is the input, however it is cut. */
+static void check_off(const cg_request_t *req, const uint8_t *in, size_t len, uint8_t seed)
+{
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg);
+    cfg.profile = CG_PROFILE_OFF;
+    fz_split_t sp;
+    fz_split_init(&sp, seed);
+    result_t r;
+    run_stream(&r, &cfg, req, in, len, &sp);
+    FZ_CHECK(bytes_eq(&r.out, in, len));
+    cg_buf_free(&r.out);
+
+    cg_buf_t b = {0};
+    FZ_CHECK(run_body(&b, &cfg, req, in, len) == 0);
+    FZ_CHECK(bytes_eq(&b, in, len));
+    cg_buf_free(&b);
+}
+
+/* Stream offset where a tokenizer fed the same reads gives up (TOOBIG), the
+ * start of the event it gave up on; SIZE_MAX if it never does. */
+static size_t toobig_offset(size_t cap, const uint8_t *in, size_t len, uint8_t seed)
+{
+    fz_split_t sp;
+    fz_split_init(&sp, seed);
+    cg_sse_t p;
+    cg_sse_init(&p, cap);
+    size_t off = 0, last_end = 0, at = SIZE_MAX;
+    do {
+        size_t n = fz_split_next(&sp, len - off), pos = 0;
+        ssize_t rc = CG_SSE_AGAIN;
+        cg_sse_event_t ev;
+        while (pos < n && (rc = cg_sse_feed(&p, (const char *)in + off + pos, n - pos, &ev)) > 0) {
+            pos += (size_t)rc;
+            last_end = off + pos;
+        }
+        if (pos < n && rc == CG_SSE_E_TOOBIG) {
+            at = last_end;
+            break;
+        }
+        off += n;
+    } while (off < len);
+    cg_sse_free(&p);
+    return at;
+}
+
+/* After passthrough the rest of the stream goes out unchanged, exactly once. */
+static void check_passthrough(const result_t *r, const cg_xform_cfg_t *cfg, const uint8_t *in,
+                              size_t len, uint8_t seed)
+{
+    size_t at = toobig_offset(cfg->max_event, in, len, seed);
+    FZ_CHECK(r->stats.passthrough == (at != SIZE_MAX));
+    if (at == SIZE_MAX)
+        return;
+    size_t tail = len - at;
+    FZ_CHECK(r->out.len >= tail);
+    FZ_CHECK(memcmp(r->out.p + r->out.len - tail, in + at, tail) == 0);
+}
+
+static void check_openwebui(const cg_xform_cfg_t *cfg, const cg_request_t *req,
+                            const uint8_t *in, size_t len, uint8_t seed)
+{
+    fz_split_t sp;
+    fz_split_init(&sp, seed);
+    result_t split, whole;
+    run_stream(&split, cfg, req, in, len, &sp);
+    run_stream(&whole, cfg, req, in, len, NULL);
+    /* Something always goes out: the input, [DONE] or the error event. */
+    FZ_CHECK(split.out.len > 0 && whole.out.len > 0);
+    check_passthrough(&split, cfg, in, len, seed);
+    /* Passthrough may start one event apart (see fuzz_sse.c, compare_runs). */
+    if (!split.stats.passthrough && !whole.stats.passthrough) {
+        check_views(in, len, &split, &whole);
+        FZ_CHECK(split.out.len == whole.out.len &&
+                 memcmp(split.out.p, whole.out.p, split.out.len) == 0);
+    }
+    cg_buf_free(&split.out);
+    cg_buf_free(&whole.out);
+}
+
+/* 1 if p[0..n) is a valid JSON object, 0 if cg_json_parse takes it as an
+ * object though it is not valid JSON, -1 otherwise. */
+static int json_object(const char *p, size_t n)
+{
+    cg_json_t j;
+    cg_json_init(&j, 1u << 20);
+    int r = -1;
+    if (cg_json_parse(&j, p, n) == CG_JSON_OK && j.tok[0].type == JSMN_OBJECT)
+        r = fz_json_invalid(&j) == NULL;
+    cg_json_free(&j);
+    return r;
+}
+
+/* The non-streaming path: unchanged when refused; a valid JSON object
+ * stays one. */
+static void check_body(const cg_xform_cfg_t *cfg, const cg_request_t *req, const uint8_t *in,
+                       size_t len)
+{
+    cg_buf_t b = {0};
+    int rc = run_body(&b, cfg, req, in, len);
+    FZ_CHECK(rc == 0 || rc == -1);
+    if (rc < 0)
+        FZ_CHECK(bytes_eq(&b, in, len));
+    else if (json_object((const char *)in, len) == 1)
+        FZ_CHECK(json_object(b.p, b.len) == 1);
+    cg_buf_free(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < FZ_HEADER)
+        return 0;
+    init_requests();
+    const uint8_t *in = data + FZ_HEADER;
+    size_t len = size - FZ_HEADER;
+    const cg_request_t *req = pick_request(data[1]);
+    cg_xform_cfg_t cfg;
+    pick_cfg(&cfg, data[1]);
+
+    check_off(req, in, len, data[0]);
+    check_openwebui(&cfg, req, in, len, data[0]);
+    check_body(&cfg, req, in, len);
+    return 0;
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Regenerates the seed corpora in tests/fuzz/corpus/ from tests/fixtures/.
+
+fuzz_sse and fuzz_xform read two header bytes before the stream (see
+fuzz_common.h): byte 0 seeds the read sizes (bits 6-7: largest read 1, 7,
+61 or 1021 bytes), byte 1 holds the target's flags. fuzz_json reads plain
+JSON. Run from anywhere: python3 tests/fuzz/make_corpus.py
+"""
+import json
+import pathlib
+
+HERE = pathlib.Path(__file__).resolve().parent
+FIXTURES = HERE.parent / "fixtures"
+
+# fuzz_sse byte 1 & 3: max_event 8, 64, 4096, 1 MiB.
+SSE_CAP_64, SSE_CAP_4K, SSE_CAP_1M = 1, 2, 3
+# fuzz_xform byte 1: request (bits 0-1), style (2-3), small max_event (4).
+XF_DEFAULT, XF_NO_REQ, XF_DATA_SOURCES, XF_DOC, XF_NUMERIC, XF_SMALL_EVENT = 0, 1, 2, 4, 8, 16
+
+SSE_SEEDS = {
+    "crlf_split": (0x00, SSE_CAP_1M, b"data: a\r\n\r\ndata: b\r\n\r\n"),
+    "bom": (0x40, SSE_CAP_1M, b"\xef\xbb\xbfdata: x\n\n"),
+    "bom_only_line": (0x00, SSE_CAP_1M, b"\xef\xbb\xbf\r\ndata: x\n\n"),
+    "multiline_data": (0x41, SSE_CAP_4K, b'data: {"a":\ndata: 1}\n\ndata\ndata:\n\n'),
+    "comments": (0x80, SSE_CAP_4K, b": keep-alive\n\n: ping\r\rdata: x\r\r"),
+    "fields": (0x43, SSE_CAP_4K,
+               b"event: ping\nid: 7\nretry: 100\nid: a\x00b\ndata:  two spaces\nfoo\n\n"),
+    "cr_only": (0x01, SSE_CAP_1M, b"data: x\rdata: y\r\r\r"),
+    "toobig": (0x80, SSE_CAP_64, b"data: " + b"x" * 100 + b"\n\ndata: y\n\n"),
+    "toobig_buffered": (0x40, SSE_CAP_64, b"data: a\n" + b"data: " + b"b" * 80 + b"\n\n"),
+    "cap_with_lead": (0x05, SSE_CAP_64, b"data: a\r\n\r\ndata: " + b"c" * 54 + b"\r\n\r\n"),
+    "unterminated": (0x42, SSE_CAP_4K, b"data: {\"choices\":[]}\n\ndata: {\"cho"),
+}
+
+JSON_SEEDS = {
+    "escapes": '{"a":"\\u00e9\\ud83d\\ude00\\n\\t\\\\\\"\\/","b":"\\ud800","c":"\\udc00x"}',
+    "primitives": "[1,-2.5e3,true,false,null,\"x\",0.0,[],{}]",
+    "duplicate_keys": '{"a":{"b":[{}]},"a":2,"":{"":""}}',
+    "whitespace": ' \r\n\t{ "k" : [ 1 , 2 ] }\n ',
+    "deep": "[" * 40 + "]" * 40,
+}
+
+XFORM_SEEDS = {
+    "split_ref": (0x00, XF_DEFAULT,
+                  b'data: {"choices":[{"index":0,"delta":{"content":"see [1"}}]}\n\n'
+                  b'data: {"choices":[{"index":0,"delta":{"content":"] and [2]"},'
+                  b'"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'),
+    "multiline_chunk": (0x40, XF_NO_REQ,
+                        b'data: {"choices":[{"index":1,\ndata: "delta":{"content":"[doc1]"}}],\n'
+                        b'data: "event":{"x":1}}\n\n'),
+    "passthrough": (0x80, XF_SMALL_EVENT,
+                    b'data: {"choices":[{"delta":{"content":"a [1"}}]}\n\n'
+                    b'data: {"choices":[{"delta":{"content":"' + b"z" * 5000 + b'"}}]}\n\n'
+                    b"data: [DONE]\n\n"),
+    "body": (0x00, XF_DATA_SOURCES,
+             b'{"choices":[{"index":0,"message":{"content":"x [doc1]","context":'
+             b'{"citations":[{"title":"T","url":"https://e.example/a b","content":"c"}]}},'
+             b'"finish_reason":"stop"}],"event":{"type":"x"}}'),
+}
+
+
+def write(dirname, name, data):
+    d = HERE / "corpus" / dirname
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_bytes(data)
+
+
+def sse_fixtures():
+    return sorted(FIXTURES.glob("*.sse"))
+
+
+def json_fixtures():
+    return sorted(FIXTURES.glob("*.json"))
+
+
+def json_events(path):
+    """The first few JSON data payloads of an SSE fixture."""
+    out = []
+    for line in path.read_bytes().replace(b"\r\n", b"\n").split(b"\n"):
+        if line.startswith(b"data: {") and len(out) < 3:
+            out.append(line[6:])
+    return out
+
+
+def main():
+    for f in sse_fixtures():
+        data = f.read_bytes()
+        write("sse", f.stem + ".r1021", bytes([0xC0, SSE_CAP_1M]) + data)
+        write("sse", f.stem + ".r7", bytes([0x40, SSE_CAP_4K]) + data)
+        for i, ev in enumerate(json_events(f)):
+            write("json", f"{f.stem}.event{i}", ev)
+        write("xform", f.stem + ".default", bytes([0x80, XF_DEFAULT]) + data)
+        write("xform", f.stem + ".noreq", bytes([0x41, XF_NO_REQ]) + data)
+    for f in json_fixtures():
+        data = f.read_bytes()
+        json.loads(data)
+        write("json", f.stem, data)
+        write("xform", f.stem + ".body", bytes([0x80, XF_NO_REQ]) + data)
+    for name, (seed, flags, data) in SSE_SEEDS.items():
+        write("sse", name, bytes([seed, flags]) + data)
+    for name, text in JSON_SEEDS.items():
+        write("json", name, text.encode())
+    for name, (seed, flags, data) in XFORM_SEEDS.items():
+        write("xform", name, bytes([seed, flags]) + data)
+
+
+if __name__ == "__main__":
+    main()
