@@ -8,11 +8,11 @@
 static bool path_is(const cg_client_t *c, const char *path)
 {
     size_t n = strlen(path);
-    size_t len = c->url.len;
-    const char *q = memchr(c->url.p, '?', len);
+    size_t len = c->msg.url.len;
+    const char *q = memchr(c->msg.url.p, '?', len);
     if (q)
-        len = (size_t)(q - c->url.p);
-    return len == n && memcmp(c->url.p, path, n) == 0;
+        len = (size_t)(q - c->msg.url.p);
+    return len == n && memcmp(c->msg.url.p, path, n) == 0;
 }
 
 static void done(cg_client_t *c, int status)

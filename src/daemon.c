@@ -105,6 +105,7 @@ static void on_grace(uv_timer_t *t)
         next = c->next;
         if (c->ex)
             cg_exchange_shutdown(c->ex);
+        cg_h2_shutdown_streams(c);
     }
     cg_worker_maybe_exit(w);
 }
@@ -123,7 +124,11 @@ static void start_drain(cg_worker_t *w)
     cg_client_t *next;
     for (cg_client_t *c = w->clients; c; c = next) {
         next = c->next;
-        if (!c->ex && !c->admin)
+        if (c->admin)
+            continue;
+        if (cg_h2_busy(c))
+            cg_h2_drain(c); /* GOAWAY: no new streams, in-flight ones finish */
+        else if (!c->ex)
             cg_client_close(c);
     }
     uv_timer_start(&w->grace, on_grace, w->cfg->shutdown_grace_ms, 0);

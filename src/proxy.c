@@ -80,12 +80,12 @@ static void put_body(cg_exchange_t *ex, const cg_buf_t *body)
 
 static void build_request(cg_exchange_t *ex, cg_span_t path_q)
 {
-    cg_client_t *c = ex->client;
+    cg_reqmsg_t *c = ex->msg;
     cg_worker_t *w = ex->w;
     cg_buf_t body = {0};
     cg_buf_t *o = &ex->up_req;
     o->len = 0;
-    const char *method = llhttp_method_name((llhttp_method_t)c->parser.method);
+    const char *method = llhttp_method_name((llhttp_method_t)c->method);
     cg_buf_printf(o, "%s %s%.*s HTTP/1.1\r\nHost: %s\r\n", method, w->up.base, (int)path_q.n,
                   path_q.p, w->up.authority);
     for (size_t i = 0; i < c->hdrs.n; i++) {
@@ -108,8 +108,8 @@ static void build_request(cg_exchange_t *ex, cg_span_t path_q)
     size_t body_at = o->len;
     put_body(ex, &c->body);
     size_t blen = o->len - body_at;
-    bool has_body = blen > 0 || c->parser.method == HTTP_POST || c->parser.method == HTTP_PUT ||
-                    c->parser.method == HTTP_PATCH;
+    bool has_body = blen > 0 || c->method == HTTP_POST || c->method == HTTP_PUT ||
+                    c->method == HTTP_PATCH;
     if (has_body) {
         char cl[32];
         int n = snprintf(cl, sizeof(cl), "Content-Length: %010zu\r\n", blen);
@@ -123,18 +123,42 @@ static void build_request(cg_exchange_t *ex, cg_span_t path_q)
 
 /* --- starting --------------------------------------------------------------------- */
 
+static void put_hdr(cg_hdrs_t *h, const char *name, const char *value, size_t vlen)
+{
+    cg_hdrs_on_field(h, name, strlen(name));
+    cg_hdrs_on_value(h, value, vlen);
+}
+
 static void reject(cg_exchange_t *ex, int status, const char *type, const char *code,
                    const char *msg)
 {
+    cg_buf_t b = {0};
+    cg_buf_puts(&b, "{\"error\":{\"message\":");
+    cg_json_put_cstr(&b, msg);
+    cg_buf_puts(&b, ",\"type\":");
+    cg_json_put_cstr(&b, type);
+    cg_buf_puts(&b, ",\"code\":");
+    cg_json_put_cstr(&b, code);
+    cg_buf_puts(&b, "}}");
+    cg_hdrs_t h = {0};
+    put_hdr(&h, "Content-Type", "application/json", 16);
+    put_hdr(&h, "X-Request-Id", ex->rid, strlen(ex->rid));
     ex->status = status;
-    cg_send_error(ex->client, status, type, code, msg, ex->rid);
+    if (!ex->gone) {
+        ex->down->head(ex, status, &h, (long long)b.len);
+        uv_buf_t ub = uv_buf_init(b.p, (unsigned)b.len);
+        ex->down->data(ex, &ub, 1, b.len);
+        ex->down->end(ex, true);
+    }
     ex->head_sent = true;
+    cg_hdrs_free(&h);
+    cg_buf_free(&b);
     ex_finish(ex);
 }
 
 static bool choose_profile(cg_exchange_t *ex)
 {
-    cg_span_t h = cg_hdrs_get(&ex->client->hdrs, "x-citegate-profile");
+    cg_span_t h = cg_hdrs_get(&ex->msg->hdrs, "x-citegate-profile");
     ex->profile = ex->w->cfg->profile;
     if (h.p == NULL)
         return true;
@@ -152,26 +176,44 @@ static bool choose_profile(cg_exchange_t *ex)
     return false;
 }
 
-void cg_exchange_start(cg_client_t *c)
+static cg_exchange_t *exchange_new(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down,
+                                   void *ctx)
 {
-    cg_worker_t *w = c->w;
     cg_exchange_t *ex = cg_xcalloc(1, sizeof(*ex));
     ex->w = w;
-    ex->client = c;
-    c->ex = ex;
+    ex->msg = msg;
+    ex->down = down;
+    ex->down_ctx = ctx;
     ex->t_start = ex->last_activity = cg_now_ms(w);
     uv_timer_init(w->loop, &ex->timer);
     ex->timer.data = ex;
     ex->timer_open = true;
     w->active++;
     cg_metrics->active_streams++;
-    make_rid(ex, cg_hdrs_get(&c->hdrs, "x-request-id"));
+    make_rid(ex, cg_hdrs_get(&msg->hdrs, "x-request-id"));
+    return ex;
+}
 
+void cg_exchange_reject(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down, void *ctx,
+                        int status, const char *code, const char *message)
+{
+    cg_exchange_t *ex = exchange_new(w, msg, down, ctx);
+    ex->route = CG_ROUTE_OTHER;
+    reject(ex, status, "invalid_request_error", code, message);
+}
+
+void cg_exchange_start(cg_worker_t *w, cg_reqmsg_t *c, const cg_down_ops_t *down, void *ctx)
+{
+    cg_exchange_t *ex = exchange_new(w, c, down, ctx);
+    if (down == &cg_h1_down)
+        ((cg_client_t *)ctx)->ex = ex;
+    else
+        cg__h2_attach(ctx, ex);
     cg_span_t url = cg_span(c->url.p, c->url.len);
     const char *q = memchr(url.p, '?', url.n);
     size_t path_len = q ? (size_t)(q - url.p) : url.n;
     ex->route = classify(url.p, path_len);
-    ex->transform = ex->route != CG_ROUTE_OTHER && c->parser.method == HTTP_POST;
+    ex->transform = ex->route != CG_ROUTE_OTHER && c->method == HTTP_POST;
     if (w->draining) {
         reject(ex, 503, "server_error", "draining", "citegate is shutting down");
         return;
@@ -216,7 +258,7 @@ static bool drop_response_header(const cg_exchange_t *ex, const cg_hdrs_t *h, cg
         return true;
     for (int i = 0; ours[i]; i++)
         if (name.n == strlen(ours[i]) && strncasecmp(name.p, ours[i], name.n) == 0)
-            return !(ex->mode == MODE_PASS && i == 0 && !ex->chunked);
+            return true;
     if (ex->is_sse)
         for (int i = 0; sse[i]; i++)
             if (name.n == strlen(sse[i]) && strncasecmp(name.p, sse[i], name.n) == 0)
@@ -224,38 +266,34 @@ static bool drop_response_header(const cg_exchange_t *ex, const cg_hdrs_t *h, cg
     return false;
 }
 
-static void send_head(cg_exchange_t *ex, const cg_hdrs_t *h, size_t content_length)
+/* Sends the response head: the upstream's end-to-end headers, ours, and
+ * the body length when it is known (content_length, else -1). */
+static void send_head(cg_exchange_t *ex, const cg_hdrs_t *h, long long content_length)
 {
-    cg_client_t *c = ex->client;
-    cg_buf_t b = {0};
-    cg_buf_printf(&b, "HTTP/1.1 %d %s\r\n", ex->status, cg_status_text(ex->status));
+    cg_hdrs_t out = {0};
     for (size_t i = 0; h && i < h->n; i++) {
         cg_span_t name = cg_hdr_name(h, i);
         if (drop_response_header(ex, h, name))
             continue;
         cg_span_t v = cg_hdr_value(h, i);
-        cg_buf_printf(&b, "%.*s: %.*s\r\n", (int)name.n, name.p, (int)v.n, v.p);
+        cg_hdrs_on_field(&out, name.p, name.n);
+        cg_hdrs_on_value(&out, v.p, v.n);
     }
-    cg_buf_printf(&b, "X-Request-Id: %s\r\n", ex->rid);
-    if (ex->is_sse)
-        cg_buf_puts(&b, "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n");
-    if (ex->mode == MODE_BODY)
-        cg_buf_printf(&b, "Content-Length: %zu\r\n", content_length);
-    else if (ex->chunked)
-        cg_buf_puts(&b, "Transfer-Encoding: chunked\r\n");
-    if (!c->keep_alive)
-        cg_buf_puts(&b, "Connection: close\r\n");
-    cg_buf_puts(&b, "\r\n");
-    uv_buf_t ub = uv_buf_init(b.p, (unsigned)b.len);
-    cg_client_write(c, &ub, 1);
-    cg_buf_free(&b);
+    put_hdr(&out, "X-Request-Id", ex->rid, strlen(ex->rid));
+    if (ex->is_sse) {
+        put_hdr(&out, "Cache-Control", "no-cache", 8);
+        put_hdr(&out, "X-Accel-Buffering", "no", 2);
+    }
+    if (!ex->gone)
+        ex->down->head(ex, ex->status, &out, content_length);
+    cg_hdrs_free(&out);
     ex->head_sent = true;
 }
 
 static bool no_body_status(const cg_exchange_t *ex)
 {
     return ex->status < 200 || ex->status == 204 || ex->status == 304 ||
-           ex->client->parser.method == HTTP_HEAD;
+           ex->msg->method == HTTP_HEAD;
 }
 
 void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
@@ -277,16 +315,17 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
         xc.profile = ex->profile;
         ex->xf = cg_xform_new(&xc, &ex->req);
     }
-    bool has_length = cg_hdrs_get(h, "content-length").p != NULL;
-    ex->chunked = !no_body_status(ex) && ex->mode != MODE_BODY &&
-                  !(ex->mode == MODE_PASS && has_length);
-    if (ex->client->http10 && ex->chunked) {
-        /* HTTP/1.0 has no chunked coding: the body ends with the connection. */
-        ex->chunked = false;
-        ex->client->keep_alive = false;
+    cg_span_t cl = cg_hdrs_get(h, "content-length");
+    long long length = -1;
+    if (cl.p && ex->mode == MODE_PASS) {
+        char tmp[24];
+        size_t n = cl.n < sizeof(tmp) - 1 ? cl.n : sizeof(tmp) - 1;
+        memcpy(tmp, cl.p, n);
+        tmp[n] = '\0';
+        length = strtoll(tmp, NULL, 10);
     }
     if (ex->mode != MODE_BODY) {
-        send_head(ex, h, 0);
+        send_head(ex, h, length);
         return;
     }
     /* The head goes out with the transformed body: keep the upstream's. */
@@ -299,25 +338,10 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
     }
 }
 
-/* Writes bytes to the client, as one chunk when chunked. */
 static void emit(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total)
 {
-    if (total == 0)
-        return;
-    if (!ex->chunked) {
-        cg_client_write(ex->client, bufs, n);
-        return;
-    }
-    char head[24];
-    int hl = snprintf(head, sizeof(head), "%zx\r\n", total);
-    uv_buf_t stackv[18];
-    uv_buf_t *v = n + 2 <= 18 ? stackv : cg_xmalloc((n + 2) * sizeof(uv_buf_t));
-    v[0] = uv_buf_init(head, (unsigned)hl);
-    memcpy(v + 1, bufs, n * sizeof(uv_buf_t));
-    v[n + 1] = uv_buf_init("\r\n", 2);
-    cg_client_write(ex->client, v, n + 2);
-    if (v != stackv)
-        free(v);
+    if (total > 0 && !ex->gone)
+        ex->down->data(ex, bufs, n, total);
 }
 
 static void emit_out(cg_exchange_t *ex, const cg_out_t *o)
@@ -336,7 +360,7 @@ static void emit_out(cg_exchange_t *ex, const cg_out_t *o)
 
 static void backpressure(cg_exchange_t *ex)
 {
-    if (!ex->paused && ex->client->queued > CG_CLIENT_HWM) {
+    if (!ex->paused && !ex->gone && ex->down->queued(ex) > CG_CLIENT_HWM) {
         ex->paused = true;
         if (ex->demo)
             cg_demo_pause(ex, true);
@@ -374,8 +398,7 @@ void cg_ex_on_body(cg_exchange_t *ex, const char *p, size_t n)
         }
         /* Too large to transform: forward it unchanged from here on. */
         ex->mode = MODE_PASS;
-        ex->chunked = !ex->client->http10;
-        send_head(ex, &ex->head, 0);
+        send_head(ex, &ex->head, -1);
         uv_buf_t both[2] = {uv_buf_init(ex->body.p, (unsigned)ex->body.len),
                             uv_buf_init((char *)p, (unsigned)n)};
         emit(ex, both, 2, ex->body.len + n);
@@ -403,17 +426,15 @@ static const char *uerr_message(int uerr, bool connected)
 
 static void end_chunked(cg_exchange_t *ex)
 {
-    if (ex->chunked) {
-        uv_buf_t b = uv_buf_init("0\r\n\r\n", 5);
-        cg_client_write(ex->client, &b, 1);
-    }
+    if (!ex->gone)
+        ex->down->end(ex, true);
 }
 
 static void end_body_mode(cg_exchange_t *ex)
 {
     cg_xform_body(ex->xf, ex->body.p ? ex->body.p : "", ex->body.len, &ex->out);
     size_t total = cg_out_len(&ex->out);
-    send_head(ex, &ex->head, total);
+    send_head(ex, &ex->head, (long long)total);
     emit_out(ex, &ex->out);
 }
 
@@ -421,7 +442,6 @@ void cg_ex_on_end(cg_exchange_t *ex, int uerr)
 {
     if (ex->state == EX_DONE)
         return;
-    cg_client_t *c = ex->client;
     if (uerr >= 0) {
         cg_metrics->upstream_errors[uerr]++;
         cg_log_warn(ex->rid, "%s", uerr_message(uerr, ex->state == EX_STREAMING));
@@ -447,11 +467,12 @@ void cg_ex_on_end(cg_exchange_t *ex, int uerr)
         end_chunked(ex);
     } else {
         /* A forwarded body broke off: only closing tells the client. */
-        c->keep_alive = false;
         if (!ex->head_sent) {
             reject(ex, 502, "upstream_error", "upstream_unavailable", uerr_message(uerr, true));
             return;
         }
+        if (!ex->gone)
+            ex->down->end(ex, false);
     }
     ex_finish(ex);
 }
@@ -528,9 +549,9 @@ static void account(cg_exchange_t *ex)
         cg_metrics->refs_out_of_range += s->refs_out_of_range;
         cg_metrics->citations_emitted[ex->profile] += s->citations_emitted;
     }
-    const char *method = llhttp_method_name((llhttp_method_t)ex->client->parser.method);
+    const char *method = llhttp_method_name((llhttp_method_t)ex->msg->method);
     cg_log_info(ex->rid, "%s %.*s -> %d in %llu ms, %zu upstream bytes", method,
-                (int)(ex->client->url.len > 200 ? 200 : ex->client->url.len), ex->client->url.p,
+                (int)(ex->msg->url.len > 200 ? 200 : ex->msg->url.len), ex->msg->url.p,
                 ex->status, (unsigned long long)ms, ex->resp_bytes);
 }
 
@@ -543,10 +564,7 @@ static void ex_finish(cg_exchange_t *ex)
     cg_worker_t *w = ex->w;
     w->active--;
     cg_metrics->active_streams--;
-    cg_client_t *c = ex->client;
-    ex->client = NULL;
-    if (c && c->ex == ex)
-        cg_client_response_done(c);
+    ex->down->done(ex);
     uv_timer_stop(&ex->timer);
     uv_close((uv_handle_t *)&ex->timer, on_timer_close);
     cg_worker_maybe_exit(w);
@@ -562,7 +580,7 @@ void cg_exchange_client_gone(cg_exchange_t *ex)
         cg_upstream_abort(ex);
     if (ex->status == 0)
         ex->status = 499; /* the client closed before an answer (nginx's code) */
-    ex->client->ex = NULL;
+    ex->gone = true;
     ex_finish(ex);
 }
 
@@ -582,8 +600,8 @@ void cg_exchange_shutdown(cg_exchange_t *ex)
         cg_xform_finish(ex->xf, CG_END_SHUTDOWN, &ex->out);
         emit_out(ex, &ex->out);
         end_chunked(ex);
-    } else {
-        ex->client->keep_alive = false;
+    } else if (!ex->gone) {
+        ex->down->end(ex, false);
     }
     ex_finish(ex);
 }

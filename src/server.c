@@ -176,16 +176,17 @@ static void on_write(uv_write_t *req, int status)
     }
     if (c->ex && c->queued < CG_CLIENT_LWM)
         cg_exchange_client_drained(c->ex);
+    if (c->h2 && c->queued < CG_CLIENT_LWM)
+        cg_h2_flush(c);
 }
 
-static void write_raw(cg_client_t *c, const uv_buf_t *bufs, unsigned n);
 
 void cg_client_write(cg_client_t *c, const uv_buf_t *bufs, unsigned n)
 {
     if (c->closing)
         return;
     if (c->tls == NULL) {
-        write_raw(c, bufs, n);
+        cg_client_write_raw(c, bufs, n);
         return;
     }
     for (unsigned i = 0; i < n; i++) {
@@ -195,11 +196,11 @@ void cg_client_write(cg_client_t *c, const uv_buf_t *bufs, unsigned n)
         }
     }
     uv_buf_t b = uv_buf_init(c->tls->out.p, (unsigned)c->tls->out.len);
-    write_raw(c, &b, 1);
+    cg_client_write_raw(c, &b, 1);
     c->tls->out.len = 0;
 }
 
-static void write_raw(cg_client_t *c, const uv_buf_t *bufs, unsigned n)
+void cg_client_write_raw(cg_client_t *c, const uv_buf_t *bufs, unsigned n)
 {
     size_t total = 0;
     for (unsigned i = 0; i < n; i++)
@@ -252,7 +253,7 @@ void cg_send_simple(cg_client_t *c, int status, const char *ctype, const char *b
                   cg_status_text(status), ctype, len);
     if (rid)
         cg_buf_printf(&h, "X-Request-Id: %s\r\n", rid);
-    if (!c->keep_alive)
+    if (!c->msg.keep_alive)
         cg_buf_puts(&h, "Connection: close\r\n");
     cg_buf_puts(&h, "\r\n");
     uv_buf_t bufs[2] = {uv_buf_init(h.p, (unsigned)h.len), uv_buf_init((char *)body, (unsigned)len)};
@@ -274,6 +275,86 @@ void cg_send_error(cg_client_t *c, int status, const char *type, const char *cod
     cg_send_simple(c, status, "application/json", b.p, b.len, rid);
     cg_buf_free(&b);
 }
+
+/* --- the HTTP/1.1 side of an exchange -------------------------------------------- */
+
+static void h1_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h, long long clen)
+{
+    cg_client_t *c = ex->down_ctx;
+    bool nobody = status < 200 || status == 204 || status == 304 || c->msg.method == HTTP_HEAD;
+    c->chunked = !nobody && clen < 0;
+    if (c->chunked && c->msg.http10) {
+        /* HTTP/1.0 has no chunked coding: the body ends with the connection. */
+        c->chunked = false;
+        c->msg.keep_alive = false;
+    }
+    cg_buf_t b = {0};
+    cg_buf_printf(&b, "HTTP/1.1 %d %s\r\n", status, cg_status_text(status));
+    for (size_t i = 0; i < h->n; i++) {
+        cg_span_t name = cg_hdr_name(h, i), v = cg_hdr_value(h, i);
+        cg_buf_printf(&b, "%.*s: %.*s\r\n", (int)name.n, name.p, (int)v.n, v.p);
+    }
+    if (clen >= 0)
+        cg_buf_printf(&b, "Content-Length: %lld\r\n", clen);
+    else if (c->chunked)
+        cg_buf_puts(&b, "Transfer-Encoding: chunked\r\n");
+    if (!c->msg.keep_alive)
+        cg_buf_puts(&b, "Connection: close\r\n");
+    cg_buf_puts(&b, "\r\n");
+    uv_buf_t ub = uv_buf_init(b.p, (unsigned)b.len);
+    cg_client_write(c, &ub, 1);
+    cg_buf_free(&b);
+}
+
+/* Writes body bytes, as one chunk when chunked. */
+static void h1_data(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total)
+{
+    cg_client_t *c = ex->down_ctx;
+    if (!c->chunked) {
+        cg_client_write(c, bufs, n);
+        return;
+    }
+    char head[24];
+    int hl = snprintf(head, sizeof(head), "%zx\r\n", total);
+    uv_buf_t stackv[18];
+    uv_buf_t *v = n + 2 <= 18 ? stackv : cg_xmalloc((n + 2) * sizeof(uv_buf_t));
+    v[0] = uv_buf_init(head, (unsigned)hl);
+    memcpy(v + 1, bufs, n * sizeof(uv_buf_t));
+    v[n + 1] = uv_buf_init("\r\n", 2);
+    cg_client_write(c, v, n + 2);
+    if (v != stackv)
+        free(v);
+}
+
+static void h1_end(cg_exchange_t *ex, bool complete)
+{
+    cg_client_t *c = ex->down_ctx;
+    if (!complete) {
+        c->msg.keep_alive = false; /* only closing tells the client */
+        return;
+    }
+    if (c->chunked) {
+        uv_buf_t b = uv_buf_init("0\r\n\r\n", 5);
+        cg_client_write(c, &b, 1);
+    }
+}
+
+static size_t h1_queued(cg_exchange_t *ex)
+{
+    return ((cg_client_t *)ex->down_ctx)->queued;
+}
+
+static void h1_done(cg_exchange_t *ex)
+{
+    cg_client_t *c = ex->down_ctx;
+    if (c->ex != ex)
+        return;
+    c->ex = NULL;
+    if (!ex->gone)
+        cg_client_response_done(c);
+}
+
+const cg_down_ops_t cg_h1_down = {h1_head, h1_data, h1_end, h1_queued, h1_done};
 
 /* --- connections --------------------------------------------------------------- */
 
@@ -300,9 +381,9 @@ static void on_close(uv_handle_t *h)
         cg_tls_free(c->tls);
         free(c->tls);
     }
-    cg_buf_free(&c->url);
-    cg_hdrs_free(&c->hdrs);
-    cg_buf_free(&c->body);
+    cg_buf_free(&c->msg.url);
+    cg_hdrs_free(&c->msg.hdrs);
+    cg_buf_free(&c->msg.body);
     cg_buf_free(&c->pending);
     free(c);
 }
@@ -314,6 +395,7 @@ void cg_client_close(cg_client_t *c)
     c->closing = true;
     if (c->ex)
         cg_exchange_client_gone(c->ex);
+    cg_h2_free(c);
     uv_close((uv_handle_t *)&c->tcp, on_close);
 }
 
@@ -339,9 +421,9 @@ static void close_after_flush(cg_client_t *c)
 
 static void reset_request(cg_client_t *c)
 {
-    c->url.len = 0;
-    cg_hdrs_reset(&c->hdrs);
-    c->body.len = 0;
+    c->msg.url.len = 0;
+    cg_hdrs_reset(&c->msg.hdrs);
+    c->msg.body.len = 0;
     c->reject = 0;
     c->reject_msg = NULL;
     c->message_done = false;
@@ -356,19 +438,19 @@ static int on_message_begin(llhttp_t *p)
 static int on_url(llhttp_t *p, const char *at, size_t n)
 {
     cg_client_t *c = p->data;
-    if (c->url.len + n > CG_MAX_HEADER_BYTES) {
+    if (c->msg.url.len + n > CG_MAX_HEADER_BYTES) {
         c->reject = 431;
         llhttp_set_error_reason(p, "request line too long");
         return HPE_USER;
     }
-    cg_buf_put(&c->url, at, n);
+    cg_buf_put(&c->msg.url, at, n);
     return 0;
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t n)
 {
     cg_client_t *c = p->data;
-    if (cg_hdrs_on_field(&c->hdrs, at, n) != 0) {
+    if (cg_hdrs_on_field(&c->msg.hdrs, at, n) != 0) {
         c->reject = 431;
         llhttp_set_error_reason(p, "headers too large");
         return HPE_USER;
@@ -379,7 +461,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n)
 static int on_header_value(llhttp_t *p, const char *at, size_t n)
 {
     cg_client_t *c = p->data;
-    if (cg_hdrs_on_value(&c->hdrs, at, n) != 0) {
+    if (cg_hdrs_on_value(&c->msg.hdrs, at, n) != 0) {
         c->reject = 431;
         llhttp_set_error_reason(p, "headers too large");
         return HPE_USER;
@@ -390,7 +472,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
 static int on_headers_complete(llhttp_t *p)
 {
     cg_client_t *c = p->data;
-    c->http10 = p->http_major == 1 && p->http_minor == 0;
+    c->msg.http10 = p->http_major == 1 && p->http_minor == 0;
     if (!c->admin && (p->flags & F_CONTENT_LENGTH) &&
         p->content_length > c->w->cfg->max_request_bytes) {
         c->reject = 413;
@@ -404,12 +486,12 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
 {
     cg_client_t *c = p->data;
     size_t max = c->admin ? 65536 : c->w->cfg->max_request_bytes;
-    if (c->body.len + n > max) {
+    if (c->msg.body.len + n > max) {
         c->reject = 413;
         llhttp_set_error_reason(p, "body too large");
         return HPE_USER;
     }
-    cg_buf_put(&c->body, at, n);
+    cg_buf_put(&c->msg.body, at, n);
     return 0;
 }
 
@@ -417,7 +499,8 @@ static int on_message_complete(llhttp_t *p)
 {
     cg_client_t *c = p->data;
     c->message_done = true;
-    c->keep_alive = llhttp_should_keep_alive(p);
+    c->msg.keep_alive = llhttp_should_keep_alive(p);
+    c->msg.method = p->method;
     return HPE_PAUSED;
 }
 
@@ -436,7 +519,7 @@ static void dispatch(cg_client_t *c)
     if (c->admin)
         cg_admin_handle(c);
     else
-        cg_exchange_start(c);
+        cg_exchange_start(c->w, &c->msg, &cg_h1_down, c);
 }
 
 static void feed(cg_client_t *c, const char *data, size_t n);
@@ -461,7 +544,7 @@ static void drain_tls(cg_client_t *c)
         return;
     if (c->tls->out.len) {
         uv_buf_t b = uv_buf_init(c->tls->out.p, (unsigned)c->tls->out.len);
-        write_raw(c, &b, 1);
+        cg_client_write_raw(c, &b, 1);
         c->tls->out.len = 0;
     }
     if (r == CG_TLS_ERROR || r == -CG_TLS_CLOSED)
@@ -476,7 +559,7 @@ static void take_tls(cg_client_t *c, const char *p, size_t n)
         int rc = cg_tls_handshake(c->tls, err, sizeof(err));
         if (c->tls->out.len) {
             uv_buf_t b = uv_buf_init(c->tls->out.p, (unsigned)c->tls->out.len);
-            write_raw(c, &b, 1);
+            cg_client_write_raw(c, &b, 1);
             c->tls->out.len = 0;
         }
         if (rc == CG_TLS_ERROR) {
@@ -486,6 +569,12 @@ static void take_tls(cg_client_t *c, const char *p, size_t n)
         }
         if (rc == CG_TLS_AGAIN)
             return;
+        const char *alpn = mbedtls_ssl_get_alpn_protocol(&c->tls->ssl);
+        c->sniffed = true;
+        if (alpn && strcmp(alpn, "h2") == 0 && cg_h2_start(c) != 0) {
+            cg_client_close(c);
+            return;
+        }
     }
     drain_tls(c);
 }
@@ -518,7 +607,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 static void reject(cg_client_t *c, int status, const char *msg)
 {
-    c->keep_alive = false;
+    c->msg.keep_alive = false;
     cg_metrics_request(c->admin ? CG_ROUTE_ADMIN : CG_ROUTE_OTHER, status);
     cg_send_error(c, status, "invalid_request_error",
                   status == 413 ? "request_too_large"
@@ -529,9 +618,48 @@ static void reject(cg_client_t *c, int status, const char *msg)
     cg_client_response_done(c);
 }
 
+/* Is this connection's first bytes the HTTP/2 preface? -1: can't tell yet. */
+static int sniff_h2(cg_client_t *c, const char *data, size_t n)
+{
+    cg_buf_t *s = &c->pending;
+    cg_buf_put(s, data, n < 24 ? n : 24);
+    size_t k = s->len < 24 ? s->len : 24;
+    int verdict = memcmp(s->p, CG_H2_PREFACE, k) != 0 ? 0 : (k >= 3 ? 1 : -1);
+    s->len = verdict < 0 ? s->len : 0;
+    return verdict;
+}
+
 /* Parses input; at a message's end stops reading and dispatches it. */
 static void feed(cg_client_t *c, const char *data, size_t n)
 {
+    if (c->h2) {
+        cg_h2_feed(c, data, n);
+        return;
+    }
+    if (!c->sniffed && !c->admin) {
+        /* h2c with prior knowledge shares the port: its preface ("PRI * ...")
+         * cannot start an HTTP/1.1 request we serve. */
+        size_t had = c->pending.len;
+        int v = sniff_h2(c, data, n);
+        if (v < 0)
+            return;
+        c->sniffed = true;
+        if (v == 1 && cg_h2_start(c) == 0) {
+            if (had)
+                cg_h2_feed(c, CG_H2_PREFACE, had);
+            if (!c->closing)
+                cg_h2_feed(c, data, n);
+            return;
+        }
+        if (had) { /* replay what waited for the verdict */
+            cg_buf_t b = {0};
+            cg_buf_put(&b, CG_H2_PREFACE, had);
+            cg_buf_put(&b, data, n);
+            feed(c, b.p, b.len);
+            cg_buf_free(&b);
+            return;
+        }
+    }
     enum llhttp_errno err = llhttp_execute(&c->parser, data, n);
     if (err == HPE_OK)
         return;
@@ -562,7 +690,7 @@ void cg_client_response_done(cg_client_t *c)
     c->ex = NULL;
     if (c->closing)
         return;
-    if (!c->keep_alive || c->w->draining) {
+    if (!c->msg.keep_alive || c->w->draining) {
         close_after_flush(c);
         return;
     }
@@ -573,7 +701,7 @@ void cg_client_response_done(cg_client_t *c)
         memset(&c->pending, 0, sizeof(c->pending));
         feed(c, pending.p, pending.len);
         cg_buf_free(&pending);
-        if (c->ex || c->closing || !c->keep_alive)
+        if (c->ex || c->closing || !c->msg.keep_alive)
             return;
     }
     if (c->tls) {
@@ -608,7 +736,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     llhttp_init(&c->parser, HTTP_REQUEST, &settings);
     c->parser.data = c;
-    c->keep_alive = true;
+    c->msg.keep_alive = true;
     c->next = w->clients;
     if (w->clients)
         w->clients->prev = c;

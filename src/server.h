@@ -86,12 +86,37 @@ struct cg_worker {
     struct cg_tls_conf *srv_tls; /* TLS on the client listener */
 };
 
+/* A client request, as either protocol delivers it. */
+typedef struct cg_reqmsg {
+    int method;     /* llhttp_method_t */
+    cg_buf_t url;   /* path and query */
+    cg_hdrs_t hdrs; /* without pseudo-headers */
+    cg_buf_t body;
+    bool http10, keep_alive;
+} cg_reqmsg_t;
+
+/* Where an exchange's answer goes: an HTTP/1.1 connection or an h2 stream.
+ * `head` gets the response headers citegate sends (no framing headers);
+ * `content_length` is the body length, or -1 when it is streamed. */
+typedef struct cg_down_ops {
+    void (*head)(cg_exchange_t *ex, int status, const cg_hdrs_t *h, long long content_length);
+    void (*data)(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total);
+    /* The body is complete (true) or broke off (false). */
+    void (*end)(cg_exchange_t *ex, bool complete);
+    size_t (*queued)(cg_exchange_t *ex);
+    /* The exchange is over; the downstream forgets it. */
+    void (*done)(cg_exchange_t *ex);
+} cg_down_ops_t;
+
 typedef enum { EX_NEW, EX_UPSTREAM, EX_STREAMING, EX_DONE } ex_state_t;
 typedef enum { MODE_PASS, MODE_STREAM, MODE_BODY } ex_mode_t;
 
 struct cg_exchange {
     cg_worker_t *w;
-    cg_client_t *client;
+    cg_reqmsg_t *msg;
+    const cg_down_ops_t *down;
+    void *down_ctx; /* cg_client_t or h2 stream */
+    bool gone;      /* the client went away */
     char rid[64];
     int route;
     bool transform;
@@ -105,7 +130,7 @@ struct cg_exchange {
     cg_buf_t body;     /* buffered non-streaming answer */
     cg_hdrs_t head;    /* its upstream headers */
     int status;
-    bool head_sent, chunked, client_close, is_sse;
+    bool head_sent, is_sse;
     uint64_t t_start, t_upstream, last_activity;
     uv_timer_t timer;
     bool timer_open;
@@ -124,16 +149,15 @@ struct cg_client {
     uv_tcp_t tcp;
     llhttp_t parser;
     bool admin;
-    cg_buf_t url;
-    cg_hdrs_t hdrs;
-    cg_buf_t body;
+    cg_reqmsg_t msg;
     cg_buf_t pending; /* bytes after a paused message */
     int reject;       /* status to answer with instead of proxying */
     const char *reject_msg;
     cg_exchange_t *ex;
     size_t queued;    /* bytes written but not yet flushed */
     struct cg_tls *tls; /* NULL on plain connections */
-    bool reading, closing, keep_alive, message_done, http10;
+    bool reading, closing, message_done, chunked, sniffed;
+    struct cg_h2conn *h2; /* non-NULL once the connection speaks h2 */
     cg_client_t *prev, *next;
 };
 
@@ -144,13 +168,17 @@ void cg_client_response_done(cg_client_t *c);
 void cg_client_close(cg_client_t *c);
 void cg_send_simple(cg_client_t *c, int status, const char *ctype, const char *body, size_t len,
                     const char *rid);
+void cg_client_write_raw(cg_client_t *c, const uv_buf_t *bufs, unsigned n);
 void cg_send_error(cg_client_t *c, int status, const char *type, const char *code,
                    const char *msg, const char *rid);
 const char *cg_status_text(int status);
 uint64_t cg_now_ms(const cg_worker_t *w);
 
 /* proxy.c: exchanges */
-void cg_exchange_start(cg_client_t *c);
+void cg_exchange_start(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down, void *ctx);
+void cg_exchange_reject(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down, void *ctx,
+                        int status, const char *code, const char *message);
+extern const cg_down_ops_t cg_h1_down;
 void cg_exchange_client_gone(cg_exchange_t *ex);
 void cg_exchange_client_drained(cg_exchange_t *ex);
 void cg_exchange_shutdown(cg_exchange_t *ex);
@@ -171,6 +199,17 @@ void cg_upstream_close_idle(cg_worker_t *w);
 void cg_demo_send(cg_exchange_t *ex);
 void cg_demo_abort(cg_exchange_t *ex);
 void cg_demo_pause(cg_exchange_t *ex, bool pause);
+
+/* h2.c: HTTP/2 client connections (h2c prior knowledge, h2 over TLS) */
+#define CG_H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+int cg_h2_start(cg_client_t *c);
+void cg_h2_feed(cg_client_t *c, const char *p, size_t n);
+void cg_h2_free(cg_client_t *c);
+void cg_h2_flush(cg_client_t *c);
+void cg__h2_attach(void *stream, cg_exchange_t *ex);
+bool cg_h2_busy(const cg_client_t *c);
+void cg_h2_drain(cg_client_t *c);
+void cg_h2_shutdown_streams(cg_client_t *c);
 
 /* admin.c */
 void cg_admin_handle(cg_client_t *c);

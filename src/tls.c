@@ -65,6 +65,10 @@ int cg_tls_conf_server(cg_tls_conf_t *c, const char *cert, const char *key, char
 {
     if (conf_common(c, MBEDTLS_SSL_IS_SERVER, err, el) != 0)
         return -1;
+    c->alpn[0] = "h2";
+    c->alpn[1] = "http/1.1";
+    c->alpn[2] = NULL;
+    mbedtls_ssl_conf_alpn_protocols(&c->conf, c->alpn);
     int rc = mbedtls_x509_crt_parse_file(&c->cert, cert);
     if (rc != 0) {
         describe(rc, "CITEGATE_TLS_CERT", err, el);

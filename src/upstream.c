@@ -118,7 +118,7 @@ static int on_headers_complete(llhttp_t *p)
     if (u->ex == NULL || u->closing)
         return -1;
     /* A HEAD answer has headers only. */
-    return u->ex->client && u->ex->client->parser.method == HTTP_HEAD ? 1 : 0;
+    return u->ex->msg->method == HTTP_HEAD ? 1 : 0;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t n)

@@ -280,7 +280,9 @@ static void remember(cg_buf_t *b, const cg_json_t *j, int tok)
     cg_span_t raw = cg_json_raw(j, tok);
     if (raw.n == 0 || raw.n > 256 || cg_json_is_null(j, tok) || cg_span_eq(raw, "0"))
         return;
-    cg_buf_put(b, raw.p, raw.n);
+    /* The whole token, quotes included: written back as the same JSON value. */
+    size_t b0 = cg_json_begin(j, tok), e0 = cg_json_end(j, tok);
+    cg_buf_put(b, j->js + b0, e0 - b0);
 }
 
 static void learn_meta(cg_xform_t *x, const cg_json_t *j)
@@ -295,16 +297,21 @@ static void learn_meta(cg_xform_t *x, const cg_json_t *j)
 /* Writes the "id", "object", "created", "model" members for our own chunks. */
 void cg__xform_put_meta(const cg_xform_t *x, cg_buf_t *b)
 {
-    cg_buf_puts(b, "\"id\":\"");
-    cg_buf_put(b, x->meta_id.p, x->meta_id.len);
-    cg_buf_puts(b, "\",\"object\":\"chat.completion.chunk\",\"created\":");
+    cg_buf_puts(b, "\"id\":");
+    if (x->meta_id.len)
+        cg_buf_put(b, x->meta_id.p, x->meta_id.len);
+    else
+        cg_buf_puts(b, "\"\"");
+    cg_buf_puts(b, ",\"object\":\"chat.completion.chunk\",\"created\":");
     if (x->meta_created.len)
         cg_buf_put(b, x->meta_created.p, x->meta_created.len);
     else
         cg_buf_putc(b, '0');
-    cg_buf_puts(b, ",\"model\":\"");
-    cg_buf_put(b, x->meta_model.p, x->meta_model.len);
-    cg_buf_putc(b, '"');
+    cg_buf_puts(b, ",\"model\":");
+    if (x->meta_model.len)
+        cg_buf_put(b, x->meta_model.p, x->meta_model.len);
+    else
+        cg_buf_puts(b, "\"\"");
 }
 
 /* --- References ------------------------------------------------------------ */

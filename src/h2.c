@@ -1,0 +1,390 @@
+/*
+ * HTTP/2 on the client listener (nghttp2): h2c with prior knowledge (the
+ * connection preface is sniffed on the same port as HTTP/1.1) and h2 over
+ * TLS (ALPN). Every stream carries one exchange; its answer is queued per
+ * stream and handed to nghttp2 by a deferred data provider, so a client
+ * that stops reading a stream (flow control) fills only that stream's
+ * queue, which pauses only that stream's upstream.
+ */
+#include "server.h"
+
+#include "log.h"
+#include "metrics.h"
+
+#include <ctype.h>
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cg_h2stream cg_h2stream_t;
+
+typedef struct cg_h2conn {
+    cg_client_t *c;
+    nghttp2_session *s;
+    cg_h2stream_t *streams;
+    size_t nstreams;
+} cg_h2conn_t;
+
+struct cg_h2stream {
+    cg_h2conn_t *conn;
+    int32_t id;
+    cg_reqmsg_t msg;
+    cg_exchange_t *ex;
+    cg_buf_t out; /* answer bytes not yet taken by nghttp2, from off on */
+    size_t off;
+    int reject;   /* 413 or 431 instead of an exchange */
+    bool eof, deferred, closed;
+    cg_h2stream_t *prev, *next;
+};
+
+static void stream_free(cg_h2stream_t *st)
+{
+    cg_h2conn_t *h = st->conn;
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        h->streams = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    h->nstreams--;
+    cg_buf_free(&st->msg.url);
+    cg_hdrs_free(&st->msg.hdrs);
+    cg_buf_free(&st->msg.body);
+    cg_buf_free(&st->out);
+    free(st);
+}
+
+/* --- the h2 side of an exchange ----------------------------------------------- */
+
+void cg__h2_attach(void *stream, cg_exchange_t *ex)
+{
+    ((cg_h2stream_t *)stream)->ex = ex;
+}
+
+static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                         uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    (void)s;
+    (void)id;
+    (void)ud;
+    cg_h2stream_t *st = src->ptr;
+    size_t avail = st->out.len - st->off;
+    if (avail == 0) {
+        if (st->eof) {
+            *flags |= NGHTTP2_DATA_FLAG_EOF;
+            return 0;
+        }
+        st->deferred = true;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    size_t n = avail < len ? avail : len;
+    memcpy(buf, st->out.p + st->off, n);
+    st->off += n;
+    if (st->off == st->out.len) {
+        st->out.len = st->off = 0;
+        if (st->eof)
+            *flags |= NGHTTP2_DATA_FLAG_EOF;
+    }
+    if (st->ex && st->out.len - st->off < CG_CLIENT_LWM)
+        cg_exchange_client_drained(st->ex);
+    return (ssize_t)n;
+}
+
+static void h2_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h, long long clen)
+{
+    cg_h2stream_t *st = ex->down_ctx;
+    size_t n = h->n + 2;
+    nghttp2_nv *nva = cg_xcalloc(n, sizeof(nghttp2_nv));
+    cg_buf_t names = {0};
+    char st_text[8], len_text[24];
+    snprintf(st_text, sizeof(st_text), "%d", status);
+    size_t k = 0;
+    nva[k++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st_text, 7, strlen(st_text), 0};
+    /* h2 header names are lower case: keep lowered copies for the call. */
+    for (size_t i = 0; i < h->n; i++)
+        cg_buf_put(&names, cg_hdr_name(h, i).p, cg_hdr_name(h, i).n);
+    for (size_t i = 0; i < names.len; i++)
+        names.p[i] = (char)tolower((unsigned char)names.p[i]);
+    size_t at = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        cg_span_t name = cg_hdr_name(h, i), v = cg_hdr_value(h, i);
+        nva[k++] = (nghttp2_nv){(uint8_t *)names.p + at, (uint8_t *)v.p, name.n, v.n, 0};
+        at += name.n;
+    }
+    if (clen >= 0) {
+        snprintf(len_text, sizeof(len_text), "%lld", clen);
+        nva[k++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)len_text, 14,
+                                strlen(len_text), 0};
+    }
+    bool nobody = status < 200 || status == 204 || status == 304 || st->msg.method == HTTP_HEAD;
+    nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
+    nghttp2_submit_response(st->conn->s, st->id, nva, k, nobody ? NULL : &prd);
+    free(nva);
+    cg_buf_free(&names);
+    cg_h2_flush(st->conn->c);
+}
+
+static void resume(cg_h2stream_t *st)
+{
+    if (st->deferred) {
+        st->deferred = false;
+        nghttp2_session_resume_data(st->conn->s, st->id);
+    }
+    cg_h2_flush(st->conn->c);
+}
+
+static void h2_data(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total)
+{
+    cg_h2stream_t *st = ex->down_ctx;
+    (void)total;
+    for (unsigned i = 0; i < n; i++)
+        cg_buf_put(&st->out, bufs[i].base, bufs[i].len);
+    resume(st);
+}
+
+static void h2_end(cg_exchange_t *ex, bool complete)
+{
+    cg_h2stream_t *st = ex->down_ctx;
+    if (complete) {
+        st->eof = true;
+        resume(st);
+        return;
+    }
+    nghttp2_submit_rst_stream(st->conn->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    cg_h2_flush(st->conn->c);
+}
+
+static size_t h2_queued(cg_exchange_t *ex)
+{
+    cg_h2stream_t *st = ex->down_ctx;
+    return st->out.len - st->off;
+}
+
+static void h2_done(cg_exchange_t *ex)
+{
+    cg_h2stream_t *st = ex->down_ctx;
+    st->ex = NULL;
+    if (st->closed)
+        stream_free(st);
+}
+
+static const cg_down_ops_t h2_down = {h2_head, h2_data, h2_end, h2_queued, h2_done};
+
+/* --- nghttp2 callbacks ---------------------------------------------------------- */
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud)
+{
+    cg_h2conn_t *h = ud;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    cg_h2stream_t *st = cg_xcalloc(1, sizeof(*st));
+    st->conn = h;
+    st->id = f->hd.stream_id;
+    st->msg.keep_alive = true;
+    st->next = h->streams;
+    if (h->streams)
+        h->streams->prev = st;
+    h->streams = st;
+    h->nstreams++;
+    nghttp2_session_set_stream_user_data(s, st->id, st);
+    return 0;
+}
+
+static int method_of(const uint8_t *v, size_t n)
+{
+    static const struct {
+        const char *name;
+        int method;
+    } map[] = {{"GET", HTTP_GET},       {"POST", HTTP_POST},   {"HEAD", HTTP_HEAD},
+               {"PUT", HTTP_PUT},       {"DELETE", HTTP_DELETE}, {"PATCH", HTTP_PATCH},
+               {"OPTIONS", HTTP_OPTIONS}};
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (strlen(map[i].name) == n && memcmp(map[i].name, v, n) == 0)
+            return map[i].method;
+    return -1;
+}
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+                     const uint8_t *value, size_t vl, uint8_t flags, void *ud)
+{
+    (void)flags;
+    (void)ud;
+    cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    if (st == NULL || f->hd.type != NGHTTP2_HEADERS)
+        return 0;
+    if (nl == 7 && memcmp(name, ":method", 7) == 0) {
+        st->msg.method = method_of(value, vl);
+    } else if (nl == 5 && memcmp(name, ":path", 5) == 0) {
+        cg_buf_put(&st->msg.url, value, vl);
+    } else if (nl > 0 && name[0] == ':') {
+        return 0; /* :scheme, :authority: the upstream's replace them */
+    } else if (cg_hdrs_on_field(&st->msg.hdrs, (const char *)name, nl) != 0 ||
+               cg_hdrs_on_value(&st->msg.hdrs, (const char *)value, vl) != 0) {
+        st->reject = 431;
+    }
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *ud)
+{
+    (void)flags;
+    cg_h2conn_t *h = ud;
+    cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, id);
+    if (st == NULL || st->reject)
+        return 0;
+    if (st->msg.body.len + len > h->c->w->cfg->max_request_bytes) {
+        st->reject = 413;
+        return 0;
+    }
+    cg_buf_put(&st->msg.body, data, len);
+    return 0;
+}
+
+static void dispatch(cg_h2conn_t *h, cg_h2stream_t *st)
+{
+    cg_worker_t *w = h->c->w;
+    if (st->reject || st->msg.method < 0 || st->msg.url.len == 0) {
+        int status = st->reject ? st->reject : 400;
+        cg_exchange_reject(w, &st->msg, &h2_down, st, status,
+                           status == 413 ? "request_too_large"
+                           : status == 431 ? "headers_too_large"
+                                           : "bad_request",
+                           status == 413 ? "request body too large"
+                           : status == 431 ? "request headers too large"
+                                           : "malformed request");
+        return;
+    }
+    cg_exchange_start(w, &st->msg, &h2_down, st);
+}
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
+{
+    cg_h2conn_t *h = ud;
+    if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
+        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    if (st && st->ex == NULL)
+        dispatch(h, st);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
+{
+    (void)code;
+    (void)ud;
+    cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, id);
+    if (st == NULL)
+        return 0;
+    nghttp2_session_set_stream_user_data(s, id, NULL);
+    st->closed = true;
+    if (st->ex) {
+        cg_metrics->client_disconnects += code != NGHTTP2_NO_ERROR;
+        cg_exchange_client_gone(st->ex); /* frees st through h2_done */
+    } else {
+        stream_free(st);
+    }
+    return 0;
+}
+
+/* --- the connection --------------------------------------------------------------- */
+
+int cg_h2_start(cg_client_t *c)
+{
+    static nghttp2_session_callbacks *cbs;
+    if (cbs == NULL) {
+        nghttp2_session_callbacks_new(&cbs);
+        nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
+        nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+        nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+        nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+    }
+    cg_h2conn_t *h = cg_xcalloc(1, sizeof(*h));
+    h->c = c;
+    if (nghttp2_session_server_new(&h->s, cbs, h) != 0) {
+        free(h);
+        return -1;
+    }
+    c->h2 = h;
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 256}};
+    nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, 1);
+    return 0;
+}
+
+void cg_h2_flush(cg_client_t *c)
+{
+    cg_h2conn_t *h = c->h2;
+    /* Bounded like HTTP/1.1: frames wait in nghttp2 while the socket lags. */
+    while (h && !c->closing && c->queued < CG_CLIENT_HWM) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(h->s, &data);
+        if (n < 0) {
+            cg_client_close(c);
+            return;
+        }
+        if (n == 0)
+            break;
+        uv_buf_t b = uv_buf_init((char *)data, (unsigned)n);
+        cg_client_write(c, &b, 1);
+    }
+    if (h && !c->closing && !nghttp2_session_want_read(h->s) && !nghttp2_session_want_write(h->s) &&
+        c->queued == 0)
+        cg_client_close(c);
+}
+
+void cg_h2_feed(cg_client_t *c, const char *p, size_t n)
+{
+    ssize_t r = nghttp2_session_mem_recv(c->h2->s, (const uint8_t *)p, n);
+    if (r < 0) {
+        cg_log_debug(NULL, "h2 client: %s", nghttp2_strerror((int)r));
+        cg_client_close(c);
+        return;
+    }
+    cg_h2_flush(c);
+}
+
+bool cg_h2_busy(const cg_client_t *c)
+{
+    return c->h2 && c->h2->nstreams > 0;
+}
+
+void cg_h2_drain(cg_client_t *c)
+{
+    if (c->h2) {
+        nghttp2_submit_shutdown_notice(c->h2->s);
+        cg_h2_flush(c);
+    }
+}
+
+void cg_h2_shutdown_streams(cg_client_t *c)
+{
+    if (c->h2 == NULL)
+        return;
+    cg_h2stream_t *next;
+    for (cg_h2stream_t *st = c->h2->streams; st; st = next) {
+        next = st->next;
+        if (st->ex)
+            cg_exchange_shutdown(st->ex);
+    }
+}
+
+void cg_h2_free(cg_client_t *c)
+{
+    cg_h2conn_t *h = c->h2;
+    if (h == NULL)
+        return;
+    while (h->streams) {
+        cg_h2stream_t *st = h->streams;
+        st->closed = true;
+        if (st->ex)
+            cg_exchange_client_gone(st->ex);
+        else
+            stream_free(st);
+    }
+    nghttp2_session_del(h->s);
+    free(h);
+    c->h2 = NULL;
+}

@@ -1,0 +1,85 @@
+"""HTTP/2 clients (nghttp, h2load from Debian's nghttp2-client): h2c with
+prior knowledge on the HTTP/1.1 port, h2 over TLS by ALPN, many streams on
+one connection, and HTTP/1.1 still served on the same port."""
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import harness as H
+import client_view
+
+BODY = b'{"stream":true,"messages":[{"role":"user","content":"q"}]}'
+
+
+class H2Clients(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="cg-h2-")
+        cls.cert, cls.key = H.make_cert(cls.dir)
+        cls.req = os.path.join(cls.dir, "req.json")
+        with open(cls.req, "wb") as f:
+            f.write(BODY)
+        cls.mock = H.MockUpstream().start()
+        cls.plain = H.Citegate(upstream=cls.mock.url,
+                               env={"CITEGATE_UPSTREAM_MAX_CONNECTIONS": "128"}).start()
+        cls.tls = H.Citegate(upstream=cls.mock.url,
+                             env={"CITEGATE_TLS_CERT": cls.cert, "CITEGATE_TLS_KEY": cls.key,
+                                  "CITEGATE_UPSTREAM_MAX_CONNECTIONS": "128"}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in (cls.plain, cls.tls):
+            p.stop()
+            p.cleanup()
+        cls.mock.stop()
+        cls.mock.cleanup()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def nghttp(self, url, *headers):
+        cmd = ["nghttp", "-d", self.req]
+        for h in headers:
+            cmd += ["-H", h]
+        p = subprocess.run(cmd + [url], capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-500:])
+        return p.stdout.decode()
+
+    def check(self, text, expected):
+        want = H.expected(expected)
+        got = client_view.view(text)
+        self.assertEqual(got["content"], want["content"])
+        self.assertEqual(got["sources"], want["sources"])
+        self.assertEqual(got["ends_with_done"], want["ends_with_done"])
+
+    def test_h2c_prior_knowledge_fixtures(self):
+        for split in ("1", "7", "64"):
+            for fixture in ("azure_oyd_stream", "perplexity_stream"):
+                text = self.nghttp(f"http://127.0.0.1:{self.plain.port}/v1/chat/completions",
+                                   f"X-Mock-Fixture: {fixture}.sse", f"X-Mock-Split: {split}")
+                self.check(text, f"{fixture}.openwebui.json")
+
+    def test_h2_over_tls_alpn(self):
+        text = self.nghttp(f"https://localhost:{self.tls.port}/v1/chat/completions",
+                           "X-Mock-Fixture: azure_oyd_filters_crlf.sse", "X-Mock-Split: 7")
+        self.check(text, "azure_oyd_filters_crlf.openwebui.json")
+
+    def test_http1_still_served_on_the_h2c_port(self):
+        st, hd, body = H.request(self.plain.port, "POST", "/v1/chat/completions", BODY,
+                                 {"X-Mock-Fixture": "azure_oyd_stream.sse"})
+        self.assertEqual(st, 200)
+        self.check(body.decode(), "azure_oyd_stream.openwebui.json")
+
+    def test_h2load_many_streams_none_fail(self):
+        for scheme, port in (("http", self.plain.port), ("https", self.tls.port)):
+            host = "127.0.0.1" if scheme == "http" else "localhost"
+            p = subprocess.run(["h2load", "-n", "2000", "-c", "10", "-m", "10", "-d", self.req,
+                                f"{scheme}://{host}:{port}/v1/chat/completions"],
+                               capture_output=True, timeout=120)
+            out = p.stdout.decode()
+            self.assertIn("2000 succeeded, 0 failed, 0 errored, 0 timeout", out, out[-800:])
+            self.assertIn("status codes: 2000 2xx", out, out[-800:])
+
+
+if __name__ == "__main__":
+    unittest.main()
