@@ -176,6 +176,7 @@ static int run_worker(const cg_config_t *cfg, int index, char *data_sources)
     signal(SIGPIPE, SIG_IGN);
     if (!w->demo && (cg_upstream_url_parse(cfg->upstream, &w->up) != 0 || resolve(w) != 0))
         return 2;
+    w->up_h2 = cfg->upstream_protocol == CG_PROTO_H2;
     static cg_tls_conf_t up_tls;
     if (!w->demo && w->up.tls) {
         char err[512];
@@ -185,6 +186,11 @@ static int run_worker(const cg_config_t *cfg, int index, char *data_sources)
             return 2;
         }
         w->up_tls = &up_tls;
+        if (w->up_h2) {
+            up_tls.alpn[0] = "h2";
+            up_tls.alpn[1] = NULL;
+            mbedtls_ssl_conf_alpn_protocols(&up_tls.conf, up_tls.alpn);
+        }
         struct in6_addr ip;
         if (!cfg->upstream_insecure && (inet_pton(AF_INET, w->up.host, &ip) == 1 ||
                                         inet_pton(AF_INET6, w->up.host, &ip) == 1))

@@ -528,6 +528,7 @@ static void on_timer_close(uv_handle_t *h)
     cg_buf_free(&ex->body);
     cg_buf_free(&ex->up_req);
     cg_hdrs_free(&ex->head);
+    cg_hdrs_free(&ex->h2_hdrs);
     free(ex);
 }
 

@@ -84,6 +84,7 @@ struct cg_worker {
     char *data_sources; /* AZURE_AI_DATA_SOURCES, normalised to an array */
     struct cg_tls_conf *up_tls; /* https:// upstreams */
     struct cg_tls_conf *srv_tls; /* TLS on the client listener */
+    bool up_h2;                 /* CITEGATE_UPSTREAM_PROTOCOL=h2 */
 };
 
 /* A client request, as either protocol delivers it. */
@@ -141,6 +142,14 @@ struct cg_exchange {
     bool paused;
     bool up_connected_hint; /* connected and request written */
     bool up_retried, queued;
+    /* HTTP/2 upstream stream (h2up.c) */
+    void *h2up;
+    int32_t h2_id;
+    int h2_status;
+    bool h2_head_done;
+    cg_hdrs_t h2_hdrs;
+    size_t h2_body_off, h2_unconsumed;
+    cg_exchange_t *h2_prev, *h2_next;
     size_t resp_bytes;
 };
 
@@ -194,6 +203,11 @@ void cg_upstream_send(cg_exchange_t *ex);
 void cg_upstream_abort(cg_exchange_t *ex);
 void cg_upstream_pause(cg_exchange_t *ex, bool pause);
 void cg_upstream_close_idle(cg_worker_t *w);
+
+/* h2up.c: HTTP/2 upstream pool */
+void cg_h2up_send(cg_exchange_t *ex);
+void cg_h2up_abort(cg_exchange_t *ex);
+void cg_h2up_pause(cg_exchange_t *ex, bool pause);
 
 /* demo.c: embedded demo upstream */
 void cg_demo_send(cg_exchange_t *ex);

@@ -416,6 +416,10 @@ static cg_upconn_t *conn_new(cg_worker_t *w)
 void cg_upstream_send(cg_exchange_t *ex)
 {
     cg_worker_t *w = ex->w;
+    if (w->up_h2) {
+        cg_h2up_send(ex);
+        return;
+    }
     if (w->idle) {
         cg_upconn_t *u = w->idle;
         w->idle = u->next_idle;
@@ -471,10 +475,16 @@ void cg_upstream_abort(cg_exchange_t *ex)
     }
     if (ex->up)
         conn_close(ex->up);
+    if (ex->h2up)
+        cg_h2up_abort(ex);
 }
 
 void cg_upstream_pause(cg_exchange_t *ex, bool pause)
 {
+    if (ex->h2up) {
+        cg_h2up_pause(ex, pause);
+        return;
+    }
     cg_upconn_t *u = ex->up;
     if (u == NULL || u->closing)
         return;
