@@ -176,7 +176,9 @@ static int run_worker(const cg_config_t *cfg, int index, char *data_sources)
     signal(SIGPIPE, SIG_IGN);
     if (!w->demo && (cg_upstream_url_parse(cfg->upstream, &w->up) != 0 || resolve(w) != 0))
         return 2;
-    w->up_h2 = cfg->upstream_protocol == CG_PROTO_H2;
+    /* auto on https: try h2 by ALPN first; the first answer decides (h2up.c). */
+    w->up_h2 = cfg->upstream_protocol == CG_PROTO_H2 ||
+               (cfg->upstream_protocol == CG_PROTO_AUTO && w->up.tls);
     static cg_tls_conf_t up_tls;
     if (!w->demo && w->up.tls) {
         char err[512];
@@ -187,8 +189,10 @@ static int run_worker(const cg_config_t *cfg, int index, char *data_sources)
         }
         w->up_tls = &up_tls;
         if (w->up_h2) {
+            bool fallback = cfg->upstream_protocol == CG_PROTO_AUTO;
             up_tls.alpn[0] = "h2";
-            up_tls.alpn[1] = NULL;
+            up_tls.alpn[1] = fallback ? "http/1.1" : NULL;
+            up_tls.alpn[2] = NULL;
             mbedtls_ssl_conf_alpn_protocols(&up_tls.conf, up_tls.alpn);
         }
         struct in6_addr ip;

@@ -41,6 +41,8 @@ static unsigned nconns;
 
 static void flush(h2up_t *u);
 static void detach(h2up_t *u, cg_exchange_t *ex);
+static h2up_t *pick(cg_worker_t *w);
+static bool connecting(void);
 static void start_exchange(h2up_t *u, cg_exchange_t *ex);
 
 static unsigned max_streams(h2up_t *u)
@@ -100,6 +102,19 @@ static void conn_fail(h2up_t *u, int uerr)
         cg_exchange_t *ex = u->exs;
         detach(u, ex);
         cg_ex_on_end(ex, uerr);
+    }
+    /* Exchanges waiting for this connection's SETTINGS fail with it, unless
+     * another connection can take them. */
+    cg_worker_t *w = u->w;
+    if (!u->ready && w->up_h2 && !pick(w) && !connecting()) {
+        cg_exchange_t *ex = w->waiting_head;
+        w->waiting_head = w->waiting_tail = NULL;
+        while (ex) {
+            cg_exchange_t *next = ex->next_waiting;
+            ex->queued = false;
+            cg_ex_on_end(ex, uerr);
+            ex = next;
+        }
     }
     uv_close((uv_handle_t *)&u->tcp, on_close);
 }
@@ -169,18 +184,20 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
 {
     (void)flags;
     (void)ud;
+    /* The connection's window always reopens; a stream's only as fast as its
+     * own client reads, so one stalled client never stalls its neighbours. */
+    nghttp2_session_consume_connection(s, len);
     cg_exchange_t *ex = nghttp2_session_get_stream_user_data(s, id);
     if (ex == NULL) {
-        nghttp2_session_consume(s, id, len);
+        nghttp2_session_consume_stream(s, id, len);
         return 0;
     }
     cg_ex_on_body(ex, (const char *)data, len);
-    /* The window opens again only as fast as this stream's client reads. */
     ex = nghttp2_session_get_stream_user_data(s, id);
     if (ex && ex->paused)
         ex->h2_unconsumed += len;
     else
-        nghttp2_session_consume(s, id, len);
+        nghttp2_session_consume_stream(s, id, len);
     return 0;
 }
 
@@ -272,6 +289,26 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 
 static void session_start(h2up_t *u);
 
+/* CITEGATE_UPSTREAM_PROTOCOL=auto and the upstream did not pick h2: from
+ * now on this worker speaks HTTP/1.1 to it. No stream was opened yet
+ * (exchanges wait until the peer's SETTINGS), so the waiting ones simply
+ * go the HTTP/1.1 way. */
+static void fall_back_to_http1(h2up_t *u)
+{
+    cg_worker_t *w = u->w;
+    cg_log_info(NULL, "upstream %s:%d chose HTTP/1.1 by ALPN", w->up.host, w->up.port);
+    w->up_h2 = false;
+    conn_fail(u, CG_UERR_PROTOCOL); /* no exchanges are attached */
+    cg_exchange_t *ex = w->waiting_head;
+    w->waiting_head = w->waiting_tail = NULL;
+    while (ex) {
+        cg_exchange_t *next = ex->next_waiting;
+        ex->queued = false;
+        cg_upstream_send(ex);
+        ex = next;
+    }
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     h2up_t *u = st->data;
@@ -301,6 +338,11 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         if (rc == CG_TLS_AGAIN)
             return;
         const char *alpn = mbedtls_ssl_get_alpn_protocol(&u->tls->ssl);
+        if ((alpn == NULL || strcmp(alpn, "h2") != 0) &&
+            u->w->cfg->upstream_protocol == CG_PROTO_AUTO) {
+            fall_back_to_http1(u);
+            return;
+        }
         if (alpn == NULL || strcmp(alpn, "h2") != 0) {
             cg_log_warn(NULL, "upstream %s:%d did not agree to h2 (ALPN)", u->w->up.host,
                         u->w->up.port);
@@ -462,7 +504,7 @@ static bool connecting(void)
 
 static void serve_queue(cg_worker_t *w)
 {
-    while (w->waiting_head) {
+    while (w->up_h2 && w->waiting_head) {
         h2up_t *u = pick(w);
         if (u == NULL) {
             if (!connecting() && nconns < w->cfg->upstream_max_connections)
@@ -507,7 +549,7 @@ void cg_h2up_pause(cg_exchange_t *ex, bool pause)
     h2up_t *u = ex->h2up;
     if (u == NULL || pause || ex->h2_unconsumed == 0)
         return;
-    nghttp2_session_consume(u->s, ex->h2_id, ex->h2_unconsumed);
+    nghttp2_session_consume_stream(u->s, ex->h2_id, ex->h2_unconsumed);
     ex->h2_unconsumed = 0;
     flush(u);
 }

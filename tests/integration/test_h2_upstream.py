@@ -62,6 +62,20 @@ class H2Upstream(unittest.TestCase):
         # 100 concurrent streams, the peer allows 256 per connection.
         self.assertEqual(int(m.group(1)), 1, metrics[-800:])
 
+    def test_upstream_stream_reset_ends_only_that_stream(self):
+        # The mock resets the back instance's HTTP/1.1 connection mid-answer; the
+        # back resets its h2 stream; the front ends that client with the error event.
+        st, _, out = H.request(self.front.port, "POST", "/v1/chat/completions", BODY,
+                               {"X-Mock-Fixture": "azure_oyd_stream.sse", "X-Mock-Fault": "reset"})
+        self.assertEqual(st, 200)
+        v = client_view.view(out.decode())
+        self.assertTrue(v["ends_with_error_event"], out[-300:])
+        self.assertFalse(v["ends_with_done"])
+        # The shared connection still serves the next request.
+        st, _, out = H.request(self.front.port, "POST", "/v1/chat/completions", BODY,
+                               {"X-Mock-Fixture": "azure_oyd_stream.sse"})
+        self.assertTrue(client_view.view(out.decode())["ends_with_done"])
+
     def test_client_disconnect_resets_the_upstream_stream(self):
         tid = "h2up-%d" % time.monotonic_ns()
         s = socket.create_connection(("127.0.0.1", self.front.port), timeout=10)
@@ -79,6 +93,102 @@ class H2Upstream(unittest.TestCase):
         ok = H.wait_for(aborted, 2.0)
         self.assertTrue(ok, self.mock.requests()[-2:])
         self.assertLess(time.monotonic() - t0, 2.0)
+
+
+class H2UpstreamSlowClient(unittest.TestCase):
+    """A client that stops reading must not stall the other streams of the
+    shared upstream connection: its own window stays closed, theirs do not."""
+
+    @classmethod
+    def setUpClass(cls):
+        import test_backpressure
+        cls.fixtures = tempfile.mkdtemp(prefix="cg-h2slow-")
+        cls.big = test_backpressure.big_stream()
+        with open(os.path.join(cls.fixtures, "big.sse"), "wb") as f:
+            f.write(cls.big)
+        shutil.copy(os.path.join(H.FIXTURES, "azure_oyd_stream.sse"), cls.fixtures)
+        cls.mock = H.MockUpstream(fixtures=cls.fixtures).start()
+        cls.back = H.Citegate(upstream=cls.mock.url, env={"CITEGATE_PROFILE": "off"}).start()
+        cls.front = H.Citegate(upstream=f"http://127.0.0.1:{cls.back.port}",
+                               env={"CITEGATE_UPSTREAM_PROTOCOL": "h2"}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in (cls.front, cls.back):
+            p.stop()
+            p.cleanup()
+        cls.mock.stop()
+        cls.mock.cleanup()
+        shutil.rmtree(cls.fixtures, ignore_errors=True)
+
+    def test_paused_stream_leaves_neighbours_flowing(self):
+        slow = socket.create_connection(("127.0.0.1", self.front.port), timeout=30)
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"X-Mock-Fixture: big.sse\r\nConnection: close\r\nContent-Length: " +
+                     str(len(BODY)).encode() + b"\r\n\r\n" + BODY)
+        time.sleep(1.0)  # the slow client reads nothing; its stream's window fills
+        exp = H.expected("azure_oyd_stream.openwebui.json")
+        for _ in range(5):
+            t0 = time.monotonic()
+            st, _, out = H.request(self.front.port, "POST", "/v1/chat/completions", BODY,
+                                   {"X-Mock-Fixture": "azure_oyd_stream.sse"}, timeout=10)
+            self.assertLess(time.monotonic() - t0, 2.0)
+            self.assertEqual(client_view.view(out.decode())["content"], exp["content"])
+        _, _, metrics = H.request(self.front.admin_port, "GET", "/metrics")
+        self.assertRegex(metrics.decode(), r'citegate_upstream_connections\{protocol="h2"\} 1')
+        data = bytearray()
+        while True:
+            chunk = slow.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+        slow.close()
+        body = bytes(data).partition(b"\r\n\r\n")[2]
+        out, i = bytearray(), 0
+        while i < len(body):
+            j = body.index(b"\r\n", i)
+            size = int(body[i:j], 16)
+            if size == 0:
+                break
+            out += body[j + 2:j + 2 + size]
+            i = j + 2 + size + 2
+        self.assertEqual(bytes(out), self.big)
+
+
+class H2UpstreamTLSAuto(unittest.TestCase):
+    """CITEGATE_UPSTREAM_PROTOCOL=auto (the default) on https: ALPN picks h2."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="cg-h2tls-")
+        cls.cert, cls.key = H.make_cert(cls.dir)
+        cls.mock = H.MockUpstream().start()
+        cls.back = H.Citegate(upstream=cls.mock.url,
+                              env={"CITEGATE_PROFILE": "off", "CITEGATE_TLS_CERT": cls.cert,
+                                   "CITEGATE_TLS_KEY": cls.key}).start()
+        cls.front = H.Citegate(upstream=f"https://localhost:{cls.back.port}",
+                               env={"CITEGATE_UPSTREAM_CA": cls.cert}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in (cls.front, cls.back):
+            p.stop()
+            p.cleanup()
+        cls.mock.stop()
+        cls.mock.cleanup()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_alpn_h2_upstream(self):
+        exp = H.expected("azure_oyd_filters_crlf.openwebui.json")
+        st, _, out = H.request(self.front.port, "POST", "/v1/chat/completions", BODY,
+                               {"X-Mock-Fixture": exp["fixture"], "X-Mock-Split": "7"})
+        self.assertEqual(st, 200)
+        got = client_view.view(out.decode())
+        self.assertEqual(got["content"], exp["content"])
+        self.assertEqual(got["sources"], exp["sources"])
+        _, _, metrics = H.request(self.front.admin_port, "GET", "/metrics")
+        self.assertRegex(metrics.decode(), r'citegate_upstream_connections\{protocol="h2"\} 1')
 
 
 if __name__ == "__main__":
