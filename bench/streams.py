@@ -6,7 +6,10 @@ chat requests at once (the mock paces each answer so all N are open
 together), records citegate's RSS before and while they are open, then
 checks every client's content against the fixture's expected view.
 
-usage: bench/streams.py [--streams N] [--tls] [--citegate build/citegate]
+usage: bench/streams.py [--streams N] [--h2-upstream] [--citegate build/citegate]
+With --h2-upstream a second citegate (profile off, an h2c server in front of
+the mock) is the upstream and the measured one speaks HTTP/2 to it; the
+number of upstream h2 connections it used is printed too.
 Prints RSS per open stream and a final line
   streams: n=N ok=K lost=L rss_base_kib=B rss_open_kib=O per_stream_kib=P
 """
@@ -114,6 +117,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--citegate", default=os.path.join(ROOT, "build", "citegate"))
+    ap.add_argument("--h2-upstream", action="store_true")
     args = ap.parse_args()
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -130,8 +134,20 @@ def main():
         time.sleep(0.05)
     mport = int(open(ready).read())
     port, aport = free_port(), free_port()
+    back = None
+    upstream = f"http://127.0.0.1:{mport}"
+    if args.h2_upstream:
+        bport, baport = free_port(), free_port()
+        benv = dict(os.environ, CITEGATE_LISTEN=f"127.0.0.1:{bport}",
+                    CITEGATE_ADMIN_LISTEN=f"127.0.0.1:{baport}", CITEGATE_UPSTREAM=upstream,
+                    CITEGATE_PROFILE="off", CITEGATE_LOG_LEVEL="warn",
+                    CITEGATE_UPSTREAM_MAX_CONNECTIONS=str(args.streams + 10))
+        back = subprocess.Popen([args.citegate], env=benv, stderr=subprocess.DEVNULL)
+        wait_port(bport)
+        upstream = f"http://127.0.0.1:{bport}"
     env = dict(os.environ, CITEGATE_LISTEN=f"127.0.0.1:{port}", CITEGATE_ADMIN_LISTEN=f"127.0.0.1:{aport}",
-               CITEGATE_UPSTREAM=f"http://127.0.0.1:{mport}",
+               CITEGATE_UPSTREAM=upstream,
+               CITEGATE_UPSTREAM_PROTOCOL="h2" if args.h2_upstream else "http1.1",
                CITEGATE_UPSTREAM_MAX_CONNECTIONS=str(args.streams + 10), CITEGATE_LOG_LEVEL="warn",
                ENABLE_SEMANTIC_MEMORY="false")
     cg = subprocess.Popen([args.citegate], env=env, stderr=subprocess.DEVNULL)
@@ -140,7 +156,13 @@ def main():
         time.sleep(0.2)
         base = rss_kib(cg.pid)
         rss_open, n_open, results = asyncio.run(run(args, cg.pid, port))
+        import urllib.request
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{aport}/metrics", timeout=5).read().decode()
+        h2conns = [l for l in metrics.splitlines() if l.startswith('citegate_upstream_connections{protocol="h2"}')]
     finally:
+        if back:
+            back.send_signal(signal.SIGTERM)
+            back.wait(timeout=20)
         cg.send_signal(signal.SIGTERM)
         cg.wait(timeout=20)
         mock.terminate()
@@ -159,7 +181,10 @@ def main():
             lost += 1
     per = (rss_open - base) / max(n_open, 1)
     print(f"citegate RSS: {base} KiB idle, {rss_open} KiB with {n_open} streams open "
-          f"-> {per:.1f} KiB per open stream (HTTP/1.1 client + HTTP/1.1 upstream, plaintext)")
+          f"-> {per:.1f} KiB per open stream (HTTP/1.1 client, "
+          f"{'h2' if args.h2_upstream else 'HTTP/1.1'} upstream, plaintext)")
+    if args.h2_upstream:
+        print(f"upstream h2 connections after the run: {h2conns}")
     print(f"streams: n={args.streams} ok={ok} lost={lost} rss_base_kib={base} "
           f"rss_open_kib={rss_open} per_stream_kib={per:.1f}")
     return 0 if ok == args.streams else 1
