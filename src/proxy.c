@@ -16,6 +16,15 @@
 static void ex_finish(cg_exchange_t *ex);
 static void arm_timer(cg_exchange_t *ex);
 
+/* Stops whatever answers this exchange: the demo or an upstream stream. */
+static void abort_upstream(cg_exchange_t *ex)
+{
+    if (ex->demo)
+        cg_demo_abort(ex);
+    else
+        cg_upstream_abort(ex);
+}
+
 /* --- routes and request ids ---------------------------------------------------- */
 
 static int classify(const char *path, size_t n)
@@ -133,13 +142,7 @@ static void reject(cg_exchange_t *ex, int status, const char *type, const char *
                    const char *msg)
 {
     cg_buf_t b = {0};
-    cg_buf_puts(&b, "{\"error\":{\"message\":");
-    cg_json_put_cstr(&b, msg);
-    cg_buf_puts(&b, ",\"type\":");
-    cg_json_put_cstr(&b, type);
-    cg_buf_puts(&b, ",\"code\":");
-    cg_json_put_cstr(&b, code);
-    cg_buf_puts(&b, "}}");
+    cg_error_json(&b, type, code, msg);
     cg_hdrs_t h = {0};
     put_hdr(&h, "Content-Type", "application/json", 16);
     put_hdr(&h, "X-Request-Id", ex->rid, strlen(ex->rid));
@@ -494,10 +497,7 @@ static void on_timer(uv_timer_t *t)
         uv_timer_start(t, on_timer, deadline - now, 0);
         return;
     }
-    if (ex->demo)
-        cg_demo_abort(ex);
-    else
-        cg_upstream_abort(ex);
+    abort_upstream(ex);
     cg_ex_on_end(ex, CG_UERR_TIMEOUT);
 }
 
@@ -575,10 +575,7 @@ void cg_exchange_client_gone(cg_exchange_t *ex)
 {
     if (ex->state == EX_DONE)
         return;
-    if (ex->demo)
-        cg_demo_abort(ex);
-    else
-        cg_upstream_abort(ex);
+    abort_upstream(ex);
     if (ex->status == 0)
         ex->status = 499; /* the client closed before an answer (nginx's code) */
     ex->gone = true;
@@ -589,10 +586,7 @@ void cg_exchange_shutdown(cg_exchange_t *ex)
 {
     if (ex->state == EX_DONE)
         return;
-    if (ex->demo)
-        cg_demo_abort(ex);
-    else
-        cg_upstream_abort(ex);
+    abort_upstream(ex);
     if (!ex->head_sent && ex->mode != MODE_BODY && ex->state != EX_STREAMING) {
         reject(ex, 503, "server_error", "draining", "citegate is shutting down");
         return;

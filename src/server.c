@@ -261,17 +261,22 @@ void cg_send_simple(cg_client_t *c, int status, const char *ctype, const char *b
     cg_buf_free(&h);
 }
 
+void cg_error_json(cg_buf_t *b, const char *type, const char *code, const char *msg)
+{
+    cg_buf_puts(b, "{\"error\":{\"message\":");
+    cg_json_put_cstr(b, msg);
+    cg_buf_puts(b, ",\"type\":");
+    cg_json_put_cstr(b, type);
+    cg_buf_puts(b, ",\"code\":");
+    cg_json_put_cstr(b, code);
+    cg_buf_puts(b, "}}");
+}
+
 void cg_send_error(cg_client_t *c, int status, const char *type, const char *code,
                    const char *msg, const char *rid)
 {
     cg_buf_t b = {0};
-    cg_buf_puts(&b, "{\"error\":{\"message\":");
-    cg_json_put_cstr(&b, msg);
-    cg_buf_puts(&b, ",\"type\":");
-    cg_json_put_cstr(&b, type);
-    cg_buf_puts(&b, ",\"code\":");
-    cg_json_put_cstr(&b, code);
-    cg_buf_puts(&b, "}}");
+    cg_error_json(&b, type, code, msg);
     cg_send_simple(c, status, "application/json", b.p, b.len, rid);
     cg_buf_free(&b);
 }

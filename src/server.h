@@ -178,6 +178,8 @@ void cg_client_close(cg_client_t *c);
 void cg_send_simple(cg_client_t *c, int status, const char *ctype, const char *body, size_t len,
                     const char *rid);
 void cg_client_write_raw(cg_client_t *c, const uv_buf_t *bufs, unsigned n);
+/* Appends the OpenAI-style error body (SPEC §11). */
+void cg_error_json(cg_buf_t *b, const char *type, const char *code, const char *msg);
 void cg_send_error(cg_client_t *c, int status, const char *type, const char *code,
                    const char *msg, const char *rid);
 const char *cg_status_text(int status);

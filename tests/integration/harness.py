@@ -398,6 +398,19 @@ def request(port, method, path, body=None, headers=None, timeout=DEFAULT_TIMEOUT
             conn.close()
 
 
+def dechunk(body):
+    """The payload of a chunked HTTP/1.1 body (stops at the last chunk)."""
+    out, i = bytearray(), 0
+    while i < len(body):
+        j = body.index(b"\r\n", i)
+        size = int(body[i:j], 16)
+        if size == 0:
+            break
+        out += body[j + 2:j + 2 + size]
+        i = j + 2 + size + 2
+    return bytes(out)
+
+
 def chat_body(name="chat_request.json", **overrides):
     obj = json.loads(fixture_bytes(name))
     obj.update(overrides)

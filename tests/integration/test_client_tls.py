@@ -11,18 +11,6 @@ import harness as H
 import client_view
 
 
-def dechunk(rest):
-    out, i = bytearray(), 0
-    while i < len(rest):
-        j = rest.index(b"\r\n", i)
-        size = int(rest[i:j], 16)
-        if size == 0:
-            break
-        out += rest[j + 2:j + 2 + size]
-        i = j + 2 + size + 2
-    return bytes(out)
-
-
 class ClientTLS(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -54,7 +42,7 @@ class ClientTLS(unittest.TestCase):
         if "transfer-encoding: chunked" in headers:
             while not rest.endswith(b"0\r\n\r\n"):
                 rest += sock.recv(65536)
-            return head, dechunk(rest)
+            return head, H.dechunk(rest)
         length = int([l for l in headers.split("\r\n") if l.startswith("content-length:")][0].split(":")[1])
         while len(rest) < length:
             rest += sock.recv(65536)

@@ -145,14 +145,7 @@ class H2UpstreamSlowClient(unittest.TestCase):
             data += chunk
         slow.close()
         body = bytes(data).partition(b"\r\n\r\n")[2]
-        out, i = bytearray(), 0
-        while i < len(body):
-            j = body.index(b"\r\n", i)
-            size = int(body[i:j], 16)
-            if size == 0:
-                break
-            out += body[j + 2:j + 2 + size]
-            i = j + 2 + size + 2
+        out = H.dechunk(body)
         self.assertEqual(bytes(out), self.big)
 
 
