@@ -27,6 +27,9 @@ typedef struct h2up {
     nghttp2_session *s;
     bool connected, ready, closing, goaway;
     unsigned nstreams;
+    uv_timer_t ping;     /* liveness of an idle connection */
+    bool ping_out;       /* a PING is waiting for its ACK */
+    int handles;         /* open libuv handles; freed at zero */
     cg_exchange_t *exs; /* exchanges with a stream here */
     struct h2up *next;
 } h2up_t;
@@ -55,9 +58,13 @@ static unsigned max_streams(h2up_t *u)
 
 static void serve_queue(cg_worker_t *w);
 
+#define PING_EVERY_MS 30000
+
 static void on_close(uv_handle_t *h)
 {
     h2up_t *u = h->data;
+    if (--u->handles > 0)
+        return;
     for (h2up_t **p = &conns; *p; p = &(*p)->next)
         if (*p == u) {
             *p = u->next;
@@ -116,6 +123,7 @@ static void conn_fail(h2up_t *u, int uerr)
             ex = next;
         }
     }
+    uv_close((uv_handle_t *)&u->ping, on_close);
     uv_close((uv_handle_t *)&u->tcp, on_close);
 }
 
@@ -157,6 +165,10 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK)) {
         u->ready = true;
         serve_queue(u->w);
+        return 0;
+    }
+    if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK)) {
+        u->ping_out = false;
         return 0;
     }
     if (f->hd.type == NGHTTP2_GOAWAY) {
@@ -405,12 +417,33 @@ static void on_connect(uv_connect_t *req, int status)
     u->tls->out.len = 0;
 }
 
+/* An idle pooled connection is probed with PING; one that did not answer
+ * the previous probe is closed before an exchange finds it dead. */
+static void on_ping(uv_timer_t *t)
+{
+    h2up_t *u = t->data;
+    if (u->closing || !u->ready || u->nstreams > 0)
+        return;
+    if (u->ping_out) {
+        cg_log_warn(NULL, "upstream h2 connection did not answer PING: closing it");
+        conn_fail(u, CG_UERR_TIMEOUT);
+        return;
+    }
+    u->ping_out = true;
+    nghttp2_submit_ping(u->s, NGHTTP2_FLAG_NONE, NULL);
+    flush(u);
+}
+
 static h2up_t *conn_new(cg_worker_t *w)
 {
     h2up_t *u = cg_xcalloc(1, sizeof(*u));
     u->w = w;
     uv_tcp_init(w->loop, &u->tcp);
     u->tcp.data = u;
+    uv_timer_init(w->loop, &u->ping);
+    u->ping.data = u;
+    u->handles = 2;
+    uv_timer_start(&u->ping, on_ping, PING_EVERY_MS, PING_EVERY_MS);
     u->connect.data = u;
     u->next = conns;
     conns = u;
