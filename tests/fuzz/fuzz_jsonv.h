@@ -2,7 +2,7 @@
  * An independent check that a token array from cg_json_parse() describes
  * valid JSON: the fuzzers' oracle for "CG_JSON_OK means one complete JSON
  * value" (json.h), which the walkers in the core rely on (an object's
- * children are keys with one value each, cg_json_skip() pairs them).
+ * children are keys with one value each, cg_json_skip pairs them).
  *
  * It checks the structure and the text between tokens (exactly one ',' or
  * ':' where the grammar needs one, white space elsewhere) and the grammar

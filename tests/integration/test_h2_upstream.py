@@ -16,7 +16,20 @@ import client_view
 BODY = b'{"stream":true,"messages":[{"role":"user","content":"q"}]}'
 
 
-class H2Upstream(unittest.TestCase):
+class Chain(unittest.TestCase):
+    """front citegate -> back citegate (h2 server) -> mock; subclasses set them up."""
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in (cls.front, cls.back):
+            p.stop()
+            p.cleanup()
+        cls.mock.stop()
+        cls.mock.cleanup()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+
+class H2Upstream(Chain):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="cg-h2up-")
@@ -29,15 +42,6 @@ class H2Upstream(unittest.TestCase):
                                    "CITEGATE_UPSTREAM_MAX_CONNECTIONS": "256"}).start()
         cls.front = H.Citegate(upstream=f"http://127.0.0.1:{cls.back.port}",
                                env={"CITEGATE_UPSTREAM_PROTOCOL": "h2"}).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        for p in (cls.front, cls.back):
-            p.stop()
-            p.cleanup()
-        cls.mock.stop()
-        cls.mock.cleanup()
-        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_fixtures_through_an_h2_upstream(self):
         for split in ("1", "7", "64"):
@@ -95,14 +99,14 @@ class H2Upstream(unittest.TestCase):
         self.assertLess(time.monotonic() - t0, 2.0)
 
 
-class H2UpstreamSlowClient(unittest.TestCase):
+class H2UpstreamSlowClient(Chain):
     """A client that stops reading must not stall the other streams of the
     shared upstream connection: its own window stays closed, theirs do not."""
 
     @classmethod
     def setUpClass(cls):
         import test_backpressure
-        cls.fixtures = tempfile.mkdtemp(prefix="cg-h2slow-")
+        cls.dir = cls.fixtures = tempfile.mkdtemp(prefix="cg-h2slow-")
         cls.big = test_backpressure.big_stream()
         with open(os.path.join(cls.fixtures, "big.sse"), "wb") as f:
             f.write(cls.big)
@@ -111,15 +115,6 @@ class H2UpstreamSlowClient(unittest.TestCase):
         cls.back = H.Citegate(upstream=cls.mock.url, env={"CITEGATE_PROFILE": "off"}).start()
         cls.front = H.Citegate(upstream=f"http://127.0.0.1:{cls.back.port}",
                                env={"CITEGATE_UPSTREAM_PROTOCOL": "h2"}).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        for p in (cls.front, cls.back):
-            p.stop()
-            p.cleanup()
-        cls.mock.stop()
-        cls.mock.cleanup()
-        shutil.rmtree(cls.fixtures, ignore_errors=True)
 
     def test_paused_stream_leaves_neighbours_flowing(self):
         slow = socket.create_connection(("127.0.0.1", self.front.port), timeout=30)
@@ -149,7 +144,7 @@ class H2UpstreamSlowClient(unittest.TestCase):
         self.assertEqual(bytes(out), self.big)
 
 
-class H2UpstreamTLSAuto(unittest.TestCase):
+class H2UpstreamTLSAuto(Chain):
     """CITEGATE_UPSTREAM_PROTOCOL=auto (the default) on https: ALPN picks h2."""
 
     @classmethod
@@ -162,15 +157,6 @@ class H2UpstreamTLSAuto(unittest.TestCase):
                                    "CITEGATE_TLS_KEY": cls.key}).start()
         cls.front = H.Citegate(upstream=f"https://localhost:{cls.back.port}",
                                env={"CITEGATE_UPSTREAM_CA": cls.cert}).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        for p in (cls.front, cls.back):
-            p.stop()
-            p.cleanup()
-        cls.mock.stop()
-        cls.mock.cleanup()
-        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_alpn_h2_upstream(self):
         exp = H.expected("azure_oyd_filters_crlf.openwebui.json")
