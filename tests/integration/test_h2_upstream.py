@@ -144,6 +144,54 @@ class H2UpstreamSlowClient(Chain):
         self.assertEqual(bytes(out), self.big)
 
 
+class H2UpstreamGoaway(Chain):
+    """The back instance drains (GOAWAY) while a stream is in flight: that
+    stream finishes, and new streams go to a new connection, here landing on
+    a second back instance that shares the port (SO_REUSEPORT)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="cg-h2goaway-")
+        cls.mock = H.MockUpstream().start()
+        cls.back = H.Citegate(upstream=cls.mock.url,
+                              env={"CITEGATE_PROFILE": "off",
+                                   "CITEGATE_SHUTDOWN_GRACE_MS": "10000"}).start()
+        cls.front = H.Citegate(upstream=f"http://127.0.0.1:{cls.back.port}",
+                               env={"CITEGATE_UPSTREAM_PROTOCOL": "h2"}).start()
+        cls.back2 = None
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.back2:
+            cls.back2.stop()
+            cls.back2.cleanup()
+        super().tearDownClass()
+
+    def test_goaway_moves_new_streams_to_a_new_connection(self):
+        c, r = None, None
+        c = self.front.raw(timeout=10)
+        r = c.request("POST", "/v1/chat/completions", BODY,
+                      {"X-Mock-Fixture": "azure_oyd_filters_crlf.sse", "X-Mock-Split": "64",
+                       "X-Mock-Delay-Ms": "30"})
+        self.assertEqual(r.status, 200)
+        self.assertTrue(r.read_until(lambda b: b"\n\n" in b, 5))
+        cls = type(self)
+        cls.back2 = H.Citegate(upstream=self.mock.url,
+                               env={"CITEGATE_PROFILE": "off",
+                                    "CITEGATE_LISTEN": f"127.0.0.1:{self.back.port}"}).start()
+        self.back.signal(__import__("signal").SIGTERM)
+        time.sleep(0.3)  # the GOAWAY reaches the front
+        st, _, out = H.request(self.front.port, "POST", "/v1/chat/completions", BODY,
+                               {"X-Mock-Fixture": "azure_oyd_stream.sse"})
+        self.assertEqual(st, 200, out[:300])
+        self.assertTrue(client_view.view(out.decode())["ends_with_done"])
+        text = r.read_all(timeout=10).decode()
+        c.close()
+        v = client_view.view(text)
+        self.assertTrue(v["ends_with_done"], text[-300:])
+        self.assertEqual(v["content"], H.expected("azure_oyd_filters_crlf.openwebui.json")["content"])
+
+
 class H2UpstreamTLSAuto(Chain):
     """CITEGATE_UPSTREAM_PROTOCOL=auto (the default) on https: ALPN picks h2."""
 
