@@ -1,0 +1,288 @@
+/*
+ * h2mock: an HTTP/2 (h2c, prior knowledge) mock upstream for the tests,
+ * independent of citegate's own code. It answers every request with a
+ * fixture file (X-Mock-Fixture, default azure_oyd_stream.sse), advertises
+ * --max-streams as SETTINGS_MAX_CONCURRENT_STREAMS, can reset a stream
+ * (X-Mock-Fault: rst) and counts the connections it accepted into
+ * --stats-file. Single-threaded poll() loop; for tests only.
+ *
+ * usage: h2mock --fixtures DIR --ready-file F [--max-streams N] [--stats-file F]
+ *               [--delay-ms D]   (D ms between an answer's events)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <nghttp2/nghttp2.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CONNS 256
+
+typedef struct stream {
+    int32_t id;
+    char fixture[256];
+    int rst;
+    char *body;
+    size_t len, off;
+    long long next_ms; /* paced: when the next event may go */
+    struct stream *next;
+} stream_t;
+
+typedef struct conn {
+    int fd;
+    nghttp2_session *s;
+    stream_t *streams;
+} conn_t;
+
+static const char *fixtures = ".";
+static unsigned max_streams = 100;
+static const char *stats_file;
+static unsigned accepted;
+static int delay_ms;
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static char *slurp(const char *name, size_t *len)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", fixtures, name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)n + 1);
+    *len = fread(p, 1, (size_t)n, f);
+    fclose(f);
+    return p;
+}
+
+static ssize_t read_cb(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                       nghttp2_data_source *src, void *ud)
+{
+    (void)s;
+    (void)id;
+    (void)ud;
+    stream_t *st = src->ptr;
+    if (delay_ms && now_ms() < st->next_ms)
+        return NGHTTP2_ERR_DEFERRED;
+    size_t n = st->len - st->off;
+    if (delay_ms) { /* one event at a time */
+        char *e = memmem(st->body + st->off, n, "\n\n", 2);
+        if (e)
+            n = (size_t)(e + 2 - (st->body + st->off));
+        st->next_ms = now_ms() + delay_ms;
+    }
+    if (n > len)
+        n = len;
+    memcpy(buf, st->body + st->off, n);
+    st->off += n;
+    if (st->off == st->len)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud)
+{
+    conn_t *c = ud;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    stream_t *st = calloc(1, sizeof(*st));
+    st->id = f->hd.stream_id;
+    strcpy(st->fixture, "azure_oyd_stream.sse");
+    st->next = c->streams;
+    c->streams = st;
+    nghttp2_session_set_stream_user_data(s, st->id, st);
+    return 0;
+}
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+                     const uint8_t *value, size_t vl, uint8_t flags, void *ud)
+{
+    (void)flags;
+    (void)ud;
+    stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    if (!st)
+        return 0;
+    if (nl == 14 && memcmp(name, "x-mock-fixture", 14) == 0 && vl < sizeof(st->fixture)) {
+        memcpy(st->fixture, value, vl);
+        st->fixture[vl] = 0;
+    }
+    if (nl == 12 && memcmp(name, "x-mock-fault", 12) == 0 && vl == 3 && memcmp(value, "rst", 3) == 0)
+        st->rst = 1;
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
+{
+    (void)ud;
+    if (!(f->hd.flags & NGHTTP2_FLAG_END_STREAM) ||
+        (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA))
+        return 0;
+    stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    if (!st)
+        return 0;
+    st->body = slurp(st->fixture, &st->len);
+    if (!st->body) {
+        nghttp2_nv nv[] = {{(uint8_t *)":status", (uint8_t *)"404", 7, 3, 0}};
+        nghttp2_submit_response(s, st->id, nv, 1, NULL);
+        return 0;
+    }
+    if (st->rst)
+        st->len /= 2; /* half the answer, then a reset */
+    const char *ct = strstr(st->fixture, ".sse") ? "text/event-stream" : "application/json";
+    nghttp2_nv nv[] = {{(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
+                       {(uint8_t *)"content-type", (uint8_t *)ct, 12, strlen(ct), 0}};
+    nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_cb};
+    nghttp2_submit_response(s, st->id, nv, 2, &prd);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
+{
+    (void)code;
+    conn_t *c = ud;
+    for (stream_t **p = &c->streams; *p; p = &(*p)->next) {
+        if ((*p)->id == id) {
+            stream_t *st = *p;
+            *p = st->next;
+            free(st->body);
+            free(st);
+            break;
+        }
+    }
+    nghttp2_session_set_stream_user_data(s, id, NULL);
+    return 0;
+}
+
+static void write_stats(void)
+{
+    if (!stats_file)
+        return;
+    FILE *f = fopen(stats_file, "w");
+    if (f) {
+        fprintf(f, "{\"connections\":%u}\n", accepted);
+        fclose(f);
+    }
+}
+
+/* Sends what nghttp2 has; resets streams whose half answer went out. */
+static int pump(conn_t *c)
+{
+    for (stream_t *st = c->streams; st; st = st->next) {
+        if (st->rst && st->body && st->off == st->len) {
+            nghttp2_submit_rst_stream(c->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+            st->rst = 0;
+        }
+        if (delay_ms && st->body && st->off < st->len && now_ms() >= st->next_ms)
+            nghttp2_session_resume_data(c->s, st->id);
+    }
+    for (;;) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(c->s, &data);
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return 0;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = send(c->fd, data + off, (size_t)(n - off), MSG_NOSIGNAL);
+            if (w < 0 && errno == EAGAIN) {
+                struct pollfd p = {c->fd, POLLOUT, 0};
+                poll(&p, 1, 1000);
+                continue;
+            }
+            if (w < 0)
+                return -1;
+            off += w;
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *ready = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--fixtures")) fixtures = argv[i + 1];
+        else if (!strcmp(argv[i], "--ready-file")) ready = argv[i + 1];
+        else if (!strcmp(argv[i], "--max-streams")) max_streams = (unsigned)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--stats-file")) stats_file = argv[i + 1];
+        else if (!strcmp(argv[i], "--delay-ms")) delay_ms = atoi(argv[i + 1]);
+    }
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 128) != 0)
+        return 1;
+    getsockname(lfd, (struct sockaddr *)&a, &al);
+    write_stats();
+    if (ready) {
+        FILE *f = fopen(ready, "w");
+        fprintf(f, "%d\n", ntohs(a.sin_port));
+        fclose(f);
+    }
+    nghttp2_session_callbacks *cbs;
+    nghttp2_session_callbacks_new(&cbs);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+    conn_t conns[MAX_CONNS];
+    int n = 0;
+    for (;;) {
+        struct pollfd p[MAX_CONNS + 1];
+        p[0] = (struct pollfd){lfd, POLLIN, 0};
+        for (int i = 0; i < n; i++)
+            p[i + 1] = (struct pollfd){conns[i].fd, POLLIN, 0};
+        poll(p, (nfds_t)n + 1, delay_ms ? 5 : 1000);
+        if ((p[0].revents & POLLIN) && n < MAX_CONNS) {
+            int fd = accept(lfd, NULL, NULL);
+            if (fd >= 0) {
+                fcntl(fd, F_SETFL, O_NONBLOCK);
+                conn_t *c = &conns[n++];
+                memset(c, 0, sizeof(*c));
+                c->fd = fd;
+                nghttp2_session_server_new(&c->s, cbs, c);
+                nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams};
+                nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, &iv, 1);
+                accepted++;
+                write_stats();
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            conn_t *c = &conns[i];
+            int dead = 0;
+            if (p[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) {
+                char buf[65536];
+                ssize_t r = recv(c->fd, buf, sizeof(buf), 0);
+                if (r <= 0 && !(r < 0 && errno == EAGAIN))
+                    dead = 1;
+                else if (r > 0 && nghttp2_session_mem_recv(c->s, (uint8_t *)buf, (size_t)r) < 0)
+                    dead = 1;
+            }
+            if (!dead && pump(c) < 0)
+                dead = 1;
+            if (dead) {
+                close(c->fd);
+                while (c->streams) {
+                    stream_t *st = c->streams;
+                    c->streams = st->next;
+                    free(st->body);
+                    free(st);
+                }
+                nghttp2_session_del(c->s);
+                conns[i--] = conns[--n];
+            }
+        }
+    }
+}
