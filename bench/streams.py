@@ -118,6 +118,8 @@ def main():
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--citegate", default=os.path.join(ROOT, "build", "citegate"))
     ap.add_argument("--h2-upstream", action="store_true")
+    ap.add_argument("--h2mock", help="path of build/tests/h2mock: use it (100 streams per "
+                    "connection) as the h2 upstream, and add as many h2 client streams (h2load)")
     args = ap.parse_args()
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -125,9 +127,16 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="cg-streams-")
     ready = os.path.join(tmp, "ready")
-    mock = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "tools", "mock_upstream.py"),
-                             "--port", "0", "--fixtures", os.path.join(ROOT, "tests", "fixtures"),
-                             "--ready-file", ready], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stats = os.path.join(tmp, "stats.json")
+    if args.h2mock:
+        args.h2_upstream = False
+        mock = subprocess.Popen([args.h2mock, "--fixtures", os.path.join(ROOT, "tests", "fixtures"),
+                                 "--ready-file", ready, "--max-streams", "100", "--stats-file", stats,
+                                 "--delay-ms", "400"])
+    else:
+        mock = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "tools", "mock_upstream.py"),
+                                 "--port", "0", "--fixtures", os.path.join(ROOT, "tests", "fixtures"),
+                                 "--ready-file", ready], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(100):
         if os.path.exists(ready) and open(ready).read().strip():
             break
@@ -147,7 +156,7 @@ def main():
         upstream = f"http://127.0.0.1:{bport}"
     env = dict(os.environ, CITEGATE_LISTEN=f"127.0.0.1:{port}", CITEGATE_ADMIN_LISTEN=f"127.0.0.1:{aport}",
                CITEGATE_UPSTREAM=upstream,
-               CITEGATE_UPSTREAM_PROTOCOL="h2" if args.h2_upstream else "http1.1",
+               CITEGATE_UPSTREAM_PROTOCOL="h2" if args.h2_upstream or args.h2mock else "http1.1",
                CITEGATE_UPSTREAM_MAX_CONNECTIONS=str(args.streams + 10), CITEGATE_LOG_LEVEL="warn",
                ENABLE_SEMANTIC_MEMORY="false")
     cg = subprocess.Popen([args.citegate], env=env, stderr=subprocess.DEVNULL)
@@ -155,7 +164,22 @@ def main():
         wait_port(port)
         time.sleep(0.2)
         base = rss_kib(cg.pid)
+        h2load = None
+        if args.h2mock:
+            req = os.path.join(tmp, "req.json")
+            with open(req, "w") as f:
+                f.write(json.dumps({"stream": True, "messages": [{"role": "user", "content": "hi"}]}))
+            h2load = subprocess.Popen(["h2load", "-n", str(args.streams), "-c", "10", "-m",
+                                       str(max(1, args.streams // 10)), "-d", req,
+                                       f"http://127.0.0.1:{port}/v1/chat/completions"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         rss_open, n_open, results = asyncio.run(run(args, cg.pid, port))
+        if h2load:
+            h2out = h2load.communicate(timeout=120)[0].decode()
+            print("h2 clients (h2load):", [l.strip() for l in h2out.splitlines() if "requests:" in l])
+            with open(stats) as f:
+                print(f"h2 mock upstream connections: {json.load(f)['connections']} "
+                      f"(peer allows 100 streams each)")
         import urllib.request
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{aport}/metrics", timeout=5).read().decode()
         h2conns = [l for l in metrics.splitlines() if l.startswith('citegate_upstream_connections{protocol="h2"}')]
@@ -182,7 +206,8 @@ def main():
     per = (rss_open - base) / max(n_open, 1)
     print(f"citegate RSS: {base} KiB idle, {rss_open} KiB with {n_open} streams open "
           f"-> {per:.1f} KiB per open stream (HTTP/1.1 client, "
-          f"{'h2' if args.h2_upstream else 'HTTP/1.1'} upstream, plaintext)")
+          f"{'h2' if args.h2_upstream or args.h2mock else 'HTTP/1.1'} upstream, plaintext"
+          f"{'; as many h2 client streams open too' if args.h2mock else ''})")
     if args.h2_upstream:
         print(f"upstream h2 connections after the run: {h2conns}")
     print(f"streams: n={args.streams} ok={ok} lost={lost} rss_base_kib={base} "
