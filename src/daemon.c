@@ -195,9 +195,14 @@ static int run_worker(const cg_config_t *cfg, int index, char *data_sources)
             up_tls.alpn[2] = NULL;
             mbedtls_ssl_conf_alpn_protocols(&up_tls.conf, up_tls.alpn);
         }
+        /* SNI never carries an IP literal (RFC 6066), and mbedTLS 2.28 cannot
+         * match IP addresses in certificates: for those only the chain is
+         * verified. */
         struct in6_addr ip;
-        if (!cfg->upstream_insecure && (inet_pton(AF_INET, w->up.host, &ip) == 1 ||
-                                        inet_pton(AF_INET6, w->up.host, &ip) == 1))
+        bool literal = inet_pton(AF_INET, w->up.host, &ip) == 1 ||
+                       inet_pton(AF_INET6, w->up.host, &ip) == 1;
+        w->up_sni = literal ? NULL : w->up.host;
+        if (literal && !cfg->upstream_insecure)
             cg_log_warn(NULL, "CITEGATE_UPSTREAM: %s is an IP address: its certificate chain is "
                               "verified, its name is not (use a host name for full checks)",
                         w->up.host);

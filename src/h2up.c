@@ -13,7 +13,6 @@
 #include "metrics.h"
 #include "tls.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <nghttp2/nghttp2.h>
 #include <stdlib.h>
@@ -407,10 +406,7 @@ static void on_connect(uv_connect_t *req, int status)
         return;
     }
     u->tls = cg_xmalloc(sizeof(cg_tls_t));
-    struct in6_addr ip;
-    bool literal = inet_pton(AF_INET, u->w->up.host, &ip) == 1 ||
-                   inet_pton(AF_INET6, u->w->up.host, &ip) == 1;
-    cg_tls_init(u->tls, u->w->up_tls, literal ? NULL : u->w->up.host);
+    cg_tls_init(u->tls, u->w->up_tls, u->w->up_sni);
     char err[300];
     cg_tls_handshake(u->tls, err, sizeof(err));
     send_bytes(u, u->tls->out.p, u->tls->out.len);

@@ -85,6 +85,7 @@ struct cg_worker {
     struct cg_tls_conf *up_tls; /* https:// upstreams */
     struct cg_tls_conf *srv_tls; /* TLS on the client listener */
     bool up_h2;                 /* CITEGATE_UPSTREAM_PROTOCOL=h2 */
+    const char *up_sni;         /* TLS server name; NULL for an IP literal */
 };
 
 /* A client request, as either protocol delivers it. */

@@ -13,7 +13,6 @@
 #include "metrics.h"
 #include "tls.h"
 
-#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -370,13 +369,7 @@ static void on_connect(uv_connect_t *req, int status)
         return;
     }
     u->tls = cg_xmalloc(sizeof(cg_tls_t));
-    /* SNI never carries an IP literal (RFC 6066), and mbedTLS 2.28 cannot
-     * match IP addresses in certificates: for those only the chain is
-     * verified (a warning says so at start-up). */
-    struct in6_addr ip;
-    bool literal = inet_pton(AF_INET, u->w->up.host, &ip) == 1 ||
-                   inet_pton(AF_INET6, u->w->up.host, &ip) == 1;
-    if (cg_tls_init(u->tls, u->w->up_tls, literal ? NULL : u->w->up.host) != 0) {
+    if (cg_tls_init(u->tls, u->w->up_tls, u->w->up_sni) != 0) {
         fail(u, CG_UERR_TLS);
         return;
     }
