@@ -24,7 +24,7 @@ typedef struct var {
 static const char *const protocol_names[] = {"auto", "h2", "http1.1", NULL};
 static const char *const format_names[] = {"text", "json", NULL};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
-static const char *const profile_words[] = {"off", "openwebui", NULL};
+static const char *const profile_words[] = {"off", "openwebui", "openai", "webchat", "structured", NULL};
 static const char *const style_words[] = {"auto", "doc", "numeric", NULL};
 
 #define OFF(f) offsetof(cg_config_t, f)

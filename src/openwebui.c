@@ -63,8 +63,7 @@ static void put_event(cg_xform_t *x, const cg_citation_t *c, void *arg)
     (void)arg;
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
-    cg_buf_puts(&o->arena, "data: {");
-    cg__xform_put_meta(x, &o->arena);
+    cg__xform_chunk_open(x, &o->arena);
     cg_buf_puts(&o->arena, ",\"choices\":[],\"event\":{\"type\":\"source\",\"data\":");
     cg__openwebui_put_source(x, &o->arena, c);
     cg_buf_puts(&o->arena, "}}\n\n");
@@ -74,7 +73,9 @@ static void put_event(cg_xform_t *x, const cg_citation_t *c, void *arg)
 
 bool cg__openwebui_stream_end(cg_xform_t *x)
 {
-    return cg__xform_each_cited(x, put_event, NULL) > 0;
+    size_t n = cg__xform_each_cited(x, put_event, NULL);
+    x->stats.citations_emitted += n;
+    return n > 0;
 }
 
 static void put_array_item(cg_xform_t *x, const cg_citation_t *c, void *arg)
@@ -92,7 +93,7 @@ void cg__openwebui_body_end(cg_xform_t *x, bool comma)
     size_t from = o->arena.len;
     cg_buf_puts(&o->arena, comma ? ",\"sources\":[" : "\"sources\":[");
     size_t count = 0;
-    cg__xform_each_cited(x, put_array_item, &count);
+    x->stats.citations_emitted += cg__xform_each_cited(x, put_array_item, &count);
     cg_buf_putc(&o->arena, ']');
     cg__out_arena_since(o, from);
 }

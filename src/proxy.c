@@ -172,9 +172,9 @@ static bool choose_profile(cg_exchange_t *ex)
         if (cg_profile_parse(name, &ex->profile))
             return true;
     }
-    char msg[160];
-    snprintf(msg, sizeof(msg), "unknown X-Citegate-Profile '%.*s'; valid profiles: off, openwebui",
-             (int)(h.n > 40 ? 40 : h.n), h.p);
+    char msg[200];
+    snprintf(msg, sizeof(msg), "unknown X-Citegate-Profile '%.*s'; valid profiles: %s",
+             (int)(h.n > 40 ? 40 : h.n), h.p, cg_profile_list());
     reject(ex, 400, "invalid_request_error", "invalid_profile", msg);
     return false;
 }
@@ -287,6 +287,11 @@ static void send_head(cg_exchange_t *ex, const cg_hdrs_t *h, long long content_l
         put_hdr(&out, "Cache-Control", "no-cache", 8);
         put_hdr(&out, "X-Accel-Buffering", "no", 2);
     }
+    if (ex->xf && cg_xform_stats(ex->xf)->structured) {
+        char n[16];
+        int len = snprintf(n, sizeof(n), "%u", cg_xform_stats(ex->xf)->citations_removed);
+        put_hdr(&out, "X-Citegate-Citations-Removed", n, (size_t)len);
+    }
     if (!ex->gone)
         ex->down->head(ex, ex->status, &out, content_length);
     cg_hdrs_free(&out);
@@ -327,7 +332,10 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
         tmp[n] = '\0';
         length = strtoll(tmp, NULL, 10);
     }
-    if (ex->mode != MODE_BODY) {
+    /* Profile structured holds a stream to its end, and its head too: the
+     * head reports how many citations were removed. */
+    bool hold_head = ex->mode == MODE_STREAM && ex->profile == CG_PROFILE_STRUCTURED;
+    if (ex->mode != MODE_BODY && !hold_head) {
         send_head(ex, h, length);
         return;
     }
@@ -349,6 +357,8 @@ static void emit(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t tot
 
 static void emit_out(cg_exchange_t *ex, const cg_out_t *o)
 {
+    if (!ex->head_sent)
+        send_head(ex, &ex->head, -1); /* a held stream's head */
     uv_buf_t stackv[16];
     uv_buf_t *v = o->nseg <= 16 ? stackv : cg_xmalloc(o->nseg * sizeof(uv_buf_t));
     size_t total = 0;
@@ -392,7 +402,8 @@ void cg_ex_on_body(cg_exchange_t *ex, const char *p, size_t n)
     switch (ex->mode) {
     case MODE_STREAM:
         cg_xform_feed(ex->xf, p, n, &ex->out);
-        emit_out(ex, &ex->out);
+        if (ex->head_sent || ex->out.nseg)
+            emit_out(ex, &ex->out);
         break;
     case MODE_BODY:
         if (ex->body.len + n <= CG_MAX_BODY_RESPONSE) {

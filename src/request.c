@@ -105,11 +105,12 @@ static void scan_string(cg_cites_t *c, const cg_json_t *j, int tok, const cg_cit
     }
 }
 
-/* Text of a message's content: a string, or its `text` parts joined by LF. */
-static char *content_text(const cg_json_t *j, int content)
+/* Text of a message's content: a string, or its `text` parts joined by sep
+ * (NULL sep: no separator). */
+static char *content_text(const cg_json_t *j, int content, const char *sep, size_t *len)
 {
     if (cg_json_is_str(j, content))
-        return cg_json_strdup(j, content, NULL);
+        return cg_json_strdup(j, content, len);
     if (cg_json_type(j, content) != JSMN_ARRAY)
         return NULL;
     cg_buf_t b = {0};
@@ -120,11 +121,13 @@ static char *content_text(const cg_json_t *j, int content)
             continue;
         size_t tn;
         char *t = cg_json_strdup(j, text, &tn);
-        if (b.len)
-            cg_buf_putc(&b, '\n');
+        if (b.len && sep)
+            cg_buf_puts(&b, sep);
         cg_buf_put(&b, t, tn);
         free(t);
     }
+    if (len)
+        *len = b.len;
     cg_buf_putc(&b, '\0');
     return b.p;
 }
@@ -140,9 +143,18 @@ static void read_message(cg_request_t *r, const cg_json_t *j, int msg, const cg_
             scan_string(&r->sources, j, cg_json_get(j, i, "text"), o);
     }
     int role = cg_json_get(j, msg, "role");
-    if (cg_json_is_str(j, role) && cg_span_eq(cg_json_raw(j, role), "user")) {
+    if (!cg_json_is_str(j, role))
+        return;
+    if (cg_span_eq(cg_json_raw(j, role), "user")) {
         free(r->question);
-        r->question = content_text(j, content);
+        r->question = content_text(j, content, "\n", NULL);
+    } else if (cg_span_eq(cg_json_raw(j, role), "tool") && r->ntools < CG_REQUEST_MAX_TOOLS) {
+        size_t n = 0;
+        char *t = content_text(j, content, NULL, &n);
+        if (t) {
+            r->tools = cg_xrealloc(r->tools, (r->ntools + 1) * sizeof(cg_span_t));
+            r->tools[r->ntools++] = cg_span(t, n);
+        }
     }
 }
 
@@ -175,6 +187,9 @@ void cg_request_free(cg_request_t *r)
 {
     cg_cites_free(&r->sources);
     free(r->question);
+    for (size_t i = 0; i < r->ntools; i++)
+        free((char *)r->tools[i].p);
+    free(r->tools);
     memset(r, 0, sizeof(*r));
 }
 

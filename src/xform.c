@@ -136,6 +136,9 @@ static void out_end(cg_out_t *o)
 static const char *const profile_names[] = {
     [CG_PROFILE_OFF] = "off",
     [CG_PROFILE_OPENWEBUI] = "openwebui",
+    [CG_PROFILE_OPENAI] = "openai",
+    [CG_PROFILE_WEBCHAT] = "webchat",
+    [CG_PROFILE_STRUCTURED] = "structured",
 };
 
 bool cg_profile_parse(const char *name, cg_profile_t *out)
@@ -152,6 +155,11 @@ bool cg_profile_parse(const char *name, cg_profile_t *out)
 const char *cg_profile_name(cg_profile_t p)
 {
     return profile_names[p];
+}
+
+const char *cg_profile_list(void)
+{
+    return "off, openwebui, openai, webchat, structured";
 }
 
 void cg_xform_cfg_default(cg_xform_cfg_t *cfg)
@@ -191,8 +199,16 @@ void cg_xform_free(cg_xform_t *x)
     cg_sse_free(&x->sse);
     cg_json_free(&x->json);
     cg_cites_free(&x->cites);
+    for (size_t i = 0; i < x->nchoices; i++) {
+        free(x->choices[i].used);
+        cg_buf_free(&x->choices[i].text);
+        cg_buf_free(&x->choices[i].fixed);
+    }
     free(x->choices);
     free(x->refs);
+    free(x->annots);
+    free(x->bypos);
+    cg_buf_free(&x->hold);
     cg_buf_free(&x->scratch);
     cg_buf_free(&x->tpl);
     cg_buf_free(&x->meta_id);
@@ -294,6 +310,12 @@ static void learn_meta(cg_xform_t *x, const cg_json_t *j)
     remember(&x->meta_model, j, cg_json_get(j, 0, "model"));
 }
 
+void cg__xform_chunk_open(const cg_xform_t *x, cg_buf_t *b)
+{
+    cg_buf_puts(b, "data: {");
+    cg__xform_put_meta(x, b);
+}
+
 /* Writes the "id", "object", "created", "model" members for our own chunks. */
 void cg__xform_put_meta(const cg_xform_t *x, cg_buf_t *b)
 {
@@ -317,24 +339,56 @@ void cg__xform_put_meta(const cg_xform_t *x, cg_buf_t *b)
 /* --- References ------------------------------------------------------------ */
 
 /* Records a reference in first-reference order (bounded, see xform.h). */
-static void record_ref(cg_xform_t *x, cg_ref_style_t kind, unsigned n)
+static cg_refrec_t *record_ref(cg_xform_t *x, cg_ref_style_t kind, unsigned n)
 {
     uint32_t code = ((uint32_t)kind << 16) | n;
     for (size_t i = 0; i < x->nrefs; i++) {
         if (x->refs[i].code == code) {
             x->refs[i].count++;
-            return;
+            return &x->refs[i];
         }
     }
     if (x->nrefs == CG_XFORM_MAX_REFS)
-        return;
+        return NULL;
     if (x->nrefs == x->refs_cap) {
         x->refs_cap = x->refs_cap ? x->refs_cap * 2 : 8;
         x->refs = cg_xrealloc(x->refs, x->refs_cap * sizeof(cg_refrec_t));
     }
-    x->refs[x->nrefs].code = code;
-    x->refs[x->nrefs].count = 1;
-    x->nrefs++;
+    cg_refrec_t *r = &x->refs[x->nrefs++];
+    r->code = code;
+    r->count = 1;
+    r->pos = 0;
+    return r;
+}
+
+/* UTF-16 code units of JSON string bytes (escapes and UTF-8 as they are in
+ * the JSON text): what a JavaScript client counts as the string's length.
+ * Callers pass whole escapes: the finder never cuts one, since it only
+ * splits before a '['. */
+static uint64_t utf16_units(const char *p, size_t n)
+{
+    uint64_t u = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b = (unsigned char)p[i];
+        if (b == '\\') {
+            i += (i + 1 < n && p[i + 1] == 'u') ? 5 : 1;
+            u++;
+        } else if ((b & 0xC0) != 0x80) {
+            u += b >= 0xF0 ? 2 : 1;
+        }
+    }
+    return u;
+}
+
+/* Bookkeeping for content bytes that went out as they came. */
+static void note_text(cg_xform_t *x, const char *p, size_t n)
+{
+    cg_choice_t *ch = x->cur_ch;
+    if (ch == NULL || n == 0)
+        return;
+    ch->after_ref = false;
+    if (x->cfg.profile == CG_PROFILE_OPENAI)
+        ch->u16 += utf16_units(p, n);
 }
 
 static void sink_text(void *ctx, const char *p, size_t n, bool stable)
@@ -344,20 +398,86 @@ static void sink_text(void *ctx, const char *p, size_t n, bool stable)
         cg__out_span(x->out, p, n);
     else
         cg__out_copy(x->out, p, n);
+    note_text(x, p, n);
+}
+
+static void put_ref_as_is(cg_xform_t *x, const char *text, size_t len)
+{
+    cg__out_copy(x->out, text, len);
+    note_text(x, text, len);
+}
+
+/* openwebui, openai: `[` + the reference + `](LINK)`. */
+static void put_link(cg_xform_t *x, const cg_citation_t *c, const char *text, size_t len)
+{
+    cg_out_t *o = x->out;
+    x->changed = true;
+    size_t from = o->arena.len;
+    cg_buf_putc(&o->arena, '[');
+    cg_buf_put(&o->arena, text, len);
+    cg_buf_puts(&o->arena, "](");
+    cg_buf_puts(&o->arena, c->link);
+    cg_buf_putc(&o->arena, ')');
+    cg__out_arena_since(o, from);
+    cg_choice_t *ch = x->cur_ch;
+    if (x->cfg.profile != CG_PROFILE_OPENAI || ch == NULL)
+        return;
+    uint64_t start = ch->u16;
+    ch->u16 += utf16_units(o->arena.p + from, o->arena.len - from);
+    if (x->nannots == CG_XFORM_MAX_ANNOTATIONS)
+        return;
+    if (x->nannots == x->annots_cap) {
+        x->annots_cap = x->annots_cap ? x->annots_cap * 2 : 8;
+        x->annots = cg_xrealloc(x->annots, x->annots_cap * sizeof(cg_annot_t));
+    }
+    x->annots[x->nannots++] = (cg_annot_t){c, (size_t)(ch - x->choices), start, ch->u16};
+}
+
+/* webchat: `[P]`, P the citation's position in first-reference order, with
+ * U+200B between two adjacent ones so Markdown doesn't read `[1][2]` as a
+ * link labelled 1 pointing at definition 2. */
+static void put_position(cg_xform_t *x, cg_refrec_t *rec, const cg_citation_t *c,
+                         const char *text, size_t len)
+{
+    if (rec == NULL || (rec->pos == 0 && x->npos == CG_XFORM_MAX_REFS)) {
+        put_ref_as_is(x, text, len);
+        return;
+    }
+    if (rec->pos == 0) {
+        if (x->npos == x->bypos_cap) {
+            x->bypos_cap = x->bypos_cap ? x->bypos_cap * 2 : 8;
+            x->bypos = cg_xrealloc(x->bypos, x->bypos_cap * sizeof(*x->bypos));
+        }
+        x->bypos[x->npos++] = c;
+        rec->pos = (uint32_t)x->npos;
+    }
+    cg_out_t *o = x->out;
+    cg_choice_t *ch = x->cur_ch;
+    x->changed = true;
+    size_t from = o->arena.len;
+    if (ch && ch->after_ref)
+        cg_buf_puts(&o->arena, "\xE2\x80\x8B");
+    cg_buf_printf(&o->arena, "[%u]", rec->pos);
+    cg__out_arena_since(o, from);
+    if (ch == NULL)
+        return;
+    ch->after_ref = true;
+    if (ch->used == NULL)
+        ch->used = cg_xcalloc(CG_XFORM_MAX_REFS / 8, 1);
+    ch->used[(rec->pos - 1) / 8] |= (uint8_t)(1u << ((rec->pos - 1) % 8));
 }
 
 static void sink_ref(void *ctx, cg_ref_style_t kind, unsigned n, const char *text, size_t len)
 {
     cg_xform_t *x = ctx;
-    cg_out_t *o = x->out;
     if (kind != x->style) {
         /* A form this stream does not use (style still open: remember it). */
         if (x->style == CG_REF_ANY)
             record_ref(x, kind, n);
-        cg__out_copy(o, text, len);
+        put_ref_as_is(x, text, len);
         return;
     }
-    record_ref(x, kind, n);
+    cg_refrec_t *rec = record_ref(x, kind, n);
     const cg_citation_t *c = x->cites_set ? cg_cites_find(&x->cites, n) : NULL;
     if (c == NULL) {
         if (x->cites_set)
@@ -369,18 +489,12 @@ static void sink_ref(void *ctx, cg_ref_style_t kind, unsigned n, const char *tex
     } else {
         x->stats.refs_linked++;
     }
-    if (c == NULL || c->link == NULL || x->cfg.profile == CG_PROFILE_OFF) {
-        cg__out_copy(o, text, len);
-        return;
-    }
-    x->changed = true;
-    size_t from = o->arena.len;
-    cg_buf_putc(&o->arena, '[');
-    cg_buf_put(&o->arena, text, len);
-    cg_buf_puts(&o->arena, "](");
-    cg_buf_puts(&o->arena, c->link);
-    cg_buf_putc(&o->arena, ')');
-    cg__out_arena_since(o, from);
+    if (c && x->cfg.profile == CG_PROFILE_WEBCHAT)
+        put_position(x, rec, c, text, len);
+    else if (c == NULL || c->link == NULL || x->cfg.profile == CG_PROFILE_OFF)
+        put_ref_as_is(x, text, len);
+    else
+        put_link(x, c, text, len);
 }
 
 static void ref_sink(cg_xform_t *x, cg_ref_sink_t *s)
@@ -398,13 +512,13 @@ static void flush_choice(cg_xform_t *x, size_t index)
         return;
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
-    cg_buf_puts(&o->arena, "data: {");
-    cg__xform_put_meta(x, &o->arena);
+    cg__xform_chunk_open(x, &o->arena);
     cg_buf_printf(&o->arena, ",\"choices\":[{\"index\":%zu,\"delta\":{\"content\":\"", index);
     cg__out_arena_since(o, from);
     cg_ref_sink_t sink;
     ref_sink(x, &sink);
     x->content_stable = false;
+    x->cur_ch = ch;
     cg_ref_flush(&ch->ref, &sink);
     cg__out_str(o, "\"},\"finish_reason\":null}]}\n\n");
     x->stats.events_out++;
@@ -417,12 +531,22 @@ static void flush_all(cg_xform_t *x)
         flush_choice(x, i);
 }
 
+/* The profile's own chunks at the end of a stream; true if any went out. */
+static bool profile_stream_end(cg_xform_t *x)
+{
+    switch (x->cfg.profile) {
+    case CG_PROFILE_OPENWEBUI: return cg__openwebui_stream_end(x);
+    case CG_PROFILE_OPENAI: return cg__openai_stream_end(x);
+    case CG_PROFILE_WEBCHAT: return cg__webchat_stream_end(x);
+    default: return false;
+    }
+}
+
 /* Emits the profile's citation events and ends the stream. */
 static void end_stream(cg_xform_t *x, bool done_event)
 {
     flush_all(x);
-    if (x->cfg.profile == CG_PROFILE_OPENWEBUI)
-        x->last_raw &= !cg__openwebui_stream_end(x);
+    x->last_raw &= !profile_stream_end(x);
     if (done_event) {
         cg__out_str(x->out, "data: [DONE]\n\n");
         x->stats.events_out++;
@@ -462,6 +586,11 @@ static void put_data_until(cg_xform_t *x, size_t to)
     x->cur = to;
 }
 
+void cg__xform_put_until(cg_xform_t *x, size_t to)
+{
+    put_data_until(x, to);
+}
+
 static void put_data_ev(cg_xform_t *x, const char *p, size_t n)
 {
     if (x->data_stable)
@@ -499,10 +628,46 @@ static void find_cut(cg_xform_t *x, const cg_json_t *j)
     }
 }
 
+/* structured: the first content of a choice carries the whole corrected
+ * answer, later ones none. A body is checked here; a held stream was
+ * checked before its replay. */
+static void structured_content(cg_xform_t *x, cg_choice_t *ch, int content)
+{
+    const cg_json_t *j = &x->json;
+    if (x->body_mode && !ch->fix_set) {
+        size_t n;
+        char *text = cg_json_strdup(j, content, &n);
+        unsigned removed = 0;
+        ch->fix_set = cg__structured_fix(x->req, text, n, &ch->fixed, &removed);
+        free(text);
+        if (ch->fix_set) {
+            x->stats.structured = true;
+            x->stats.citations_removed += removed;
+        }
+    }
+    if (!ch->fix_set)
+        return; /* not a structured answer: its content goes out as it came */
+    put_data_until(x, (size_t)j->tok[content].start);
+    if (!ch->fix_sent) {
+        cg_out_t *o = x->out;
+        size_t from = o->arena.len;
+        cg_json_put_escaped(&o->arena, ch->fixed.p, ch->fixed.len);
+        cg__out_arena_since(o, from);
+        ch->fix_sent = true;
+    }
+    x->cur = (size_t)j->tok[content].end;
+    x->changed = true;
+}
+
 /* Runs one choice's content through its finder, writing the new content. */
 static void rewrite_content(cg_xform_t *x, cg_choice_t *ch, int content, bool finished)
 {
     const cg_json_t *j = &x->json;
+    if (x->cfg.profile == CG_PROFILE_STRUCTURED) {
+        structured_content(x, ch, content);
+        return;
+    }
+    x->cur_ch = ch;
     cg_ref_sink_t sink;
     ref_sink(x, &sink);
     put_data_until(x, (size_t)j->tok[content].start);
@@ -516,6 +681,13 @@ static void rewrite_content(cg_xform_t *x, cg_choice_t *ch, int content, bool fi
             cg_ref_flush(&ch->ref, &sink);
         else
             x->changed = true; /* bytes held for the next event */
+    }
+    if (x->body_mode && x->cfg.profile == CG_PROFILE_WEBCHAT && ch->used) {
+        /* The Markdown definitions end the message's own content. */
+        size_t from = x->out->arena.len;
+        cg__webchat_put_defs(x, ch, &x->out->arena);
+        cg__out_arena_since(x->out, from);
+        x->changed = true;
     }
     x->cur = (size_t)j->tok[content].end;
 }
@@ -536,10 +708,13 @@ static void walk_choices(cg_xform_t *x, int choices, const char *msg_key)
             continue;
         int fr = cg_json_get(j, c, "finish_reason");
         bool finished = fr >= 0 && !cg_json_is_null(j, fr);
-        int content = cg_json_get(j, cg_json_get(j, c, msg_key), "content");
+        int msg = cg_json_get(j, c, msg_key);
+        int content = cg_json_get(j, msg, "content");
         if (cg_json_is_str(j, content)) {
             adopt_request_sources(x);
             rewrite_content(x, ch, content, finished || x->body_mode);
+            if (x->body_mode && x->cfg.profile == CG_PROFILE_OPENAI)
+                cg__openai_body_message(x, msg, (size_t)(ch - x->choices));
         }
         if (finished) {
             ch->finished = true;
@@ -682,6 +857,7 @@ static bool fast_event(cg_xform_t *x, const cg_sse_event_t *ev)
     cg_out_mark_t mark = out_mark(o);
     cg_ref_sink_t sink;
     ref_sink(x, &sink);
+    x->cur_ch = ch;
     x->data_stable = true;
     x->content_stable = x->ev_stable;
     x->changed = cg_ref_held(&ch->ref) > 0;
@@ -736,6 +912,25 @@ static void on_json_event(cg_xform_t *x, const cg_sse_event_t *ev)
     x->stats.events_out++;
 }
 
+/* Parses an event's data into x->json; false when it is not a JSON object. */
+static bool parse_event(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    cg_span_t data = ev->data;
+    x->data_stable = ev->ndata == 1;
+    if (!x->data_stable) {
+        /* Several data lines join with LF, which is JSON white space: as
+         * one line of a rewritten event it must be a space. */
+        x->scratch.len = 0;
+        cg_buf_put(&x->scratch, data.p, data.n);
+        for (size_t i = 0; i < x->scratch.len; i++)
+            if (x->scratch.p[i] == '\n')
+                x->scratch.p[i] = ' ';
+        data = cg_span(x->scratch.p, x->scratch.len);
+    }
+    return cg_json_parse(&x->json, data.p, data.n) == CG_JSON_OK &&
+           x->json.tok[0].type == JSMN_OBJECT;
+}
+
 static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
 {
     x->stats.events_in++;
@@ -754,22 +949,9 @@ static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
         pass_raw(x, ev);
         return;
     }
-    if (fast_event(x, ev))
+    if (x->cfg.profile != CG_PROFILE_STRUCTURED && fast_event(x, ev))
         return;
-    cg_span_t data = ev->data;
-    x->data_stable = ev->ndata == 1;
-    if (!x->data_stable) {
-        /* Several data lines join with LF, which is JSON white space: as
-         * one line of a rewritten event it must be a space. */
-        x->scratch.len = 0;
-        cg_buf_put(&x->scratch, data.p, data.n);
-        for (size_t i = 0; i < x->scratch.len; i++)
-            if (x->scratch.p[i] == '\n')
-                x->scratch.p[i] = ' ';
-        data = cg_span(x->scratch.p, x->scratch.len);
-    }
-    if (cg_json_parse(&x->json, data.p, data.n) != CG_JSON_OK ||
-        x->json.tok[0].type != JSMN_OBJECT) {
+    if (!parse_event(x, ev)) {
         x->stats.malformed++;
         pass_raw(x, ev);
         return;
@@ -793,6 +975,85 @@ static void go_passthrough(cg_xform_t *x, const char *in, size_t len)
     cg__out_span(x->out, in, len);
 }
 
+/* structured: the stream is held to its end (SPEC §7), up to max_event
+ * bytes; a longer one goes through unchanged from the first byte. */
+static void hold_feed(cg_xform_t *x, const char *in, size_t len)
+{
+    if (x->hold.len + len <= x->cfg.max_event) {
+        cg_buf_put(&x->hold, in, len);
+        return;
+    }
+    x->stats.passthrough = true;
+    cg__out_copy(x->out, x->hold.p, x->hold.len);
+    cg__out_span(x->out, in, len);
+    cg_buf_free(&x->hold);
+}
+
+/* Calls fn for every complete event of the held stream. */
+static void each_held_event(cg_xform_t *x, void (*fn)(cg_xform_t *, const cg_sse_event_t *))
+{
+    cg_sse_t sse;
+    cg_sse_init(&sse, x->cfg.max_event);
+    size_t pos = 0;
+    while (pos < x->hold.len) {
+        cg_sse_event_t ev;
+        ssize_t r = cg_sse_feed(&sse, x->hold.p + pos, x->hold.len - pos, &ev);
+        if (r <= 0)
+            break;
+        fn(x, &ev);
+        pos += (size_t)r;
+    }
+    cg_sse_free(&sse);
+}
+
+/* First pass: each choice's content, decoded. */
+static void collect_content(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    if (ev->ndata == 0 || cg_span_eq(ev->data, "[DONE]") || !parse_event(x, ev))
+        return;
+    const cg_json_t *j = &x->json;
+    int choices = cg_json_get(j, 0, "choices");
+    if (cg_json_type(j, choices) != JSMN_ARRAY)
+        return;
+    int n = j->tok[choices].size;
+    for (int k = 0, c = choices + 1; k < n; k++, c = cg_json_skip(j, c)) {
+        int content = cg_json_get(j, cg_json_get(j, c, "delta"), "content");
+        double index = k;
+        cg_json_number(j, cg_json_get(j, c, "index"), &index);
+        cg_choice_t *ch = cg_json_is_str(j, content) ? choice_at(x, index) : NULL;
+        if (ch == NULL)
+            continue;
+        cg_span_t raw = cg_json_raw(j, content);
+        char *dst = cg_buf_reserve(&ch->text, raw.n);
+        ch->text.len += cg_json_unescape(raw.p, raw.n, dst);
+    }
+}
+
+static void replay_event(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    x->ev_stable = false; /* the held buffer is not the caller's input */
+    on_event(x, ev);
+}
+
+/* Checks each held answer, then replays the stream with the corrections. */
+static void structured_replay(cg_xform_t *x)
+{
+    each_held_event(x, collect_content);
+    for (size_t i = 0; i < x->nchoices; i++) {
+        cg_choice_t *ch = &x->choices[i];
+        unsigned removed = 0;
+        ch->fix_set = cg__structured_fix(x->req, ch->text.p ? ch->text.p : "", ch->text.len,
+                                         &ch->fixed, &removed);
+        if (ch->fix_set) {
+            x->stats.structured = true;
+            x->stats.citations_removed += removed;
+        }
+        cg_buf_free(&ch->text);
+    }
+    each_held_event(x, replay_event);
+    cg_buf_free(&x->hold);
+}
+
 int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
 {
     out_begin(out);
@@ -800,6 +1061,11 @@ int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
     x->put = put_data_ev;
     if (x->cfg.profile == CG_PROFILE_OFF || x->stats.passthrough) {
         cg__out_span(out, in, len);
+        out_end(out);
+        return 0;
+    }
+    if (x->cfg.profile == CG_PROFILE_STRUCTURED) {
+        hold_feed(x, in, len);
         out_end(out);
         return 0;
     }
@@ -828,6 +1094,9 @@ int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
     cg_span_t pending = cg_sse_pending(&x->sse);
     if (x->sse.lead && pending.n && x->last_raw && !x->stats.passthrough)
         cg__out_copy(out, pending.p, x->sse.lead); /* the LF that ends the last event */
+    x->put = put_data_ev;
+    if (x->cfg.profile == CG_PROFILE_STRUCTURED && !x->stats.passthrough && !x->ended)
+        structured_replay(x);
     if (x->cfg.profile != CG_PROFILE_OFF && !x->stats.passthrough && !x->ended) {
         if (x->stats.saw_finish) {
             end_stream(x, true);
@@ -891,6 +1160,10 @@ int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
     int members = j->tok[0].size - (x->cut_end > x->cut_start ? 1 : 0);
     if (x->cfg.profile == CG_PROFILE_OPENWEBUI)
         cg__openwebui_body_end(x, members > 0);
+    else if (x->cfg.profile == CG_PROFILE_OPENAI)
+        cg__openai_body_end(x, members > 0);
+    else if (x->cfg.profile == CG_PROFILE_WEBCHAT)
+        cg__webchat_body_end(x, members > 0);
     put_data_until(x, len);
     x->ended = true;
     out_end(out);
@@ -908,9 +1181,9 @@ size_t cg__xform_each_cited(cg_xform_t *x, cg__cited_fn fn, void *arg)
         const cg_citation_t *c = cg_cites_find(&x->cites, x->refs[i].code & 0xFFFF);
         if (c == NULL)
             continue;
-        fn(x, c, arg);
+        if (fn)
+            fn(x, c, arg);
         n++;
     }
-    x->stats.citations_emitted += n;
     return n;
 }

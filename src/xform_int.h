@@ -13,13 +13,28 @@
 typedef struct cg_choice {
     cg_ref_t ref;
     bool finished;
+    bool after_ref;   /* webchat: the last content bytes were a renumbered reference */
+    uint64_t u16;     /* openai: UTF-16 code units of content written so far */
+    uint8_t *used;    /* webchat: bitmap of the positions this choice cites */
+    cg_buf_t text;    /* structured: the decoded content of a held stream */
+    cg_buf_t fixed;   /* structured: the corrected content, when there is one */
+    bool fix_set, fix_sent;
 } cg_choice_t;
 
-/* A distinct reference: (form << 16 | N) and how often it was seen. */
+/* A distinct reference: (form << 16 | N), how often it was seen, and its
+ * webchat position (0: none yet). */
 typedef struct cg_refrec {
     uint32_t code;
     uint32_t count;
+    uint32_t pos;
 } cg_refrec_t;
+
+/* openai: one rewritten reference, in UTF-16 offsets of its choice's content. */
+typedef struct cg_annot {
+    const cg_citation_t *cite;
+    size_t choice;
+    uint64_t start, end;
+} cg_annot_t;
 
 struct cg_xform {
     cg_xform_cfg_t cfg;
@@ -34,6 +49,11 @@ struct cg_xform {
     size_t nchoices;
     cg_refrec_t *refs; /* first-reference order */
     size_t nrefs, refs_cap;
+    cg_annot_t *annots; /* openai */
+    size_t nannots, annots_cap;
+    const cg_citation_t **bypos; /* webchat: citation of position i + 1 */
+    size_t npos, bypos_cap;
+    cg_buf_t hold; /* structured: the held stream */
 
     cg_buf_t meta_id, meta_created, meta_model; /* raw JSON text */
     cg_buf_t scratch;                           /* multi-line data, LF -> space */
@@ -47,6 +67,7 @@ struct cg_xform {
 
     /* Per call / per event. */
     cg_out_t *out;
+    cg_choice_t *cur_ch;        /* the choice whose content is being written */
     void (*put)(cg_xform_t *x, const char *p, size_t n); /* data bytes out */
     size_t cur;                 /* next data byte to copy */
     size_t cut_start, cut_end;  /* data bytes of the removed "event" member */
@@ -63,7 +84,8 @@ void cg__out_str(cg_out_t *o, const char *s);
 void cg__out_arena_since(cg_out_t *o, size_t from);
 void cg__xform_put_meta(const cg_xform_t *x, cg_buf_t *b);
 
-/* Calls fn for every referenced citation, in first-reference order. */
+/* Calls fn for every referenced citation, in first-reference order;
+ * returns how many. */
 typedef void (*cg__cited_fn)(cg_xform_t *x, const cg_citation_t *c, void *arg);
 size_t cg__xform_each_cited(cg_xform_t *x, cg__cited_fn fn, void *arg);
 
@@ -72,5 +94,28 @@ size_t cg__xform_each_cited(cg_xform_t *x, cg__cited_fn fn, void *arg);
 bool cg__openwebui_stream_end(cg_xform_t *x);
 void cg__openwebui_body_end(cg_xform_t *x, bool comma);
 void cg__openwebui_put_source(const cg_xform_t *x, cg_buf_t *b, const cg_citation_t *c);
+
+/* Profile openai: the annotations chunk; a body's message annotations and
+ * top-level "citations". */
+bool cg__openai_stream_end(cg_xform_t *x);
+void cg__openai_body_message(cg_xform_t *x, int msg, size_t choice);
+void cg__openai_body_end(cg_xform_t *x, bool comma);
+
+/* Profile webchat: a choice's Markdown definitions (JSON-escaped, for inside
+ * a content string), the definitions and entity chunks, a body's entities. */
+void cg__webchat_put_defs(const cg_xform_t *x, const cg_choice_t *ch, cg_buf_t *b);
+bool cg__webchat_stream_end(cg_xform_t *x);
+void cg__webchat_body_end(cg_xform_t *x, bool comma);
+
+/* Profile structured: the corrected {response, citations} object of one
+ * answer's content; false when the content does not have that shape. */
+bool cg__structured_fix(const cg_request_t *req, const char *content, size_t n, cg_buf_t *out,
+                        unsigned *removed);
+
+/* Copies the current data up to offset `to` (minus a removed member). */
+void cg__xform_put_until(cg_xform_t *x, size_t to);
+
+/* Writes the opening of one of our chunks: `data: {"id":…,"model":…` */
+void cg__xform_chunk_open(const cg_xform_t *x, cg_buf_t *b);
 
 #endif

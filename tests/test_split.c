@@ -27,7 +27,12 @@ static const struct {
     {"numeric_stream.sse", "openwebui_rag_request.json"},
     {"numeric_malformed.sse", "openwebui_rag_request.json"},
     {"perplexity_stream.sse", "chat_request.json"},
+    {"structured_stream.sse", "structured_request.json"},
 };
+
+/* Every profile that transforms; each fixture runs through all of them. */
+static const cg_profile_t profiles[] = {CG_PROFILE_OPENWEBUI, CG_PROFILE_OPENAI, CG_PROFILE_WEBCHAT,
+                                        CG_PROFILE_STRUCTURED};
 
 static char *fixture(const char *name, size_t *n)
 {
@@ -72,7 +77,7 @@ static void check_output_shape(const char *in, size_t n, const cg_buf_t *out, co
     }
 }
 
-static void run_fixture(size_t f, bool every_byte)
+static void run_fixture(size_t f, cg_profile_t profile, bool every_byte)
 {
     size_t bn, rn;
     char *body = fixture(fixtures[f].body, &bn);
@@ -82,6 +87,7 @@ static void run_fixture(size_t f, bool every_byte)
     assert_int_equal(cg_request_parse(&req, rbody, rn, &o), 0);
     cg_xform_cfg_t cfg;
     cg_xform_cfg_default(&cfg);
+    cfg.profile = profile;
 
     cg_buf_t whole = {0}, out = {0};
     run_stream(&cfg, &req, body, bn, NULL, 0, &whole);
@@ -107,8 +113,8 @@ static void run_fixture(size_t f, bool every_byte)
         view_t got;
         view_of_stream(&got, out.p, out.len);
         if (!view_equal(&want, &got, why, sizeof(why)))
-            fail_msg("%s split %zu (%s): %s", fixtures[f].body, k, every_byte ? "byte" : "random",
-                     why);
+            fail_msg("%s/%s split %zu (%s): %s", fixtures[f].body, cg_profile_name(profile), k,
+                     every_byte ? "byte" : "random", why);
         check_output_shape(body, bn, &out, fixtures[f].body);
         view_free(&got);
     }
@@ -124,14 +130,16 @@ static void test_every_byte_split(void **state)
 {
     (void)state;
     for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++)
-        run_fixture(f, true);
+        for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++)
+            run_fixture(f, profiles[p], true);
 }
 
 static void test_random_splits(void **state)
 {
     (void)state;
     for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++)
-        run_fixture(f, false);
+        for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++)
+            run_fixture(f, profiles[p], false);
 }
 
 /* --- generated answers against an oracle ---------------------------------- */

@@ -1,7 +1,9 @@
 /*
  * What the transformer needs from the client's chat request (SPEC §5):
- * request-side <source> tags, whether it carries Azure data_sources, and the
- * user's last question (for tracking).
+ * request-side <source> tags, whether it carries Azure data_sources, the
+ * user's last question (for tracking) and the outputs of its `tool` messages
+ * (for the structured profile). Everything is bounded by the request body,
+ * itself bounded by CITEGATE_MAX_REQUEST_BYTES.
  */
 #ifndef CITEGATE_REQUEST_H
 #define CITEGATE_REQUEST_H
@@ -14,7 +16,11 @@ typedef struct cg_request {
     bool has_data_sources; /* a non-empty data_sources array */
     bool stream;           /* "stream": true */
     char *question;        /* text of the last user message, or NULL */
+    cg_span_t *tools;      /* decoded content of each `tool` message (owned) */
+    size_t ntools;
 } cg_request_t;
+
+#define CG_REQUEST_MAX_TOOLS 256
 
 /* Reads a chat request body. Returns 0, or -1 if it is not a JSON object. */
 int cg_request_parse(cg_request_t *r, const char *body, size_t len, const cg_cite_opts_t *o);

@@ -11,8 +11,10 @@
  * Memory per stream is bounded: the SSE tokenizer's straddle buffer
  * (max_event), the JSON token array (CG_XFORM_MAX_TOKENS), the citation table
  * (see cite.h), at most CG_XFORM_MAX_CHOICES reference finders and
- * CG_XFORM_MAX_REFS distinct references. The arena grows with one call's
- * input only and is trimmed between calls.
+ * CG_XFORM_MAX_REFS distinct references, CG_XFORM_MAX_ANNOTATIONS openai
+ * annotations. The arena grows with one call's input only and is trimmed
+ * between calls. Profile structured holds the whole stream, up to max_event
+ * bytes (beyond it the stream goes through unchanged).
  */
 #ifndef CITEGATE_XFORM_H
 #define CITEGATE_XFORM_H
@@ -25,17 +27,23 @@
 #define CG_XFORM_MAX_TOKENS  (1u << 20)
 #define CG_XFORM_MAX_CHOICES 128
 #define CG_XFORM_MAX_REFS    1024
+#define CG_XFORM_MAX_ANNOTATIONS 1024
 #define CG_SSE_MAX_EVENT_DEFAULT (4u << 20)
 
 typedef enum cg_profile {
     CG_PROFILE_OFF = 0,
     CG_PROFILE_OPENWEBUI,
+    CG_PROFILE_OPENAI,
+    CG_PROFILE_WEBCHAT,
+    CG_PROFILE_STRUCTURED,
     CG_PROFILE_COUNT
 } cg_profile_t;
 
 /* Parses a profile name; returns false if unknown. */
 bool cg_profile_parse(const char *name, cg_profile_t *out);
 const char *cg_profile_name(cg_profile_t p);
+/* "off, openwebui, ...": every valid name, for error messages. */
+const char *cg_profile_list(void);
 
 typedef struct cg_xform_cfg {
     cg_profile_t profile;
@@ -73,6 +81,8 @@ typedef struct cg_xform_stats {
     uint64_t events_in, events_out, malformed;
     uint64_t refs_linked, refs_unlinked, refs_out_of_range;
     uint64_t citations_emitted;
+    unsigned citations_removed; /* structured: invalid citations dropped */
+    bool structured;            /* structured: an answer was checked */
     bool saw_finish, saw_done, truncated, passthrough;
 } cg_xform_stats_t;
 

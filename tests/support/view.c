@@ -12,6 +12,7 @@ void view_free(view_t *v)
     for (int i = 0; i < VIEW_CHOICES; i++)
         cg_buf_free(&v->content[i]);
     cg_buf_free(&v->sources);
+    cg_buf_free(&v->extras);
     memset(v, 0, sizeof(*v));
 }
 
@@ -32,6 +33,15 @@ char *read_file(const char *path, size_t *len)
     return b.p;
 }
 
+static void take_raw(cg_buf_t *b, const cg_json_t *j, int tok)
+{
+    if (tok < 0)
+        return;
+    size_t s = cg_json_begin(j, tok), e = cg_json_end(j, tok);
+    cg_buf_put(b, j->js + s, e - s);
+    cg_buf_putc(b, '\n');
+}
+
 static void take_chunk(view_t *v, const char *data, size_t n)
 {
     cg_json_t j;
@@ -48,12 +58,15 @@ static void take_chunk(view_t *v, const char *data, size_t n)
         size_t b = cg_json_begin(&j, d), e = cg_json_end(&j, d);
         cg_buf_put(&v->sources, data + b, e - b);
     }
+    take_raw(&v->extras, &j, cg_json_get(&j, 0, "entities"));
+    take_raw(&v->extras, &j, cg_json_get(&j, 0, "citations"));
     int choices = cg_json_get(&j, 0, "choices");
     if (cg_json_type(&j, choices) == JSMN_ARRAY) {
         int nc = j.tok[choices].size;
         for (int k = 0, c = choices + 1; k < nc; k++, c = cg_json_skip(&j, c)) {
             double idx = k;
             cg_json_number(&j, cg_json_get(&j, c, "index"), &idx);
+            take_raw(&v->extras, &j, cg_json_get(&j, cg_json_get(&j, c, "delta"), "annotations"));
             int content = cg_json_get(&j, cg_json_get(&j, c, "delta"), "content");
             if (!cg_json_is_str(&j, content) || idx < 0 || idx >= VIEW_CHOICES)
                 continue;
@@ -246,6 +259,12 @@ bool view_equal(const view_t *a, const view_t *b, char *why, size_t wl)
     }
     if (a->ends_done != b->ends_done || a->ends_error != b->ends_error) {
         snprintf(why, wl, "stream ends differ");
+        return false;
+    }
+    if (a->extras.len != b->extras.len ||
+        (a->extras.len && memcmp(a->extras.p, b->extras.p, a->extras.len))) {
+        snprintf(why, wl, "annotations/entities/citations differ:\n  %.*s\n  %.*s",
+                 (int)a->extras.len, a->extras.p, (int)b->extras.len, b->extras.p);
         return false;
     }
     return true;

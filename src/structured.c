@@ -1,0 +1,160 @@
+/*
+ * Profile "structured" (SPEC §7): answers shaped {"response", "citations"},
+ * where each citation must be a [PATH, BOXES] pair found in the output of
+ * one of the request's tool calls. Invalid citations are removed and the
+ * inline [k] markers renumbered, so [k] always points at the k-th citation
+ * that is left: removing one never shifts the others onto the wrong source.
+ */
+#include "xform_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* True when s occurs in the text of one tool message. */
+static bool in_tool(const cg_span_t *tool, const char *s, size_t n)
+{
+    return n <= tool->n && memmem(tool->p, tool->n, s, n) != NULL;
+}
+
+/* A citation is valid when it is two strings that both occur in the output
+ * of one and the same tool message. */
+static bool citation_valid(const cg_request_t *req, const cg_json_t *j, int c)
+{
+    if (cg_json_type(j, c) != JSMN_ARRAY || j->tok[c].size != 2 || req == NULL)
+        return false;
+    int a = c + 1, b = cg_json_skip(j, a);
+    if (!cg_json_is_str(j, a) || !cg_json_is_str(j, b))
+        return false;
+    size_t na, nb;
+    char *sa = cg_json_strdup(j, a, &na), *sb = cg_json_strdup(j, b, &nb);
+    bool ok = false;
+    for (size_t i = 0; i < req->ntools && !ok; i++)
+        ok = in_tool(&req->tools[i], sa, na) && in_tool(&req->tools[i], sb, nb);
+    free(sa);
+    free(sb);
+    return ok;
+}
+
+/* Length of the [k] marker at s (1-4 digits), or 0 when there is none. */
+static size_t marker_at(const char *s, size_t n, unsigned *k)
+{
+    size_t d = 0;
+    *k = 0;
+    while (d < 4 && 1 + d < n && s[1 + d] >= '0' && s[1 + d] <= '9') {
+        *k = *k * 10 + (unsigned)(s[1 + d] - '0');
+        d++;
+    }
+    if (d == 0 || 1 + d >= n || s[1 + d] != ']')
+        return 0;
+    return d + 2;
+}
+
+/* Rewrites the markers of response text s: kept citations get their new
+ * number, removed ones vanish with one space before them. */
+static void renumber(const char *s, size_t n, const unsigned *newnum, size_t ncit, cg_buf_t *o)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned k;
+        size_t m = s[i] == '[' ? marker_at(s + i, n - i, &k) : 0;
+        if (m == 0 || k == 0 || k > ncit) {
+            size_t run = m ? m : 1;
+            cg_buf_put(o, s + i, run);
+            i += run;
+            continue;
+        }
+        if (newnum[k - 1])
+            cg_buf_printf(o, "[%u]", newnum[k - 1]);
+        else if (i > 0 && s[i - 1] == ' ' && o->len > 0 && o->p[o->len - 1] == ' ')
+            o->len--;
+        i += m;
+    }
+}
+
+static void put_raw(cg_buf_t *o, const cg_json_t *j, int tok)
+{
+    size_t b = cg_json_begin(j, tok);
+    cg_buf_put(o, j->js + b, cg_json_end(j, tok) - b);
+}
+
+/* A kept citation, compact: ["PATH","BOXES"]. */
+static void put_pair(cg_buf_t *o, const cg_json_t *j, int c)
+{
+    cg_buf_putc(o, '[');
+    for (int k = 0, e = c + 1; k < 2; k++, e = cg_json_skip(j, e)) {
+        size_t n;
+        char *s = cg_json_strdup(j, e, &n);
+        if (k)
+            cg_buf_putc(o, ',');
+        cg_json_put_str(o, s, n);
+        free(s);
+    }
+    cg_buf_putc(o, ']');
+}
+
+/* Writes the corrected object: the same members in the same order, with
+ * "response" and "citations" replaced. */
+static void put_fixed(const cg_json_t *j, int resp, int cits, const cg_buf_t *text,
+                      const unsigned *newnum, cg_buf_t *o)
+{
+    cg_buf_putc(o, '{');
+    int n = j->tok[0].size;
+    for (int k = 0, key = 1; k < n; k++) {
+        int val = key + 1;
+        if (k)
+            cg_buf_putc(o, ',');
+        put_raw(o, j, key);
+        cg_buf_putc(o, ':');
+        if (val == resp) {
+            cg_json_put_str(o, text->p, text->len);
+        } else if (val == cits) {
+            cg_buf_putc(o, '[');
+            int m = j->tok[cits].size, kept = 0;
+            for (int e = 0, c = cits + 1; e < m; e++, c = cg_json_skip(j, c)) {
+                if (!newnum[e])
+                    continue;
+                if (kept++)
+                    cg_buf_putc(o, ',');
+                put_pair(o, j, c);
+            }
+            cg_buf_putc(o, ']');
+        } else {
+            put_raw(o, j, val);
+        }
+        key = cg_json_skip(j, val);
+    }
+    cg_buf_putc(o, '}');
+}
+
+bool cg__structured_fix(const cg_request_t *req, const char *content, size_t n, cg_buf_t *out,
+                        unsigned *removed)
+{
+    cg_json_t j;
+    cg_json_init(&j, CG_XFORM_MAX_TOKENS);
+    bool ok = false;
+    if (cg_json_parse(&j, content, n) != CG_JSON_OK || j.tok[0].type != JSMN_OBJECT)
+        goto out;
+    int resp = cg_json_get(&j, 0, "response");
+    int cits = cg_json_get(&j, 0, "citations");
+    if (!cg_json_is_str(&j, resp) || cg_json_type(&j, cits) != JSMN_ARRAY)
+        goto out;
+    size_t ncit = (size_t)j.tok[cits].size;
+    unsigned *newnum = cg_xcalloc(ncit ? ncit : 1, sizeof(unsigned));
+    unsigned kept = 0;
+    for (size_t e = 0, c = (size_t)cits + 1; e < ncit; e++, c = (size_t)cg_json_skip(&j, (int)c))
+        if (citation_valid(req, &j, (int)c))
+            newnum[e] = ++kept;
+    size_t rn;
+    char *rs = cg_json_strdup(&j, resp, &rn);
+    cg_buf_t text = {0};
+    renumber(rs, rn, newnum, ncit, &text);
+    put_fixed(&j, resp, cits, &text, newnum, out);
+    *removed = (unsigned)ncit - kept;
+    free(rs);
+    cg_buf_free(&text);
+    free(newnum);
+    ok = true;
+out:
+    cg_json_free(&j);
+    return ok;
+}

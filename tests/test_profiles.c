@@ -1,0 +1,408 @@
+/* Profiles openai, webchat and structured (SPEC §7): the details each
+ * frontend depends on. Whole-stream behaviour under splits is in
+ * test_split.c; the independent Python model is tests/tools/test_profiles.py. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "citegate/json.h"
+#include "citegate/request.h"
+#include "citegate/xform.h"
+#include "view.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* doc1 has a URL, doc2 none; doc3 has a title that needs escaping and a
+ * long snippet. */
+#define CTX \
+    "data: {\"id\":\"c1\",\"created\":5,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":" \
+    "{\"role\":\"assistant\",\"context\":{\"citations\":[" \
+    "{\"title\":\"One\",\"url\":\"https://x.example/a b\",\"content\":\"c1\"}," \
+    "{\"title\":\"Two\",\"content\":\"  two\\n\\tlines  \"}," \
+    "{\"title\":\"Say \\\"hi\\\" \\\\ there\",\"content\":\"%s\"}]}}}]}\n\n"
+
+static char *stream_of(const char *content_events, const char *snippet3)
+{
+    cg_buf_t b = {0};
+    cg_buf_printf(&b, CTX, snippet3 ? snippet3 : "c3");
+    cg_buf_puts(&b, content_events);
+    cg_buf_puts(&b, "data: [DONE]\n\n");
+    cg_buf_putc(&b, '\0');
+    return b.p;
+}
+
+static void run(cg_profile_t p, const char *in, const cg_request_t *req, view_t *v, cg_buf_t *out)
+{
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg);
+    cfg.profile = p;
+    run_stream(&cfg, req, in, strlen(in), NULL, 0, out);
+    view_of_stream(v, out->p, out->len);
+}
+
+static char *chunk(const char *text)
+{
+    cg_buf_t b = {0};
+    cg_buf_printf(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"}}]}\n\n", text);
+    cg_buf_putc(&b, '\0');
+    return b.p;
+}
+
+/* Number of UTF-16 code units in UTF-8 text s[0..n). */
+static size_t u16len(const char *s, size_t n)
+{
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c & 0xC0) != 0x80)
+            u += c >= 0xF0 ? 2 : 1;
+    }
+    return u;
+}
+
+/* Byte offset of UTF-16 offset u in UTF-8 text s. */
+static size_t byte_at_u16(const char *s, size_t n, size_t u)
+{
+    size_t i = 0, seen = 0;
+    while (i < n && seen < u) {
+        unsigned char c = (unsigned char)s[i];
+        seen += c >= 0xF0 ? 2 : 1;
+        i += c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    }
+    return i;
+}
+
+/* --- openai ----------------------------------------------------------------- */
+
+static void test_openai_offsets_are_utf16(void **state)
+{
+    (void)state;
+    /* An emoji (2 UTF-16 units, 4 bytes), an escaped é and a newline before
+     * the reference, and the reference split across two events. */
+    char *c1 = chunk("\xF0\x9F\x98\x80 \\u00e9\\n see [do");
+    char *c2 = chunk("c1] and [doc1][doc2].");
+    cg_buf_t events = {0};
+    cg_buf_puts(&events, c1);
+    cg_buf_puts(&events, c2);
+    cg_buf_putc(&events, '\0');
+    char *in = stream_of(events.p, NULL);
+    view_t v;
+    cg_buf_t out = {0};
+    run(CG_PROFILE_OPENAI, in, NULL, &v, &out);
+    const char *content = v.content[0].p;
+    size_t n = v.content[0].len;
+    const char *link = "[[doc1]](https://x.example/a%20b)";
+    assert_non_null(memmem(content, n, link, strlen(link)));
+
+    cg_json_t j;
+    cg_json_init(&j, 4096);
+    const char *ann = strstr(v.extras.p, "[{\"type\":\"url_citation\"");
+    assert_non_null(ann);
+    assert_int_equal(cg_json_parse(&j, ann, strcspn(ann, "\n")), CG_JSON_OK);
+    assert_int_equal(j.tok[0].type, JSMN_ARRAY);
+    assert_int_equal(j.tok[0].size, 2); /* two rewritten references; doc2 has no URL */
+    for (int k = 0, a = 1; k < 2; k++, a = cg_json_skip(&j, a)) {
+        int uc = cg_json_get(&j, a, "url_citation");
+        double s, e;
+        assert_true(cg_json_number(&j, cg_json_get(&j, uc, "start_index"), &s));
+        assert_true(cg_json_number(&j, cg_json_get(&j, uc, "end_index"), &e));
+        size_t bs = byte_at_u16(content, n, (size_t)s), be = byte_at_u16(content, n, (size_t)e);
+        assert_int_equal(be - bs, strlen(link));
+        assert_memory_equal(content + bs, link, strlen(link));
+        assert_int_equal((size_t)e - (size_t)s, u16len(link, strlen(link)));
+    }
+    /* The first link starts after "😀 é\n see " = 2+1+1+1+5 UTF-16 units. */
+    int uc0 = cg_json_get(&j, 1, "url_citation");
+    double s0;
+    cg_json_number(&j, cg_json_get(&j, uc0, "start_index"), &s0);
+    assert_int_equal((int)s0, 10);
+    cg_json_free(&j);
+    /* doc2 has no URL: listed under the chunk's top-level "citations". */
+    assert_non_null(strstr(v.extras.p, "\"id\":\"doc2\""));
+    view_free(&v);
+    cg_buf_free(&out);
+    cg_buf_free(&events);
+    free(c1);
+    free(c2);
+    free(in);
+}
+
+static void test_openai_body_annotations_in_message(void **state)
+{
+    (void)state;
+    const char *body =
+        "{\"id\":\"b\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
+        "\"See [doc1].\",\"context\":{\"citations\":[{\"title\":\"One\",\"url\":\"https://x.example/1\"}]}}}]}";
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg);
+    cfg.profile = CG_PROFILE_OPENAI;
+    cg_xform_t *x = cg_xform_new(&cfg, NULL);
+    cg_out_t out = {0};
+    assert_int_equal(cg_xform_body(x, body, strlen(body), &out), 0);
+    cg_buf_t b = {0};
+    for (size_t i = 0; i < out.nseg; i++)
+        cg_buf_put(&b, out.seg[i].p, out.seg[i].n);
+    cg_json_t j;
+    cg_json_init(&j, 4096);
+    assert_int_equal(cg_json_parse(&j, b.p, b.len), CG_JSON_OK);
+    int msg = cg_json_get(&j, cg_json_get(&j, 0, "choices") + 1, "message");
+    int ann = cg_json_get(&j, msg, "annotations");
+    assert_int_equal(cg_json_type(&j, ann), JSMN_ARRAY);
+    assert_int_equal(j.tok[ann].size, 1);
+    double s, e;
+    int uc = cg_json_get(&j, ann + 1, "url_citation");
+    cg_json_number(&j, cg_json_get(&j, uc, "start_index"), &s);
+    cg_json_number(&j, cg_json_get(&j, uc, "end_index"), &e);
+    assert_int_equal((int)s, 4);
+    assert_int_equal((int)e, 4 + (int)strlen("[[doc1]](https://x.example/1)"));
+    assert_int_equal(cg_json_get(&j, 0, "citations"), -1); /* every citation has a URL */
+    cg_json_free(&j);
+    cg_buf_free(&b);
+    cg_out_free(&out);
+    cg_xform_free(x);
+}
+
+/* --- webchat ---------------------------------------------------------------- */
+
+static void test_webchat_renumbers_and_separates(void **state)
+{
+    (void)state;
+    char *c = chunk("A [doc2][doc1] B [doc1] [doc7] [doc0]");
+    char *in = stream_of(c, NULL);
+    view_t v;
+    cg_buf_t out = {0};
+    run(CG_PROFILE_WEBCHAT, in, NULL, &v, &out);
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p,
+                        "A [1]\xE2\x80\x8B[2] B [2] [doc7] [doc0]\n\n"
+                        "[1]: cite:1 \"two lines\"\n"
+                        "[2]: https://x.example/a%20b \"One\"");
+    /* The entity has one Claim per position, in position order. */
+    const char *e = strstr(v.extras.p, "\"citation\":[");
+    assert_non_null(e);
+    const char *p1 = strstr(e, "\"position\":\"1\""), *p2 = strstr(e, "\"position\":\"2\"");
+    assert_non_null(p1);
+    assert_non_null(p2);
+    assert_true(p1 < p2);
+    assert_null(strstr(e, "\"position\":\"3\""));
+    assert_non_null(strstr(e, "\"name\":\"Two\""));
+    assert_non_null(strstr(e, "\"url\":\"https://x.example/a%20b\""));
+    assert_true(v.ends_done);
+    view_free(&v);
+    cg_buf_free(&out);
+    free(c);
+    free(in);
+}
+
+static void test_webchat_escapes_titles_and_cuts_abstracts(void **state)
+{
+    (void)state;
+    /* A 260-character snippet of 10-character words: the abstract is cut
+     * at a word boundary within 199 characters, then "…". */
+    char snippet[400] = "";
+    for (int i = 0; i < 26; i++)
+        strcat(snippet, "wordwordw ");
+    char *c = chunk("X [doc3].");
+    char *in = stream_of(c, snippet);
+    view_t v;
+    cg_buf_t out = {0};
+    run(CG_PROFILE_WEBCHAT, in, NULL, &v, &out);
+    cg_buf_putc(&v.content[0], '\0');
+    const char *def = strstr(v.content[0].p, "[1]: cite:1 \"");
+    assert_non_null(def);
+    /* 19 whole words (189 characters) fit before the cut. */
+    char want[300] = "[1]: cite:1 \"";
+    for (int i = 0; i < 19; i++)
+        strcat(want, i ? " wordwordw" : "wordwordw");
+    strcat(want, "\xE2\x80\xA6\"");
+    assert_string_equal(def, want);
+    assert_non_null(strstr(v.extras.p, "\"name\":\"Say \\\"hi\\\" \\\\ there\""));
+    view_free(&v);
+    cg_buf_free(&out);
+    free(c);
+    free(in);
+
+    /* A title with a quote and a backslash, in a URL definition. */
+    const char *ctx =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"context\":{\"citations\":[{\"title\":"
+        "\"Say \\\"hi\\\" \\\\ there\\nnow\",\"url\":\"https://q.example/\"}]}}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Q[doc1]\"}}]}\n\n"
+        "data: [DONE]\n\n";
+    run(CG_PROFILE_WEBCHAT, ctx, NULL, &v, &out);
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p,
+                        "Q[1]\n\n[1]: https://q.example/ \"Say \\\"hi\\\" \\\\ there now\"");
+    view_free(&v);
+    cg_buf_free(&out);
+}
+
+static void test_webchat_nothing_cited_adds_nothing(void **state)
+{
+    (void)state;
+    char *c = chunk("No references [doc9].");
+    char *in = stream_of(c, NULL);
+    view_t v;
+    cg_buf_t out = {0};
+    run(CG_PROFILE_WEBCHAT, in, NULL, &v, &out);
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p, "No references [doc9].");
+    assert_int_equal(v.extras.len, 0);
+    view_free(&v);
+    cg_buf_free(&out);
+    free(c);
+    free(in);
+}
+
+/* --- structured ------------------------------------------------------------- */
+
+static const char *TOOL_REQ =
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+    "{\"role\":\"tool\",\"tool_call_id\":\"1\",\"content\":\"{\\\"path\\\": \\\"/a.pdf\\\", "
+    "\\\"bb\\\": \\\"D(1)\\\"}\"},"
+    "{\"role\":\"tool\",\"tool_call_id\":\"2\",\"content\":[{\"type\":\"text\",\"text\":\"/b.pdf D(2)\"}]}]}";
+
+/* Runs a structured answer (the decoded content) as a body; returns the
+ * decoded corrected content and the number removed. */
+static char *structured(const char *answer, unsigned *removed, bool *checked)
+{
+    cg_cite_opts_t o = {8192, true};
+    cg_request_t req;
+    assert_int_equal(cg_request_parse(&req, TOOL_REQ, strlen(TOOL_REQ), &o), 0);
+    cg_buf_t body = {0};
+    cg_buf_puts(&body, "{\"choices\":[{\"index\":0,\"message\":{\"content\":");
+    cg_json_put_cstr(&body, answer);
+    cg_buf_puts(&body, "}}]}");
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg);
+    cfg.profile = CG_PROFILE_STRUCTURED;
+    cg_xform_t *x = cg_xform_new(&cfg, &req);
+    cg_out_t out = {0};
+    assert_int_equal(cg_xform_body(x, body.p, body.len, &out), 0);
+    cg_buf_t b = {0};
+    for (size_t i = 0; i < out.nseg; i++)
+        cg_buf_put(&b, out.seg[i].p, out.seg[i].n);
+    view_t v;
+    assert_int_equal(view_of_body(&v, b.p, b.len), 0);
+    cg_buf_putc(&v.content[0], '\0');
+    char *r = cg_xstrndup(v.content[0].p, v.content[0].len);
+    *removed = cg_xform_stats(x)->citations_removed;
+    *checked = cg_xform_stats(x)->structured;
+    view_free(&v);
+    cg_buf_free(&b);
+    cg_buf_free(&body);
+    cg_out_free(&out);
+    cg_xform_free(x);
+    cg_request_free(&req);
+    return r;
+}
+
+static void test_structured_removes_and_renumbers(void **state)
+{
+    (void)state;
+    unsigned removed;
+    bool checked;
+    char *r = structured("{\"response\": \"A [1]. B [2]. C [3][3] D[2] [0] [9]\", \"x\": 1, "
+                         "\"citations\": [[\"/a.pdf\", \"D(1)\"], [\"/a.pdf\", \"D(2)\"], "
+                         "[\"/b.pdf\", \"D(2)\"]]}",
+                         &removed, &checked);
+    /* [2] mixes two tool outputs: invalid. Its markers vanish with the
+     * space before them; [3] becomes [2]; [0] and [9] stay. */
+    assert_string_equal(r, "{\"response\":\"A [1]. B. C [2][2] D [0] [9]\",\"x\":1,"
+                           "\"citations\":[[\"/a.pdf\",\"D(1)\"],[\"/b.pdf\",\"D(2)\"]]}");
+    assert_int_equal(removed, 1);
+    assert_true(checked);
+    free(r);
+}
+
+static void test_structured_rejects_bad_shapes(void **state)
+{
+    (void)state;
+    unsigned removed;
+    bool checked;
+    char *r = structured("{\"response\":\"A [1] [2] [3] [4]\",\"citations\":[[\"/a.pdf\"],"
+                         "[\"/a.pdf\",\"D(1)\",\"x\"],[\"/a.pdf\",7],\"/a.pdf\"]}",
+                         &removed, &checked);
+    assert_string_equal(r, "{\"response\":\"A\",\"citations\":[]}");
+    assert_int_equal(removed, 4);
+    free(r);
+    /* Not a structured answer: unchanged, and not reported. */
+    r = structured("Plain text [1].", &removed, &checked);
+    assert_string_equal(r, "Plain text [1].");
+    assert_false(checked);
+    free(r);
+    r = structured("{\"response\":\"no citations member\"}", &removed, &checked);
+    assert_string_equal(r, "{\"response\":\"no citations member\"}");
+    assert_false(checked);
+    free(r);
+}
+
+static void test_structured_stream_is_held_then_replayed(void **state)
+{
+    (void)state;
+    cg_cite_opts_t o = {8192, true};
+    cg_request_t req;
+    assert_int_equal(cg_request_parse(&req, TOOL_REQ, strlen(TOOL_REQ), &o), 0);
+    const char *in =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"{\\\"response\\\":\\\"A [1] B [2]\"}}]}\n\n"
+        ": keep-alive\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\\\",\\\"citations\\\":[[\\\"/x\\\",\\\"y\\\"],"
+        "[\\\"/b.pdf\\\",\\\"D(2)\\\"]]}\"},\"finish_reason\":\"stop\"}]}\n\n"
+        "data: [DONE]\n\n";
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg);
+    cfg.profile = CG_PROFILE_STRUCTURED;
+    cg_xform_t *x = cg_xform_new(&cfg, &req);
+    cg_out_t out = {0};
+    cg_xform_feed(x, in, strlen(in), &out);
+    assert_int_equal(cg_out_len(&out), 0); /* held to the end */
+    cg_xform_finish(x, CG_END_EOF, &out);
+    cg_buf_t b = {0};
+    for (size_t i = 0; i < out.nseg; i++)
+        cg_buf_put(&b, out.seg[i].p, out.seg[i].n);
+    view_t v;
+    view_of_stream(&v, b.p, b.len);
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p, "{\"response\":\"A B [1]\",\"citations\":[[\"/b.pdf\",\"D(2)\"]]}");
+    assert_true(v.ends_done);
+    assert_int_equal(cg_xform_stats(x)->citations_removed, 1);
+    assert_non_null(memmem(b.p, b.len, ": keep-alive\n\n", 14)); /* other events unchanged */
+    view_free(&v);
+    cg_buf_free(&b);
+    cg_out_free(&out);
+    cg_xform_free(x);
+    cg_request_free(&req);
+}
+
+static void test_profile_names(void **state)
+{
+    (void)state;
+    for (int p = 0; p < CG_PROFILE_COUNT; p++) {
+        cg_profile_t got;
+        assert_true(cg_profile_parse(cg_profile_name((cg_profile_t)p), &got));
+        assert_int_equal(got, p);
+        assert_non_null(strstr(cg_profile_list(), cg_profile_name((cg_profile_t)p)));
+    }
+    cg_profile_t got;
+    assert_false(cg_profile_parse("OpenAI", &got));
+    assert_false(cg_profile_parse("", &got));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_openai_offsets_are_utf16),
+        cmocka_unit_test(test_openai_body_annotations_in_message),
+        cmocka_unit_test(test_webchat_renumbers_and_separates),
+        cmocka_unit_test(test_webchat_escapes_titles_and_cuts_abstracts),
+        cmocka_unit_test(test_webchat_nothing_cited_adds_nothing),
+        cmocka_unit_test(test_structured_removes_and_renumbers),
+        cmocka_unit_test(test_structured_rejects_bad_shapes),
+        cmocka_unit_test(test_structured_stream_is_held_then_replayed),
+        cmocka_unit_test(test_profile_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
