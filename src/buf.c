@@ -59,7 +59,7 @@ void cg_buf_free(cg_buf_t *b)
 
 char *cg_buf_reserve(cg_buf_t *b, size_t extra)
 {
-    if (b->cap - b->len < extra) {
+    if (b->cap - b->len < extra || b->p == NULL) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap - b->len < extra)
             cap *= 2;

@@ -8,6 +8,7 @@
 #include "metrics.h"
 #include "server.h"
 #include "tls.h"
+#include "tracking.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -237,10 +238,13 @@ static int run_worker(const cg_config_t *cfg, int index, char *data_sources)
         sigs[i]->data = w;
         uv_signal_start(sigs[i], on_signal, nums[i]);
     }
+    cg_tracking_start(w);
     uv_run(w->loop, UV_RUN_DEFAULT);
     uv_walk(w->loop, close_walk, NULL);
     uv_run(w->loop, UV_RUN_DEFAULT);
     uv_loop_close(w->loop);
+    cg_tracking_stop(w);
+    cg_admin_close(w);
     cg_log_info(NULL, "worker stopped");
     return 0;
 }

@@ -32,13 +32,22 @@ static void put_member(cg_buf_t *b, const char *key, const char *value)
 
 void cg__openwebui_put_source(const cg_xform_t *x, cg_buf_t *b, const cg_citation_t *c)
 {
+    cg__openwebui_put_source_cut(x, b, c, SIZE_MAX);
+}
+
+void cg__openwebui_put_source_cut(const cg_xform_t *x, cg_buf_t *b, const cg_citation_t *c,
+                                  size_t max_doc)
+{
     cg_buf_puts(b, "{\"source\":{\"id\":\"");
     put_label(x, b, c);
     cg_buf_puts(b, "\",\"name\":");
     put_name(x, b, c);
     put_member(b, "url", c->url);
     cg_buf_puts(b, "},\"document\":[");
-    cg_json_put_cstr(b, c->content);
+    size_t doc = strlen(c->content);
+    if (doc > max_doc)
+        doc = cg_utf8_cut(c->content, max_doc);
+    cg_json_put_str(b, c->content, doc);
     cg_buf_puts(b, "],\"metadata\":[{\"source\":\"");
     put_label(x, b, c);
     cg_buf_putc(b, ':');

@@ -7,6 +7,7 @@
 #include "citegate/json.h"
 #include "log.h"
 #include "metrics.h"
+#include "tracking.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -560,6 +561,9 @@ static void account(cg_exchange_t *ex)
         cg_metrics->refs_unlinked += s->refs_unlinked;
         cg_metrics->refs_out_of_range += s->refs_out_of_range;
         cg_metrics->citations_emitted[ex->profile] += s->citations_emitted;
+        /* Only an answer that finished is tracked (SPEC §8). */
+        if (!ex->gone && !s->truncated && !s->passthrough && (s->saw_finish || s->saw_done))
+            cg_tracking_answer(w, ex->rid, ex->xf, &ex->req);
     }
     const char *method = llhttp_method_name((llhttp_method_t)ex->msg->method);
     cg_log_info(ex->rid, "%s %.*s -> %d in %llu ms, %zu upstream bytes", method,

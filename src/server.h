@@ -86,6 +86,9 @@ struct cg_worker {
     struct cg_tls_conf *srv_tls; /* TLS on the client listener */
     bool up_h2;                 /* CITEGATE_UPSTREAM_PROTOCOL=h2 */
     const char *up_sni;         /* TLS server name; NULL for an IP literal */
+    struct cg_memwriter *memory; /* semantic memory writer, or NULL */
+    uint64_t memory_bad;         /* its drops and failures already counted */
+    struct cg_memory *memory_read; /* read connection for /v1/citations/patterns */
 };
 
 /* A client request, as either protocol delivers it. */
@@ -230,5 +233,7 @@ void cg_h2_shutdown_streams(cg_client_t *c);
 
 /* admin.c */
 void cg_admin_handle(cg_client_t *c);
+/* Closes what the admin endpoints opened (the semantic-memory reader). */
+void cg_admin_close(cg_worker_t *w);
 
 #endif

@@ -54,6 +54,10 @@ static void put_abstract(const cg_citation_t *c, cg_buf_t *b)
     size_t from = b->len;
     put_collapsed(b, c->content);
     size_t n = b->len - from;
+    if (n == 0) {
+        cg_buf_puts(b, c->title);
+        return;
+    }
     size_t keep = utf8_prefix(b->p + from, n, ABSTRACT_MAX);
     if (keep < n) {
         keep = utf8_prefix(b->p + from, n, ABSTRACT_MAX - 1);
@@ -63,8 +67,6 @@ static void put_abstract(const cg_citation_t *c, cg_buf_t *b)
         b->len = from + keep;
         cg_buf_puts(b, "\xE2\x80\xA6");
     }
-    if (b->len == from)
-        cg_buf_puts(b, c->title);
 }
 
 /* A Markdown link title between double quotes. */
@@ -109,7 +111,7 @@ void cg__webchat_put_defs(const cg_xform_t *x, const cg_choice_t *ch, cg_buf_t *
     cg_buf_free(&md);
 }
 
-static void put_claim(cg_buf_t *b, size_t pos, const cg_citation_t *c)
+static void put_claim(cg_buf_t *b, size_t pos, const cg_citation_t *c, bool text)
 {
     cg_buf_printf(b, "{\"@type\":\"Claim\",\"position\":\"%zu\",\"appearance\":"
                      "{\"@type\":\"DigitalDocument\",\"name\":", pos);
@@ -125,15 +127,14 @@ static void put_claim(cg_buf_t *b, size_t pos, const cg_citation_t *c)
     cg_json_put_escaped(b, abs.p, abs.len);
     cg_buf_free(&abs);
     cg_buf_putc(b, '"');
-    if (c->content[0]) {
-        cg_buf_puts(b, ",\"text\":");
-        cg_json_put_cstr(b, c->content);
-    }
+    /* "text" is always there: Web Chat's citation dialog fails without it. */
+    cg_buf_puts(b, ",\"text\":");
+    cg_json_put_cstr(b, text ? c->content : "");
     cg_buf_puts(b, ",\"encodingFormat\":\"text/markdown\"}}");
 }
 
-/* The schema.org Message thing of the answer. */
-static void put_message(const cg_xform_t *x, cg_buf_t *b)
+/* The schema.org Message thing of the answer; "text" is optional. */
+static void put_message(const cg_xform_t *x, cg_buf_t *b, bool text)
 {
     cg_buf_puts(b, "{\"@context\":\"https://schema.org\",\"@id\":\"\",\"@type\":\"Message\","
                    "\"type\":\"https://schema.org/Message\",\"keywords\":[\"AIGeneratedContent\"],"
@@ -141,7 +142,7 @@ static void put_message(const cg_xform_t *x, cg_buf_t *b)
     for (size_t pos = 1; pos <= x->npos; pos++) {
         if (pos > 1)
             cg_buf_putc(b, ',');
-        put_claim(b, pos, x->bypos[pos - 1]);
+        put_claim(b, pos, x->bypos[pos - 1], text);
     }
     cg_buf_puts(b, "]}");
 }
@@ -153,18 +154,35 @@ bool cg__webchat_stream_end(cg_xform_t *x)
     cg_out_t *o = x->out;
     cg_buf_t *b = &o->arena;
     size_t from = b->len;
+    cg_buf_t defs = {0};
     for (size_t i = 0; i < x->nchoices; i++) {
         if (x->choices[i].used == NULL)
             continue;
-        cg__xform_chunk_open(x, b);
-        cg_buf_printf(b, ",\"choices\":[{\"index\":%zu,\"delta\":{\"content\":\"", i);
-        cg__webchat_put_defs(x, &x->choices[i], b);
-        cg_buf_puts(b, "\"},\"finish_reason\":null}]}\n\n");
-        x->stats.events_out++;
+        defs.len = 0;
+        cg__webchat_put_defs(x, &x->choices[i], &defs);
+        /* Many long definitions go out in several content chunks (SPEC §6). */
+        for (size_t at = 0; at < defs.len;) {
+            size_t take = cg__json_safe_cut(defs.p + at, defs.len - at, CG_XFORM_SPLIT_CHUNK);
+            cg__xform_chunk_open(x, b);
+            cg_buf_printf(b, ",\"choices\":[{\"index\":%zu,\"delta\":{\"content\":\"", i);
+            cg_buf_put(b, defs.p + at, take);
+            cg_buf_puts(b, "\"},\"finish_reason\":null}]}\n\n");
+            x->stats.events_out++;
+            at += take;
+        }
     }
+    cg_buf_free(&defs);
+    size_t line = b->len;
     cg__xform_chunk_open(x, b);
     cg_buf_puts(b, ",\"choices\":[],\"entities\":[");
-    put_message(x, b);
+    size_t entity = b->len;
+    put_message(x, b, true);
+    if (b->len - line > CG_XFORM_LINE_MAX - 64) {
+        /* Too long for one SSE line (SPEC §6): the snippets are emptied;
+         * name, url and abstract remain, so the badges still work. */
+        b->len = entity;
+        put_message(x, b, false);
+    }
     cg_buf_puts(b, "]}\n\n");
     cg__out_arena_since(o, from);
     x->stats.events_out++;
@@ -179,7 +197,7 @@ void cg__webchat_body_end(cg_xform_t *x, bool comma)
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
     cg_buf_puts(&o->arena, comma ? ",\"entities\":[" : "\"entities\":[");
-    put_message(x, &o->arena);
+    put_message(x, &o->arena, true);
     cg_buf_putc(&o->arena, ']');
     cg__out_arena_since(o, from);
     x->stats.citations_emitted += x->npos;

@@ -380,6 +380,16 @@ static uint64_t utf16_units(const char *p, size_t n)
     return u;
 }
 
+/* Keeps the first bytes of a choice's upstream content. */
+static void note_head(cg_choice_t *ch, const char *p, size_t n)
+{
+    size_t room = sizeof(ch->head) - ch->headlen;
+    if (n > room)
+        n = room;
+    memcpy(ch->head + ch->headlen, p, n);
+    ch->headlen = (uint8_t)(ch->headlen + n);
+}
+
 /* Bookkeeping for content bytes that went out as they came. */
 static void note_text(cg_xform_t *x, const char *p, size_t n)
 {
@@ -387,22 +397,52 @@ static void note_text(cg_xform_t *x, const char *p, size_t n)
     if (ch == NULL || n == 0)
         return;
     ch->after_ref = false;
+    ch->last = p[n - 1];
     if (x->cfg.profile == CG_PROFILE_OPENAI)
         ch->u16 += utf16_units(p, n);
+}
+
+static void split_room(cg_xform_t *x);
+
+/* webchat: Markdown would read a badge followed by "[", "(" or ":" as part
+ * of a longer link or a definition; U+200B between them keeps it a badge. */
+static void webchat_guard(cg_xform_t *x, const char *p, size_t n)
+{
+    cg_choice_t *ch = x->cur_ch;
+    if (x->cfg.profile != CG_PROFILE_WEBCHAT || ch == NULL || !ch->after_ref || n == 0 ||
+        (p[0] != '[' && p[0] != '(' && p[0] != ':'))
+        return;
+    if (x->splitting)
+        split_room(x);
+    cg__out_str(x->out, "\xE2\x80\x8B");
+    x->changed = true;
 }
 
 static void sink_text(void *ctx, const char *p, size_t n, bool stable)
 {
     cg_xform_t *x = ctx;
-    if (stable && x->content_stable)
-        cg__out_span(x->out, p, n);
-    else
-        cg__out_copy(x->out, p, n);
-    note_text(x, p, n);
+    webchat_guard(x, p, n);
+    while (n > 0) {
+        size_t take = n;
+        if (x->splitting) {
+            split_room(x);
+            take = cg__json_safe_cut(p, n, CG_XFORM_SPLIT_CHUNK);
+        }
+        if (stable && x->content_stable)
+            cg__out_span(x->out, p, take);
+        else
+            cg__out_copy(x->out, p, take);
+        note_text(x, p, take);
+        p += take;
+        n -= take;
+    }
 }
 
 static void put_ref_as_is(cg_xform_t *x, const char *text, size_t len)
 {
+    webchat_guard(x, text, len);
+    if (x->splitting)
+        split_room(x);
     cg__out_copy(x->out, text, len);
     note_text(x, text, len);
 }
@@ -412,6 +452,8 @@ static void put_link(cg_xform_t *x, const cg_citation_t *c, const char *text, si
 {
     cg_out_t *o = x->out;
     x->changed = true;
+    if (x->splitting)
+        split_room(x);
     size_t from = o->arena.len;
     cg_buf_putc(&o->arena, '[');
     cg_buf_put(&o->arena, text, len);
@@ -434,7 +476,7 @@ static void put_link(cg_xform_t *x, const cg_citation_t *c, const char *text, si
 }
 
 /* webchat: `[P]`, P the citation's position in first-reference order, with
- * U+200B between two adjacent ones so Markdown doesn't read `[1][2]` as a
+ * U+200B after a "]" so Markdown doesn't read `[1][2]` (or `[x][2]`) as a
  * link labelled 1 pointing at definition 2. */
 static void put_position(cg_xform_t *x, cg_refrec_t *rec, const cg_citation_t *c,
                          const char *text, size_t len)
@@ -454,14 +496,17 @@ static void put_position(cg_xform_t *x, cg_refrec_t *rec, const cg_citation_t *c
     cg_out_t *o = x->out;
     cg_choice_t *ch = x->cur_ch;
     x->changed = true;
+    if (x->splitting)
+        split_room(x);
     size_t from = o->arena.len;
-    if (ch && ch->after_ref)
+    if (ch && ch->last == ']')
         cg_buf_puts(&o->arena, "\xE2\x80\x8B");
     cg_buf_printf(&o->arena, "[%u]", rec->pos);
     cg__out_arena_since(o, from);
     if (ch == NULL)
         return;
     ch->after_ref = true;
+    ch->last = ']';
     if (ch->used == NULL)
         ch->used = cg_xcalloc(CG_XFORM_MAX_REFS / 8, 1);
     ch->used[(rec->pos - 1) / 8] |= (uint8_t)(1u << ((rec->pos - 1) % 8));
@@ -667,6 +712,14 @@ static void rewrite_content(cg_xform_t *x, cg_choice_t *ch, int content, bool fi
         structured_content(x, ch, content);
         return;
     }
+    if (ch->emptied) {
+        /* Its bytes went out just before this event: the event keeps "". */
+        put_data_until(x, (size_t)j->tok[content].start);
+        x->cur = (size_t)j->tok[content].end;
+        x->changed = true;
+        ch->emptied = false;
+        return;
+    }
     x->cur_ch = ch;
     cg_ref_sink_t sink;
     ref_sink(x, &sink);
@@ -675,6 +728,7 @@ static void rewrite_content(cg_xform_t *x, cg_choice_t *ch, int content, bool fi
     if (cg_ref_held(&ch->ref))
         x->changed = true;
     cg_span_t s = cg_json_raw(j, content);
+    note_head(ch, s.p, s.n);
     cg_ref_feed(&ch->ref, s.p, s.n, &sink);
     if (cg_ref_held(&ch->ref)) {
         if (finished)
@@ -847,6 +901,8 @@ static bool fast_event(cg_xform_t *x, const cg_sse_event_t *ev)
         memcmp(d.p, x->tpl.p, pre) != 0)
         return false;
     /* The template's suffix starts with the content's closing quote. */
+    if (d.n - pre - post > CG_XFORM_FAST_MAX)
+        return false; /* a long content may need splitting (on_json_event) */
     ssize_t body = string_body(d.p + pre, d.n - pre - post + 1);
     if (body < 0 || (size_t)body != d.n - pre - post ||
         memcmp(d.p + pre + body, x->tpl.p + pre, post) != 0)
@@ -863,6 +919,7 @@ static bool fast_event(cg_xform_t *x, const cg_sse_event_t *ev)
     x->changed = cg_ref_held(&ch->ref) > 0;
     cg__out_str(o, "data: ");
     put_ev(x, d.p, pre);
+    note_head(ch, d.p + pre, (size_t)body);
     cg_ref_feed(&ch->ref, d.p + pre, (size_t)body, &sink);
     x->changed |= cg_ref_held(&ch->ref) > 0;
     if (!x->changed) {
@@ -877,6 +934,120 @@ static bool fast_event(cg_xform_t *x, const cg_sse_event_t *ev)
     return true;
 }
 
+/*
+ * SPEC §6 Fidelity 5: no line we write may exceed 64 KiB. A rewritten event
+ * is one line, and references can grow it (a link per reference), so an
+ * event whose rewritten line could pass the limit has its content sent
+ * ahead, through the same finder, in chunks of our own of at most
+ * CG_XFORM_SPLIT_CHUNK bytes; the event itself then carries "". The check
+ * is a bound: content bytes plus, per '[' in it, the longest link.
+ */
+static size_t longest_link(cg_xform_t *x)
+{
+    if (!x->max_link_known && x->cites_set) {
+        for (size_t i = 0; i < x->cites.n; i++)
+            if (x->cites.v[i].link && strlen(x->cites.v[i].link) > x->max_link)
+                x->max_link = strlen(x->cites.v[i].link);
+        x->max_link_known = true;
+    }
+    return x->max_link;
+}
+
+static bool may_overflow(cg_xform_t *x, size_t others, cg_span_t s)
+{
+    size_t per_ref = longest_link(x) + 16; /* "[", "](", ")", or [P] and U+200B */
+    size_t base = others + s.n + CG_REF_HELD_MAX + 64;
+    if (base + (s.n / 3 + 1) * per_ref <= CG_XFORM_LINE_MAX)
+        return false;
+    size_t brackets = 1; /* held bytes from the previous event */
+    for (const char *p = s.p, *e = s.p + s.n; (p = memchr(p, '[', (size_t)(e - p))) != NULL; p++)
+        brackets++;
+    return base + brackets * per_ref > CG_XFORM_LINE_MAX;
+}
+
+/* A cut point at most max bytes into a run of JSON string bytes that splits
+ * neither an escape nor a UTF-8 sequence (runs start at a clean point). */
+size_t cg__json_safe_cut(const char *p, size_t n, size_t max)
+{
+    if (n <= max)
+        return n;
+    size_t i = 0, last = 0;
+    while (i < n && i <= max) {
+        last = i;
+        if (p[i] == '\\')
+            i += (i + 1 < n && p[i + 1] == 'u') ? 6 : 2;
+        else
+            i++;
+        while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80)
+            i++;
+    }
+    return last ? last : (i < n ? i : n);
+}
+
+/* Opens a chunk of our own for the content being split, or closes a full one
+ * and opens the next. */
+static void split_room(cg_xform_t *x)
+{
+    cg_buf_t *a = &x->out->arena;
+    if (x->split_open && cg_out_len(x->out) - x->split_from < CG_XFORM_SPLIT_CHUNK)
+        return;
+    if (x->split_open) {
+        cg__out_str(x->out, "\"},\"finish_reason\":null}]}\n\n");
+        x->stats.events_out++;
+    }
+    size_t from = a->len;
+    cg__xform_chunk_open(x, a);
+    cg_buf_printf(a, ",\"choices\":[{\"index\":%zu,\"delta\":{\"content\":\"", x->split_index);
+    cg__out_arena_since(x->out, from);
+    x->split_open = true;
+    x->split_from = cg_out_len(x->out);
+}
+
+static void split_content(cg_xform_t *x, cg_choice_t *ch, size_t index, cg_span_t s, bool finished)
+{
+    cg_ref_sink_t sink;
+    ref_sink(x, &sink);
+    x->cur_ch = ch;
+    x->content_stable = x->data_stable && x->ev_stable;
+    x->splitting = true;
+    x->split_open = false;
+    x->split_index = index;
+    note_head(ch, s.p, s.n);
+    cg_ref_feed(&ch->ref, s.p, s.n, &sink);
+    if (finished)
+        cg_ref_flush(&ch->ref, &sink);
+    if (x->split_open) {
+        cg__out_str(x->out, "\"},\"finish_reason\":null}]}\n\n");
+        x->stats.events_out++;
+        x->last_raw = false;
+    }
+    x->splitting = false;
+    ch->emptied = true;
+}
+
+static void split_long_contents(cg_xform_t *x, int choices)
+{
+    const cg_json_t *j = &x->json;
+    if (x->cfg.profile == CG_PROFILE_STRUCTURED || j->len < CG_XFORM_FAST_MAX)
+        return;
+    int n = j->tok[choices].size;
+    for (int k = 0, c = choices + 1; k < n; k++, c = cg_json_skip(j, c)) {
+        int content = cg_json_get(j, cg_json_get(j, c, "delta"), "content");
+        if (!cg_json_is_str(j, content))
+            continue;
+        cg_span_t s = cg_json_raw(j, content);
+        adopt_request_sources(x);
+        if (!may_overflow(x, j->len - s.n, s))
+            continue;
+        double index = k;
+        cg_json_number(j, cg_json_get(j, c, "index"), &index);
+        cg_choice_t *ch = choice_at(x, index);
+        int fr = cg_json_get(j, c, "finish_reason");
+        if (ch)
+            split_content(x, ch, (size_t)index, s, fr >= 0 && !cg_json_is_null(j, fr));
+    }
+}
+
 static void on_json_event(cg_xform_t *x, const cg_sse_event_t *ev)
 {
     cg_json_t *j = &x->json;
@@ -888,6 +1059,8 @@ static void on_json_event(cg_xform_t *x, const cg_sse_event_t *ev)
     bool has_choices = cg_json_type(j, choices) == JSMN_ARRAY;
     if (has_choices && any_held(x))
         flush_finishing(x, choices);
+    if (has_choices)
+        split_long_contents(x, choices);
 
     cg_out_t *o = x->out;
     cg_out_mark_t mark = out_mark(o);

@@ -14,11 +14,15 @@ typedef struct cg_choice {
     cg_ref_t ref;
     bool finished;
     bool after_ref;   /* webchat: the last content bytes were a renumbered reference */
+    char last;        /* the last content byte written */
     uint64_t u16;     /* openai: UTF-16 code units of content written so far */
     uint8_t *used;    /* webchat: bitmap of the positions this choice cites */
     cg_buf_t text;    /* structured: the decoded content of a held stream */
     cg_buf_t fixed;   /* structured: the corrected content, when there is one */
     bool fix_set, fix_sent;
+    bool emptied;     /* this event's content already went out in chunks of our own */
+    char head[16];    /* the first content bytes (tracking skips "I do not know") */
+    uint8_t headlen;
 } cg_choice_t;
 
 /* A distinct reference: (form << 16 | N), how often it was seen, and its
@@ -54,6 +58,11 @@ struct cg_xform {
     const cg_citation_t **bypos; /* webchat: citation of position i + 1 */
     size_t npos, bypos_cap;
     cg_buf_t hold; /* structured: the held stream */
+    size_t max_link; /* longest citation link, once citations are known */
+    bool max_link_known;
+    /* Splitting a huge content into chunks of our own (SPEC §6 Fidelity 5). */
+    bool splitting, split_open;
+    size_t split_index, split_from;
 
     cg_buf_t meta_id, meta_created, meta_model; /* raw JSON text */
     cg_buf_t scratch;                           /* multi-line data, LF -> space */
@@ -94,6 +103,9 @@ size_t cg__xform_each_cited(cg_xform_t *x, cg__cited_fn fn, void *arg);
 bool cg__openwebui_stream_end(cg_xform_t *x);
 void cg__openwebui_body_end(cg_xform_t *x, bool comma);
 void cg__openwebui_put_source(const cg_xform_t *x, cg_buf_t *b, const cg_citation_t *c);
+/* The same with the snippet cut to max_doc bytes (at a UTF-8 boundary). */
+void cg__openwebui_put_source_cut(const cg_xform_t *x, cg_buf_t *b, const cg_citation_t *c,
+                                  size_t max_doc);
 
 /* Profile openai: the annotations chunk; a body's message annotations and
  * top-level "citations". */
@@ -114,6 +126,10 @@ bool cg__structured_fix(const cg_request_t *req, const char *content, size_t n, 
 
 /* Copies the current data up to offset `to` (minus a removed member). */
 void cg__xform_put_until(cg_xform_t *x, size_t to);
+
+/* A cut point at most max bytes into JSON string bytes p[0..n) that splits
+ * neither an escape nor a UTF-8 sequence (p must start at a clean point). */
+size_t cg__json_safe_cut(const char *p, size_t n, size_t max);
 
 /* Writes the opening of one of our chunks: `data: {"id":…,"model":…` */
 void cg__xform_chunk_open(const cg_xform_t *x, cg_buf_t *b);

@@ -377,6 +377,69 @@ static void test_structured_stream_is_held_then_replayed(void **state)
     cg_request_free(&req);
 }
 
+/* SPEC §6 Fidelity 5: a long content full of references still comes out in
+ * lines of at most 64 KiB, with the content intact, in every profile and
+ * however the reads fall. */
+static void test_long_content_lines_stay_short(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0}, want = {0}, url = {0};
+    cg_buf_puts(&url, "https://x.example/");
+    for (int i = 0; i < 2000; i++)
+        cg_buf_putc(&url, 'a');
+    cg_buf_printf(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{\"context\":{\"citations\":"
+                       "[{\"title\":\"T\",\"url\":\"%.*s\"}]}}}]}\n\n", (int)url.len, url.p);
+    cg_buf_puts(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
+    for (int i = 0; i < 3000; i++) {
+        cg_buf_puts(&in, "w\\u00e9 [doc1] ");
+        cg_buf_puts(&want, "w\xC3\xA9 [[doc1]](");
+        cg_buf_put(&want, url.p, url.len);
+        cg_buf_puts(&want, ") ");
+    }
+    cg_buf_puts(&in, "[do\"},\"finish_reason\":null}]}\n\n"
+                     "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c1]\"},"
+                     "\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+    cg_buf_puts(&want, "[[doc1]](");
+    cg_buf_put(&want, url.p, url.len);
+    cg_buf_putc(&want, ')');
+    static const cg_profile_t profiles[] = {CG_PROFILE_OPENWEBUI, CG_PROFILE_OPENAI, CG_PROFILE_WEBCHAT};
+    static const size_t reads[] = {0, 4093, 65536};
+    for (size_t p = 0; p < 3; p++) {
+        view_t first = {0};
+        for (size_t r = 0; r < 3; r++) {
+            cg_xform_cfg_t cfg;
+            cg_xform_cfg_default(&cfg);
+            cfg.profile = profiles[p];
+            cg_buf_t out = {0};
+            run_stream(&cfg, NULL, in.p, in.len, reads[r] ? &reads[r] : NULL, reads[r] ? 1 : 0, &out);
+            view_t v;
+            view_of_stream(&v, out.p, out.len);
+            if (v.max_line > 65536)
+                fail_msg("%s read %zu: line of %zu bytes", cg_profile_name(profiles[p]), reads[r], v.max_line);
+            assert_true(v.ends_done);
+            if (profiles[p] != CG_PROFILE_WEBCHAT) {
+                assert_int_equal(v.content[0].len, want.len);
+                assert_memory_equal(v.content[0].p, want.p, want.len);
+            } else {
+                /* [1] for each reference, then the definition. */
+                assert_non_null(memmem(v.content[0].p, v.content[0].len, "w\xC3\xA9 [1] w", 9));
+            }
+            if (r == 0) {
+                first = v;
+            } else {
+                char why[256];
+                assert_true(view_equal(&first, &v, why, sizeof(why)));
+                view_free(&v);
+            }
+            cg_buf_free(&out);
+        }
+        view_free(&first);
+    }
+    cg_buf_free(&in);
+    cg_buf_free(&want);
+    cg_buf_free(&url);
+}
+
 static void test_profile_names(void **state)
 {
     (void)state;
@@ -402,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_structured_removes_and_renumbers),
         cmocka_unit_test(test_structured_rejects_bad_shapes),
         cmocka_unit_test(test_structured_stream_is_held_then_replayed),
+        cmocka_unit_test(test_long_content_lines_stay_short),
         cmocka_unit_test(test_profile_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

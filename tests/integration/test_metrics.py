@@ -1,0 +1,234 @@
+"""/metrics (SPEC §10): a strict parse of the Prometheus text format (0.0.4),
+`promtool check metrics` as a second opinion, every SPEC series present with
+the right type, and each one moving when it should."""
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import unittest
+
+import harness as H
+
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*"'
+SAMPLE = re.compile(rf"^({NAME})(?:\{{((?:{LABEL})(?:,{LABEL})*)?\}})? (\S+)$")
+
+SPEC = {  # SPEC §10 name -> (type, labels every sample carries)
+    "citegate_requests_total": ("counter", {"path", "status"}),
+    "citegate_active_streams": ("gauge", set()),
+    "citegate_upstream_connections": ("gauge", {"protocol"}),
+    "citegate_upstream_request_duration_seconds": ("histogram", set()),
+    "citegate_time_to_first_byte_seconds": ("histogram", set()),
+    "citegate_sse_events_total": ("counter", {"direction"}),
+    "citegate_sse_malformed_total": ("counter", set()),
+    "citegate_citation_refs_total": ("counter", {"result"}),
+    "citegate_citations_emitted_total": ("counter", {"profile"}),
+    "citegate_citation_rate": ("histogram", set()),
+    "citegate_tracking_failures_total": ("counter", set()),
+    "citegate_upstream_errors_total": ("counter", {"kind"}),
+    "citegate_client_disconnects_total": ("counter", set()),
+}
+
+
+def parse_labels(text):
+    out = {}
+    for m in re.finditer(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', text or ""):
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+def parse(text):
+    """Strict exposition parse: returns {family: {"type", "help", "samples": [(name, labels, value)]}}.
+    Raises AssertionError on anything the format does not allow."""
+    fams, current = {}, None
+    assert text.endswith("\n"), "exposition must end with a newline"
+    for n, line in enumerate(text.split("\n")[:-1], 1):
+        assert line == line.strip() and line, f"line {n}: blank or padded line {line!r}"
+        if line.startswith("# HELP "):
+            name, _, help_text = line[7:].partition(" ")
+            assert re.fullmatch(NAME, name) and help_text, f"line {n}: bad HELP"
+            assert name not in fams, f"line {n}: family {name} repeated"
+            fams[name] = {"help": help_text, "type": None, "samples": []}
+            current = name
+        elif line.startswith("# TYPE "):
+            name, _, typ = line[7:].partition(" ")
+            assert name == current and fams[name]["type"] is None, f"line {n}: TYPE without HELP"
+            assert typ in ("counter", "gauge", "histogram", "summary", "untyped"), line
+            fams[name]["type"] = typ
+        elif line.startswith("#"):
+            raise AssertionError(f"line {n}: unexpected comment {line!r}")
+        else:
+            m = SAMPLE.match(line)
+            assert m, f"line {n}: not a sample {line!r}"
+            name, labels, value = m.group(1), parse_labels(m.group(2)), m.group(3)
+            fam = fams.get(current)
+            assert fam and fam["type"], f"line {n}: sample before its TYPE"
+            suffixes = {"histogram": ("_bucket", "_sum", "_count")}.get(fam["type"], ("",))
+            assert any(name == current + s for s in suffixes), f"line {n}: {name} outside {current}"
+            v = float(value)  # raises on garbage
+            assert not math.isnan(v), line
+            if fam["type"] == "counter":
+                assert current.endswith("_total") and v >= 0, line
+            fam["samples"].append((name, labels, v))
+    for name, fam in fams.items():
+        assert fam["type"], f"{name}: no TYPE"
+        if fam["type"] == "histogram":
+            check_histogram(name, fam["samples"])
+    return fams
+
+
+def check_histogram(name, samples):
+    buckets = [(float(l["le"].replace("+Inf", "inf")), v) for s, l, v in samples if s.endswith("_bucket")]
+    assert buckets and math.isinf(buckets[-1][0]), f"{name}: no +Inf bucket"
+    assert all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), \
+        f"{name}: buckets not cumulative and ordered"
+    count = [v for s, _, v in samples if s == name + "_count"]
+    assert count == [buckets[-1][1]], f"{name}: _count differs from the +Inf bucket"
+    assert len([1 for s, _, _ in samples if s == name + "_sum"]) == 1, f"{name}: _sum"
+
+
+def value(fams, family, sample=None, **labels):
+    total = 0.0
+    for s, l, v in fams[family]["samples"]:
+        if s == (sample or family) and all(l.get(k) == w for k, w in labels.items()):
+            total += v
+    return total
+
+
+class Metrics(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.mock = H.MockUpstream().start()
+        cls.cg = H.Citegate(upstream=cls.mock.url).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cg.stop()
+        cls.cg.cleanup()
+        cls.mock.stop()
+        cls.mock.cleanup()
+
+    def scrape(self):
+        st, hd, body = self.cg.admin("GET", "/metrics")
+        self.assertEqual(st, 200)
+        self.assertTrue(hd.get("Content-Type", "").startswith("text/plain; version=0.0.4"), hd)
+        return body.decode(), parse(body.decode())
+
+    def ask(self, fixture, headers=None, stream=True):
+        body = {"stream": stream, "messages": [{"role": "user", "content": "metrics question"}]}
+        h = {"X-Mock-Fixture": fixture}
+        h.update(headers or {})
+        return self.cg.request("POST", "/v1/chat/completions", body, h)
+
+    def test_every_spec_series_with_its_type(self):
+        _, fams = self.scrape()
+        for name, (typ, labels) in SPEC.items():
+            self.assertIn(name, fams)
+            self.assertEqual(fams[name]["type"], typ, name)
+            for s, l, _ in fams[name]["samples"]:
+                if not s.endswith(("_bucket", "_sum", "_count")) or typ != "histogram":
+                    self.assertTrue(labels <= set(l), f"{s} {l} lacks {labels}")
+
+    def test_promtool_agrees(self):
+        promtool = shutil.which("promtool")
+        self.assertIsNotNone(promtool, "promtool (Debian package prometheus) is installed by make deps")
+        text, _ = self.scrape()
+        p = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True,
+                           timeout=30)
+        self.assertEqual(p.returncode, 0, p.stdout.decode() + p.stderr.decode())
+
+    def test_series_move_when_they_should(self):
+        _, before = self.scrape()
+        st, _, _ = self.ask("azure_oyd_stream.sse")
+        self.assertEqual(st, 200)
+        st, _, _ = self.ask("azure_oyd_stream.sse", {"X-Citegate-Profile": "webchat"})
+        self.assertEqual(st, 200)
+        st, _, _ = self.ask("numeric_malformed.sse")
+        self.assertEqual(st, 200)
+        st, _, _ = self.ask("azure_oyd_stream.sse", {"X-Mock-Fault": "status:500"})
+        self.assertEqual(st, 500)
+        st, _, _ = self.ask("azure_oyd_stream.sse", {"X-Mock-Fault": "reset"})
+        # a client that leaves mid-stream
+        c = self.cg.raw(timeout=5)
+        r = c.request("POST", "/v1/chat/completions", H.chat_body(stream=True),
+                      {"X-Mock-Fixture": "azure_oyd_stream.sse", "X-Mock-Split": "32",
+                       "X-Mock-Delay-Ms": "100"})
+        self.assertEqual(r.status, 200)
+        time.sleep(0.15)
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        c.sock.close()
+
+        def moved():
+            _, after = self.scrape()
+            return after
+        self.assertTrue(H.wait_for(lambda: value(moved(), "citegate_client_disconnects_total") >
+                                   value(before, "citegate_client_disconnects_total"), 5))
+        after = moved()
+        grew = lambda fam, sample=None, **l: value(after, fam, sample, **l) > value(before, fam, sample, **l)
+        self.assertTrue(grew("citegate_requests_total", path="/v1/chat/completions", status="200"))
+        self.assertTrue(grew("citegate_requests_total", path="/v1/chat/completions", status="500"))
+        self.assertTrue(grew("citegate_upstream_request_duration_seconds",
+                             "citegate_upstream_request_duration_seconds_count"))
+        self.assertTrue(grew("citegate_time_to_first_byte_seconds",
+                             "citegate_time_to_first_byte_seconds_count"))
+        self.assertTrue(grew("citegate_sse_events_total", direction="in"))
+        self.assertTrue(grew("citegate_sse_events_total", direction="out"))
+        self.assertTrue(grew("citegate_sse_malformed_total"))
+        self.assertTrue(grew("citegate_citation_refs_total", result="linked"))
+        self.assertTrue(grew("citegate_citation_refs_total", result="unlinked"))
+        self.assertTrue(grew("citegate_citation_refs_total", result="out_of_range"))
+        self.assertTrue(grew("citegate_citations_emitted_total", profile="openwebui"))
+        self.assertTrue(grew("citegate_citations_emitted_total", profile="webchat"))
+        self.assertFalse(grew("citegate_citations_emitted_total", profile="openai"))
+        self.assertTrue(grew("citegate_citation_rate", "citegate_citation_rate_count"))
+        self.assertTrue(grew("citegate_upstream_errors_total"))
+        self.assertEqual(value(after, "citegate_active_streams"), 0)
+        self.assertGreaterEqual(value(after, "citegate_upstream_connections", protocol="http1.1") +
+                                value(after, "citegate_upstream_connections", protocol="h2"), 0)
+
+    def test_active_streams_counts_open_streams(self):
+        c = self.cg.raw(timeout=10)
+        r = c.request("POST", "/v1/chat/completions", H.chat_body(stream=True),
+                      {"X-Mock-Fixture": "azure_oyd_stream.sse", "X-Mock-Split": "64",
+                       "X-Mock-Delay-Ms": "60"})
+        self.assertEqual(r.status, 200)
+        _, during = self.scrape()
+        self.assertGreaterEqual(value(during, "citegate_active_streams"), 1)
+        self.assertGreaterEqual(value(during, "citegate_upstream_connections"), 1)
+        r.read_all(timeout=20)
+        c.close()
+        self.assertTrue(H.wait_for(lambda: value(self.scrape()[1], "citegate_active_streams") == 0, 5))
+
+    def test_tracking_failures_move(self):
+        d = os.path.join(self.cg.dir, "blocker")
+        open(d, "w").close()
+        cg = H.Citegate(upstream=self.mock.url,
+                        env={"SEMANTIC_MEMORY_DB_PATH": os.path.join(d, "x", "m.db")}).start()
+        self.addCleanup(cg.cleanup)
+        self.addCleanup(cg.stop)
+        st, _, _ = cg.request("POST", "/v1/chat/completions", H.chat_body(stream=True),
+                              {"X-Mock-Fixture": "azure_oyd_stream.sse"})
+        self.assertEqual(st, 200)
+
+        def failures():
+            _, _, body = cg.admin("GET", "/metrics")
+            return value(parse(body.decode()), "citegate_tracking_failures_total")
+        self.assertTrue(H.wait_for(lambda: failures() >= 1, 5))
+
+    def test_parser_is_strict(self):
+        good = "# HELP a_total A.\n# TYPE a_total counter\na_total 1\n"
+        parse(good)
+        for bad in (good.replace("a_total 1", "a_total{x=\"1\" } 1"), good[:-1],
+                    good + "b_total 1\n", good.replace("1\n", "-1\n"),
+                    "# HELP h H.\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n"
+                    "h_sum 1\nh_count 1\n"):
+            with self.assertRaises((AssertionError, ValueError), msg=bad):
+                parse(bad)
+
+
+if __name__ == "__main__":
+    unittest.main()
