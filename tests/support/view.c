@@ -139,6 +139,8 @@ void view_of_stream(view_t *v, const char *s, size_t n)
     cg_buf_putc(&v->sources, ']');
     cg_buf_putc(&v->sources, '\0'); /* usable as a C string, not counted */
     v->sources.len--;
+    cg_buf_putc(&v->extras, '\0');
+    v->extras.len--;
     cg_buf_free(&data);
     cg_buf_free(&last);
 }

@@ -17,7 +17,8 @@ typedef struct view {
     cg_buf_t content[VIEW_CHOICES]; /* concatenated content per choice index */
     bool has_content[VIEW_CHOICES];
     cg_buf_t sources;               /* JSON array of emitted SOURCE objects */
-    cg_buf_t extras;                /* raw delta.annotations, top-level entities and citations */
+    cg_buf_t extras;                /* raw delta.annotations, top-level entities and citations
+                                       (one per line; NUL-terminated, not counted) */
     bool ends_done, ends_error;
     size_t max_line;                /* longest line in the response */
     size_t events;                  /* dispatched events (non-empty data) */
