@@ -163,6 +163,29 @@ static int resolve(cg_worker_t *w)
     return 0;
 }
 
+/* A 10 ms tick: how late it fires is how long the loop was blocked (by a
+ * slow callback, a synchronous disk write, ...). Unreferenced, so it never
+ * keeps a draining worker alive. */
+#define LAG_TICK_MS 10
+
+static void on_lag_tick(uv_timer_t *t)
+{
+    cg_worker_t *w = t->data;
+    uint64_t now = uv_hrtime();
+    double late = (double)(now - w->lag_last) / 1e9 - LAG_TICK_MS / 1000.0;
+    cg_hist_observe(&cg_metrics->loop_lag, cg_lag_buckets, late > 0 ? late : 0);
+    w->lag_last = now;
+}
+
+static void start_lag_timer(cg_worker_t *w)
+{
+    uv_timer_init(w->loop, &w->lag_timer);
+    w->lag_timer.data = w;
+    w->lag_last = uv_hrtime();
+    uv_timer_start(&w->lag_timer, on_lag_tick, LAG_TICK_MS, LAG_TICK_MS);
+    uv_unref((uv_handle_t *)&w->lag_timer);
+}
+
 static int run_worker(const cg_config_t *cfg, int index, char *data_sources)
 {
     cg_worker_t *w = &worker;
@@ -239,6 +262,7 @@ static int run_worker(const cg_config_t *cfg, int index, char *data_sources)
         uv_signal_start(sigs[i], on_signal, nums[i]);
     }
     cg_tracking_start(w);
+    start_lag_timer(w);
     uv_run(w->loop, UV_RUN_DEFAULT);
     uv_walk(w->loop, close_walk, NULL);
     uv_run(w->loop, UV_RUN_DEFAULT);

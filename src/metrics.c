@@ -17,6 +17,8 @@ const double cg_seconds_buckets[CG_HIST_N] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.2
                                               0.5,   1,    2.5,   5,    10,  30};
 const double cg_rate_buckets[CG_HIST_N] = {0.05, 0.1, 0.2, 0.3, 0.4, 0.5,
                                            0.6,  0.7, 0.8, 0.9, 0.95, 1};
+const double cg_lag_buckets[CG_HIST_N] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
+                                          0.05,   0.1,   0.2,   0.5,   1,    5};
 
 int cg_metrics_init(unsigned workers)
 {
@@ -139,6 +141,9 @@ void cg_metrics_render(cg_buf_t *b)
         cg_buf_printf(b, "citegate_citations_emitted_total{profile=\"%s\"} %llu\n", name,
                           (unsigned long long)SUM(citations_emitted[p]));
     }
+    hist(b, "event_loop_lag_seconds",
+         "How late a worker's 10 ms loop tick fired: time the loop spent blocked.",
+         offsetof(cg_metrics_slot_t, loop_lag), cg_lag_buckets);
     hist(b, "citation_rate", "Per answer: cited citations / available citations.",
          offsetof(cg_metrics_slot_t, citation_rate), cg_rate_buckets);
     header(b, "tracking_failures_total", "counter", "Citation tracking failures (answers unaffected).");

@@ -27,6 +27,7 @@ typedef struct cg_metrics_slot {
     int64_t active_streams;
     int64_t upstream_connections[CG_NPROTO_LABELS];
     cg_hist_t upstream_duration, ttfb, citation_rate;
+    cg_hist_t loop_lag; /* how late the loop's 10 ms tick fired */
     uint64_t sse_in, sse_out, sse_malformed;
     uint64_t refs_linked, refs_unlinked, refs_out_of_range;
     uint64_t citations_emitted[8]; /* by profile */
@@ -47,6 +48,7 @@ void cg_metrics_request(int route, int status);
 void cg_hist_observe(cg_hist_t *h, const double *bounds, double v);
 extern const double cg_seconds_buckets[CG_HIST_N];
 extern const double cg_rate_buckets[CG_HIST_N];
+extern const double cg_lag_buckets[CG_HIST_N];
 
 /* Renders the Prometheus text exposition of all workers' totals. */
 void cg_metrics_render(cg_buf_t *b);

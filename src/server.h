@@ -89,6 +89,8 @@ struct cg_worker {
     struct cg_memwriter *memory; /* semantic memory writer, or NULL */
     uint64_t memory_bad;         /* its drops and failures already counted */
     struct cg_memory *memory_read; /* read connection for /v1/citations/patterns */
+    uv_timer_t lag_timer;          /* measures event-loop stalls */
+    uint64_t lag_last;             /* when it last fired, uv_hrtime() */
 };
 
 /* A client request, as either protocol delivers it. */
