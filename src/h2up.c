@@ -158,6 +158,38 @@ static void stream_ended(nghttp2_session *s, int32_t id, cg_exchange_t *ex, int 
         serve_queue(u->w);
 }
 
+/* A stream the upstream refused before processing it (beyond a GOAWAY's
+ * last stream id, or reset with REFUSED_STREAM) is safe to send again
+ * (RFC 9113 §8.7): it goes back to the front of the queue, once. */
+static bool resend(h2up_t *u, cg_exchange_t *ex)
+{
+    if (ex->h2_head_done || ex->h2_resent >= 2)
+        return false;
+    ex->h2_resent++;
+    detach(u, ex);
+    cg_worker_t *w = u->w;
+    ex->next_waiting = w->waiting_head;
+    w->waiting_head = ex;
+    if (w->waiting_tail == NULL)
+        w->waiting_tail = ex;
+    ex->queued = true;
+    return true;
+}
+
+/* GOAWAY: no new streams here; those above last_stream_id were never
+ * processed and move to another connection (u->exs is newest first, so
+ * pushing each to the queue's front keeps their order). */
+static void on_goaway(h2up_t *u, int32_t last)
+{
+    u->goaway = true;
+    for (cg_exchange_t *ex = u->exs, *next; ex; ex = next) {
+        next = ex->h2_next;
+        if (ex->h2_id > last)
+            resend(u, ex);
+    }
+    serve_queue(u->w);
+}
+
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
 {
     h2up_t *u = ud;
@@ -171,7 +203,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
         return 0;
     }
     if (f->hd.type == NGHTTP2_GOAWAY) {
-        u->goaway = true;
+        on_goaway(u, f->goaway.last_stream_id);
         return 0;
     }
     cg_exchange_t *ex = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
@@ -214,10 +246,15 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
 
 static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
 {
-    (void)ud;
+    h2up_t *u = ud;
     cg_exchange_t *ex = nghttp2_session_get_stream_user_data(s, id);
-    if (ex)
-        stream_ended(s, id, ex, code == NGHTTP2_NO_ERROR && ex->h2_head_done ? -1 : CG_UERR_RESET);
+    if (ex == NULL)
+        return 0;
+    if (code == NGHTTP2_REFUSED_STREAM && resend(u, ex)) {
+        serve_queue(u->w);
+        return 0;
+    }
+    stream_ended(s, id, ex, code == NGHTTP2_NO_ERROR && ex->h2_head_done ? -1 : CG_UERR_RESET);
     return 0;
 }
 

@@ -153,6 +153,7 @@ struct cg_exchange {
     int32_t h2_id;
     int h2_status;
     bool h2_head_done;
+    uint8_t h2_resent;          /* times refused unprocessed and sent again */
     cg_hdrs_t h2_hdrs;
     size_t h2_body_off, h2_unconsumed;
     cg_exchange_t *h2_prev, *h2_next;

@@ -4,10 +4,15 @@
  * fixture file (X-Mock-Fixture, default azure_oyd_stream.sse), advertises
  * --max-streams as SETTINGS_MAX_CONCURRENT_STREAMS, can reset a stream
  * (X-Mock-Fault: rst) and counts the connections it accepted into
- * --stats-file. Single-threaded poll() loop; for tests only.
+ * --stats-file. With --events-file it appends one JSON line per RST_STREAM
+ * received, stamped with CLOCK_MONOTONIC (the clock Python's
+ * time.monotonic_ns() reads), so a test can time citegate's cancel. With
+ * --goaway-after N it sends GOAWAY on a connection once N streams were
+ * opened on it (those N finish). Single-threaded poll() loop; for tests only.
  *
  * usage: h2mock --fixtures DIR --ready-file F [--max-streams N] [--stats-file F]
  *               [--delay-ms D]   (D ms between an answer's events)
+ *               [--events-file F] [--goaway-after N]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +42,8 @@ typedef struct conn {
     int fd;
     nghttp2_session *s;
     stream_t *streams;
+    unsigned opened;
+    int goaway_sent;
 } conn_t;
 
 static const char *fixtures = ".";
@@ -44,6 +51,26 @@ static unsigned max_streams = 100;
 static const char *stats_file;
 static unsigned accepted;
 static int delay_ms;
+static const char *events_file;
+static unsigned goaway_after;
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void log_event(const char *what, int32_t id, uint32_t code)
+{
+    if (!events_file)
+        return;
+    FILE *f = fopen(events_file, "a");
+    if (f) {
+        fprintf(f, "{\"%s\":%d,\"code\":%u,\"t_ns\":%lld}\n", what, id, code, now_ns());
+        fclose(f);
+    }
+}
 
 static long long now_ms(void)
 {
@@ -100,6 +127,7 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
         return 0;
     stream_t *st = calloc(1, sizeof(*st));
     st->id = f->hd.stream_id;
+    c->opened++;
     strcpy(st->fixture, "azure_oyd_stream.sse");
     st->next = c->streams;
     c->streams = st;
@@ -127,6 +155,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
 {
     (void)ud;
+    if (f->hd.type == NGHTTP2_RST_STREAM)
+        log_event("rst", f->hd.stream_id, f->rst_stream.error_code);
     if (!(f->hd.flags & NGHTTP2_FLAG_END_STREAM) ||
         (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA))
         return 0;
@@ -180,6 +210,12 @@ static void write_stats(void)
 /* Sends what nghttp2 has; resets streams whose half answer went out. */
 static int pump(conn_t *c)
 {
+    if (goaway_after && !c->goaway_sent && c->opened >= goaway_after) {
+        int32_t last = nghttp2_session_get_last_proc_stream_id(c->s);
+        nghttp2_submit_goaway(c->s, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR, NULL, 0);
+        c->goaway_sent = 1;
+        log_event("goaway", last, 0);
+    }
     for (stream_t *st = c->streams; st; st = st->next) {
         if (st->rst && st->body && st->off == st->len) {
             nghttp2_submit_rst_stream(c->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
@@ -218,6 +254,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--max-streams")) max_streams = (unsigned)atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--stats-file")) stats_file = argv[i + 1];
         else if (!strcmp(argv[i], "--delay-ms")) delay_ms = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--events-file")) events_file = argv[i + 1];
+        else if (!strcmp(argv[i], "--goaway-after")) goaway_after = (unsigned)atoi(argv[i + 1]);
     }
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
