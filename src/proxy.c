@@ -562,7 +562,8 @@ static void account(cg_exchange_t *ex)
         cg_metrics->refs_out_of_range += s->refs_out_of_range;
         cg_metrics->citations_emitted[ex->profile] += s->citations_emitted;
         /* Only an answer that finished is tracked (SPEC §8). */
-        if (!ex->gone && !s->truncated && !s->passthrough && (s->saw_finish || s->saw_done))
+        bool finished = s->saw_finish || s->saw_done || ex->mode == MODE_BODY;
+        if (!ex->gone && !s->truncated && !s->passthrough && finished)
             cg_tracking_answer(w, ex->rid, ex->xf, &ex->req);
     }
     const char *method = llhttp_method_name((llhttp_method_t)ex->msg->method);

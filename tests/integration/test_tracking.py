@@ -218,6 +218,30 @@ class Tracking(unittest.TestCase):
         self.assertTrue(H.wait_for(lambda: failures() >= 1, 5), failures())
         self.assertTrue(any("semantic memory" in l.get("msg", "") for l in cg.log_lines()))
 
+    def test_workers_share_stats_and_database(self):
+        cg = self.start({"CITEGATE_WORKERS": "2"})
+        n = 8
+        for i in range(n):
+            self.ask(cg, "azure_oyd_stream.sse", question=f"worker question {i}")
+        _, v, c, r = expected_track("azure_oyd_stream.sse")
+        got = self.stats(cg)
+        self.assertEqual((got["answers"], got["citations_available"], got["citations_cited"],
+                          got["references"]), (n, n * v, n * c, n * r))
+        cg.stop()
+        db = sqlite3.connect(os.path.join(cg.dir, "data", "semantic-memory.db"))
+        queries = {q for (q,) in db.execute("SELECT query FROM patterns WHERE kind='procedural'")}
+        db.close()
+        self.assertEqual(queries, {f"worker question {i}" for i in range(n)})
+
+    def test_body_without_finish_reason_is_tracked(self):
+        body = json.loads(open(os.path.join(FIXTURES, "azure_oyd_response.json")).read())
+        for ch in body["choices"]:
+            ch.pop("finish_reason", None)
+        write_fixture(self.fx, "no_finish.json", json.dumps(body))
+        cg = self.start()
+        self.ask(cg, "no_finish.json")
+        self.assertEqual(self.stats(cg)["answers"], 1)
+
     def test_tracking_off_stores_nothing(self):
         cg = self.start({"ENABLE_CITATION_TRACKING": "false"})
         self.ask(cg, "azure_oyd_stream.sse")
