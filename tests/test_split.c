@@ -28,6 +28,14 @@ static const struct {
     {"numeric_malformed.sse", "openwebui_rag_request.json"},
     {"perplexity_stream.sse", "chat_request.json"},
     {"structured_stream.sse", "structured_request.json"},
+    {"profiles/azure_multi_choice.sse", "chat_request.json"},
+    {"profiles/azure_late_context.sse", "profiles/azure_ds_request.json"},
+    {"profiles/azure_truncated_refs.sse", "chat_request.json"},
+    {"profiles/perplexity_search_results_stream.sse", "chat_request.json"},
+    {"profiles/request_sources_stream.sse", "profiles/rag_request_rich.json"},
+    {"profiles/request_sources_no_done.sse", "profiles/rag_request_rich.json"},
+    {"profiles/structured_stream.sse", "structured_request.json"},
+    {"profiles/event_injection.sse", "chat_request.json"},
 };
 
 /* Every profile that transforms; each fixture runs through all of them. */
