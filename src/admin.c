@@ -34,17 +34,6 @@ static void send_json(cg_client_t *c, int status, const cg_buf_t *b)
     done(c, status);
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* The decoded value of query parameter `name` (form encoding: '+' is a
  * space), or NULL when absent. Caller frees. */
 static char *query_param(const cg_client_t *c, const char *name)
@@ -60,7 +49,8 @@ static char *query_param(const cg_client_t *c, const char *name)
             cg_buf_t v = {0};
             for (const char *s = p + nl + 1; s < stop; s++) {
                 int hi, lo;
-                if (*s == '%' && stop - s >= 3 && (hi = hexval(s[1])) >= 0 && (lo = hexval(s[2])) >= 0) {
+                if (*s == '%' && stop - s >= 3 && (hi = cg_hex_digit(s[1])) >= 0 &&
+                    (lo = cg_hex_digit(s[2])) >= 0) {
                     cg_buf_putc(&v, (char)(hi * 16 + lo));
                     s += 2;
                 } else {

@@ -129,3 +129,14 @@ size_t cg_utf8_cut(const char *s, size_t n)
         return n; /* not UTF-8: cut where asked */
     return (back + 1 >= need) ? n : i - 1;
 }
+
+int cg_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}

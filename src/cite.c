@@ -42,16 +42,6 @@ bool cg_url_is_absolute(const char *s)
     return s && (strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (char)tolower((unsigned char)c);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 char *cg_url_file_name(const char *s)
 {
     if (s == NULL)
@@ -73,8 +63,8 @@ char *cg_url_file_name(const char *s)
     size_t o = 0;
     for (size_t i = start; i < end; i++) {
         int hi, lo;
-        if (path[i] == '%' && i + 2 < end + 1 && (hi = hexval(path[i + 1])) >= 0 &&
-            (lo = hexval(path[i + 2])) >= 0) {
+        if (path[i] == '%' && i + 2 < end + 1 && (hi = cg_hex_digit(path[i + 1])) >= 0 &&
+            (lo = cg_hex_digit(path[i + 2])) >= 0) {
             out[o++] = (char)(hi * 16 + lo);
             i += 2;
         } else {

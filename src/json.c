@@ -275,24 +275,13 @@ char *cg_json_strdup_nonempty(const cg_json_t *j, int i)
     return s;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static long hex4(const char *s, size_t n)
 {
     if (n < 4)
         return -1;
     long v = 0;
     for (int k = 0; k < 4; k++) {
-        int h = hexval(s[k]);
+        int h = cg_hex_digit(s[k]);
         if (h < 0)
             return -1;
         v = v * 16 + h;

@@ -48,6 +48,9 @@ void cg_buf_puts(cg_buf_t *b, const char *s);
 void cg_buf_putc(cg_buf_t *b, char c);
 void cg_buf_printf(cg_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Value of a hexadecimal digit, or -1. */
+int cg_hex_digit(char c);
+
 /* Length of the longest prefix of s[0..n) that ends on a UTF-8 character boundary. */
 size_t cg_utf8_cut(const char *s, size_t n);
 
