@@ -310,6 +310,35 @@ def stats(cg):
     return json.loads(body) if st == 200 else {"status": st}
 
 
+def proc_cpu(pid):
+    """utime + stime of a process (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def sys_busy():
+    """Seconds of CPU time spent busy by the whole machine (all CPUs)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def threads(pid):
+    """{tid: (name, cpu s, run-queue wait s)} from /proc/PID/task/*/schedstat."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                cpu, wait, _ = (int(x) for x in f.read().split())
+        except OSError:
+            continue
+        out[int(tid)] = (name, cpu / 1e9, wait / 1e9)
+    return out
+
+
 def pct(v, p):
     if not v:
         return float("nan")
@@ -330,8 +359,13 @@ def run_round(mode, mock, binary, args, want):
     try:
         cg.start()
         time.sleep(0.3)
+        pid = cg.proc.pid
         m0 = metrics(cg)
+        th0, busy0 = threads(pid), sys_busy()
+        own0 = proc_cpu(pid) + proc_cpu(mock.proc.pid) + sum(os.times()[:2])
         clients, gaps, ttfb, secs = run_load(cg.port, args)
+        th1, busy1 = threads(pid), sys_busy()
+        own1 = proc_cpu(pid) + proc_cpu(mock.proc.pid) + sum(os.times()[:2])
         m1 = metrics(cg)
         st = stats(cg)
         rc = cg.stop(timeout=30)
@@ -366,13 +400,20 @@ def run_round(mode, mock, binary, args, want):
                 lost += 1
                 errors.append(f"client {c.idx}: wrong answer")
     l0, l1 = lag(m0), lag(m1)
+    # The loop thread (tid == pid): CPU it used and time it waited runnable for a CPU;
+    # every other thread of citegate (the SQLite writer when tracking is on).
+    loop_cpu = th1[pid][1] - th0.get(pid, th1[pid])[1]
+    loop_wait = th1[pid][2] - th0.get(pid, th1[pid])[2]
+    other_cpu = sum(v[1] - th0.get(t, (None, 0, 0))[1] for t, v in th1.items() if t != pid)
+    others = max(0.0, (busy1 - busy0) - (own1 - own0)) / (secs * (os.cpu_count() or 1)) * 100
     fails = m1.get("citegate_tracking_failures_total", 0) - m0.get("citegate_tracking_failures_total", 0)
     return {"mode": mode, "ok": ok, "lost": lost, "errors": errors, "secs": secs,
             "gaps": len(gaps), "p50": statistics.median(gaps) if gaps else float("nan"),
             "p99": pct(gaps, 0.99), "p999": pct(gaps, 0.999), "max": max(gaps) if gaps else 0,
             "ttfb_p99": pct(ttfb, 0.99),
             "ticks": int(l1[0] - l0[0]), "stalls5": int(l1[1] - l0[1]), "stalls20": int(l1[2] - l0[2]),
-            "lag_ms": (l1[3] - l0[3]) * 1000, "failures": int(fails), "stats": st, "rows": rows}
+            "lag_ms": (l1[3] - l0[3]) * 1000, "loop_cpu": loop_cpu, "loop_wait": loop_wait,
+            "thread_cpu": other_cpu, "others": others, "failures": int(fails), "stats": st, "rows": rows}
 
 
 # --------------------------------------------------------------------------- main
@@ -381,10 +422,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--streams", type=int, default=1000, help="concurrent clients (default 1000)")
     ap.add_argument("--requests", type=int, default=3, help="answers per client, in turn (default 3)")
-    ap.add_argument("--rounds", type=int, default=2, help="on/off pairs, order alternating (default 2)")
-    ap.add_argument("--delay-ms", type=int, default=50, help="mock's pause between events (default 50)")
-    ap.add_argument("--repeat", type=int, default=8,
-                    help="times the fixture's content events are repeated (default 8: 40 events)")
+    ap.add_argument("--rounds", type=int, default=3, help="on/off pairs, order alternating (default 3)")
+    ap.add_argument("--delay-ms", type=int, default=125, help="mock's pause between events (default 125)")
+    ap.add_argument("--repeat", type=int, default=4,
+                    help="times the fixture's 5 content events are repeated (default 4: 23 events)")
     ap.add_argument("--ramp", type=float, default=2.0, help="seconds over which clients start")
     ap.add_argument("--timeout", type=float, default=90.0, help="per-round limit in seconds")
     ap.add_argument("--log-level", default="info", help="CITEGATE_LOG_LEVEL (default info)")
@@ -412,21 +453,21 @@ def main():
     results = []
     try:
         mock.start()
-        print(f"{args.streams} clients x {args.requests} answers per round, {events + 3} upstream events "
-              f"per answer {args.delay_ms} ms apart (~{(events + 2) * args.delay_ms / 1000:.1f} s), "
-              f"{args.rounds} on/off pairs; {os.cpu_count()} CPUs", flush=True)
+        print(f"{args.streams} clients x {args.requests} answers per round; each answer {events + 3} upstream "
+              f"events {args.delay_ms} ms apart (~{(events + 2) * args.delay_ms / 1000:.1f} s); "
+              f"{args.rounds} on/off pairs; {os.cpu_count()} CPUs, load average "
+              f"{open('/proc/loadavg').read().split()[0]}", flush=True)
         for r in range(args.rounds):
             for mode in (("on", "off") if r % 2 == 0 else ("off", "on")):
                 res = run_round(mode, mock, binary, args, want)
                 res["round"] = r + 1
                 results.append(res)
                 st = res["stats"]
-                extra = (f" answers={st.get('answers')} rows={sum(res['rows'].values())} "
-                         f"failures={res['failures']}" if mode == "on" else f" answers={st.get('answers')}")
-                print(f"  round {r + 1} {mode:3}: {res['ok']} ok, {res['lost']} lost, {res['gaps']} gaps in "
-                      f"{res['secs']:.1f} s, p50 {res['p50']:.1f} ms, p99 {res['p99']:.1f} ms, "
-                      f"p99.9 {res['p999']:.1f} ms, max {res['max']:.0f} ms; loop ticks {res['ticks']}, "
-                      f">5 ms {res['stalls5']}, >20 ms {res['stalls20']};{extra}", flush=True)
+                extra = (f"; answers={st.get('answers')} rows={sum(res['rows'].values())} "
+                         f"failures={res['failures']}" if mode == "on" else f"; answers={st.get('answers')}")
+                print(f"  round {r + 1} {mode:3}: {res['ok']} ok, {res['lost']} lost in {res['secs']:.1f} s; "
+                      f"gaps p50 {res['p50']:.1f} p99 {res['p99']:.1f} max {res['max']:.0f} ms; "
+                      f"loop ticks >5 ms {res['stalls5']} of {res['ticks']}{extra}", flush=True)
                 for e in res["errors"][:5]:
                     print(f"    {e}", file=sys.stderr)
     finally:
@@ -447,16 +488,21 @@ def main():
     fails = sum(x["failures"] for x in on)
     lost = sum(x["lost"] for x in results)
     print()
-    print(f"{'mode':4} {'round':>5} {'answers':>7} {'gaps':>7} {'p50_ms':>7} {'p99_ms':>7} {'p99.9_ms':>8} "
-          f"{'max_ms':>7} {'ttfb_p99':>8} {'ticks':>6} {'>5ms':>5} {'>20ms':>5} {'rows':>6} {'fail':>4}")
+    print("gaps: between consecutive event arrivals of one answer at the client (nominal "
+          f"{args.delay_ms} ms); >5ms/>20ms: loop ticks that late; loop cpu/wait: citegate's loop thread "
+          "on CPU / runnable but waiting for a CPU; thr cpu: its other threads (SQLite writer); "
+          "other%: CPU of processes outside this benchmark, % of the machine")
+    print(f"{'mode':4} {'rnd':>3} {'answers':>7} {'gaps':>6} {'p50_ms':>6} {'p99_ms':>6} {'p99.9':>6} "
+          f"{'max_ms':>6} {'>5ms':>4} {'>20ms':>5} {'loop_cpu_s':>10} {'loop_wait_s':>11} {'thr_cpu_s':>9} "
+          f"{'other%':>6} {'rows':>5} {'fail':>4}")
     for x in sorted(results, key=lambda x: (x["mode"] != "on", x["round"])):
-        print(f"{x['mode']:4} {x['round']:>5} {x['ok']:>7} {x['gaps']:>7} {x['p50']:>7.1f} {x['p99']:>7.1f} "
-              f"{x['p999']:>8.1f} {x['max']:>7.0f} {x['ttfb_p99']:>8.1f} {x['ticks']:>6} {x['stalls5']:>5} "
-              f"{x['stalls20']:>5} {sum(x['rows'].values()) if x['mode'] == 'on' else '-':>6} "
-              f"{x['failures']:>4}")
+        print(f"{x['mode']:4} {x['round']:>3} {x['ok']:>7} {x['gaps']:>6} {x['p50']:>6.1f} {x['p99']:>6.1f} "
+              f"{x['p999']:>6.1f} {x['max']:>6.0f} {x['stalls5']:>4} {x['stalls20']:>5} "
+              f"{x['loop_cpu']:>10.2f} {x['loop_wait']:>11.2f} {x['thread_cpu']:>9.2f} {x['others']:>6.0f} "
+              f"{sum(x['rows'].values()) if x['mode'] == 'on' else '-':>5} {x['failures']:>4}")
     print(f"median over rounds: p50 {p50_on:.1f}/{p50_off:.1f} ms, p99 {p99_on:.1f}/{p99_off:.1f} ms (on/off); "
-          f"patterns rows {rows} (expected {rows_want}: {proc_rows} procedural + {epi_rows} episodic "
-          f"per answer), tracked answers {answers_on}")
+          f"patterns rows {rows}, expected {rows_want} ({proc_rows} procedural + {epi_rows} episodic "
+          f"per answer); answers tracked {answers_on}")
     print(f"tracking: streams={args.streams} rounds={args.rounds} answers_on={answers_on} rows={rows} "
           f"p50_ms={p50_on:.1f}/{p50_off:.1f} p99_ms={p99_on:.1f}/{p99_off:.1f} "
           f"ratio_p50={p50_on / p50_off:.2f} ratio_p99={p99_on / p99_off:.2f} "
