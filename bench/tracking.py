@@ -5,19 +5,22 @@ Bar from the issue: "1,000 concurrent streams with tracking on vs off, side by
 side: p99 per-event latency within 10%, zero event-loop stalls over 5 ms
 attributable to SQLite."
 
-One mock upstream (tests/tools/mock_upstream.py) serves every round. Each
-round starts a fresh citegate (one worker, HTTP/1.1 both ways) in one of two
-modes and puts the same load through it:
-  on   ENABLE_CITATION_TRACKING=true, ENABLE_SEMANTIC_MEMORY=true,
-       SEMANTIC_MEMORY_DB_PATH in the round's own temporary folder
-  off  ENABLE_CITATION_TRACKING=false
-Rounds alternate the order (on/off, off/on, ...) so drift hits both modes.
+One mock upstream (tests/tools/mock_upstream.py, run with its full garbage
+collections off: see MOCK_WRAPPER) serves every round. Each round starts a
+fresh citegate (one worker, HTTP/1.1 both ways, a private copy of the binary)
+in each mode and puts the same load through it:
+  on     ENABLE_CITATION_TRACKING=true, ENABLE_SEMANTIC_MEMORY=true,
+         SEMANTIC_MEMORY_DB_PATH in the round's own temporary folder
+  off    ENABLE_CITATION_TRACKING=false
+  nomem  (optional) tracking on, ENABLE_SEMANTIC_MEMORY=false: all but SQLite
+  direct (optional) no citegate, clients straight to the mock: the floor
+Every other round runs the modes in reverse order, so drift hits all of them.
 
-Load: N clients (one keep-alive connection each, starts spread over --ramp
+Load: N clients (one keep-alive connection each, started evenly over --ramp
 seconds) each ask --requests streaming questions one after another, every
 question different, so every answer ends in a pattern write when tracking is
 on. The answer is azure_oyd_stream.sse stretched to dozens of events (its
-context event, its content events repeated --repeat times, finish, [DONE]),
+context event, its 5 content events repeated --repeat times, finish, [DONE]),
 written by the mock one event per write, --delay-ms apart.
 
 Measured at the clients: the gap between consecutive event arrivals of one
@@ -25,10 +28,13 @@ answer (a read that completes at least one SSE event; events that arrive in
 the same read count once), p50 and p99 per round. From citegate: the
 citegate_event_loop_lag_seconds histogram (lateness of a 10 ms loop tick)
 before and after the load: ticks later than 5 ms = count - bucket{le="0.005"};
-citegate_tracking_failures_total; /v1/citations/stats; and after an "on"
-round the rows of the SQLite patterns table (read with the sqlite3 module
-once citegate has stopped, the writer having drained its queue), against the
-rows expected from the answers.
+citegate_tracking_failures_total; /v1/citations/stats; the loop thread's CPU
+time and run-queue wait and the other threads' CPU (/proc/PID/task/*/schedstat);
+and after an "on" round the rows of the SQLite patterns table (read with the
+sqlite3 module once citegate has stopped, the writer having drained its queue)
+against the rows expected from the fixture. With --perf, perf records the loop
+thread's scheduler events and every interval over 5 ms is named: blocked in the
+kernel (with the stack), waiting for a CPU, or running.
 
 Every answer is checked: status 200, content and sources equal to the
 expected client view (tests/fixtures/expected/azure_oyd_stream.openwebui.json,
@@ -36,14 +42,18 @@ content repeated), ends with [DONE]. The exit status is 1 when an answer is
 lost or wrong or a request fails, never because of the latency ratio (a
 measurement, not a test).
 
-usage: bench/tracking.py [--streams 1000] [--requests 3] [--rounds 2]
-                         [--delay-ms 50] [--repeat 8] [--ramp 2]
+usage: bench/tracking.py [--streams 1000] [--requests 3] [--rounds 3]
+                         [--delay-ms 125] [--repeat 4] [--ramp 2]
+                         [--modes on,off[,nomem][,direct]] [--perf]
                          [--citegate build/citegate] [--log-level info]
-Final line:
+Final line (p50/p99: median over rounds; stalls: summed over rounds):
   tracking: streams=N rounds=R answers_on=A rows=W p50_ms=on/off p99_ms=on/off
             ratio_p50=X ratio_p99=Y stalls_over_5ms=on/off failures_on=F lost=L
 """
 import argparse
+import collections
+import errno
+import gc
 import heapq
 import json
 import os
@@ -51,13 +61,14 @@ import re
 import resource
 import selectors
 import shutil
+import signal
 import socket
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-import errno
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
@@ -92,6 +103,41 @@ def make_fixture(directory, repeat):
     proc = 1 if available and cited else 0
     epi = 1 if available and (available - len(cited)) * 2 >= available else 0
     return len(content) * repeat, proc, epi
+
+
+# --------------------------------------------------------------------------- mock
+
+# Runs tests/tools/mock_upstream.py unchanged, in an interpreter that never starts a
+# full (oldest generation) garbage collection: with 1,000 open connections one full
+# collection stops the mock for 100-200 ms, every stream sees that as one long gap,
+# and the p99 of the gaps becomes the size of the mock's worst collection.
+MOCK_WRAPPER = ("import gc, runpy, sys; gc.set_threshold(700, 10, 1 << 30); sys.argv = sys.argv[1:]; "
+                "runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+class Mock(H.MockUpstream):
+    """harness.MockUpstream, started through MOCK_WRAPPER unless full_gc."""
+
+    def __init__(self, fixtures, full_gc=False):
+        super().__init__(fixtures=fixtures)
+        self.full_gc = full_gc
+
+    def start(self, timeout=H.DEFAULT_TIMEOUT):
+        if self.full_gc:
+            return super().start(timeout)
+        ready = os.path.join(self.dir, "ready")
+        self.log = open(os.path.join(self.dir, "mock.log"), "wb")
+        self.proc = subprocess.Popen([sys.executable, "-c", MOCK_WRAPPER, H.MOCK, "--port", "0",
+                                      "--fixtures", self.fixtures, "--ready-file", ready,
+                                      "--parent-pid", str(os.getpid())],
+                                     stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=H._die_with_parent)
+        if not H.wait_for(lambda: os.path.exists(ready) or self.proc.poll() is not None, timeout) \
+                or not os.path.exists(ready):
+            self.stop()
+            raise RuntimeError("mock upstream did not start: " + self.output())
+        with open(ready) as f:
+            self.port = int(f.read().strip())
+        return self
 
 
 # --------------------------------------------------------------------------- load
@@ -144,6 +190,9 @@ def run_load(port, args):
             n = c.sock.send(c.out)
         except BlockingIOError:
             n = 0
+        except OSError as e:
+            fail(c, f"send: {e}")
+            return
         c.out = c.out[n:]
         sel.modify(c.sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if c.out else 0), c)
 
@@ -239,7 +288,7 @@ def run_load(port, args):
                 continue
             if mask & selectors.EVENT_WRITE and c.out:
                 flush(c)
-            if not mask & selectors.EVENT_READ:
+            if c.error or not mask & selectors.EVENT_READ:
                 continue
             try:
                 data = c.sock.recv(65536)
@@ -250,7 +299,7 @@ def run_load(port, args):
                 continue
             t = time.monotonic()
             if not data:
-                fail(c, f"closed by citegate in answer {c.asked} ({c.state})")
+                fail(c, f"connection closed by the server in answer {c.asked} ({c.state})")
                 continue
             if c.state == "head":
                 c.head += data
@@ -283,6 +332,60 @@ def run_load(port, args):
 
 
 # --------------------------------------------------------------------------- citegate side
+
+def perf_start(pid, path):
+    """perf records the scheduler events of citegate's loop thread (tid == pid), with stacks."""
+    p = subprocess.Popen(["perf", "record", "-q", "-g", "-a", "-o", path,
+                          "-e", "sched:sched_switch", "--filter", f"prev_pid == {pid} || next_pid == {pid}",
+                          "-e", "sched:sched_waking", "--filter", f"pid == {pid}"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=H._die_with_parent)
+    time.sleep(1.0)  # perf's set-up; events before it is ready are not recorded
+    return p
+
+
+def perf_stalls(path, loop, limit=0.005):
+    """The loop thread's intervals over `limit` from a perf_start record: a list of
+    (what, ms, kernel stack) with what "blocked" (asleep outside epoll_wait), "cpu wait"
+    (preempted, or woken and not yet running) or "running" (on a CPU throughout)."""
+    out = subprocess.run(["perf", "script", "-i", path, "-F", "tid,time,event,trace,ip,sym"],
+                         capture_output=True, text=True, timeout=300).stdout
+    events, cur = [], None
+    for line in out.splitlines():
+        m = re.match(r"\s*(\d+)\s+(\d+\.\d+):\s+(\S+):\s*(.*)$", line)
+        if m:
+            cur = (float(m.group(2)), m.group(3), m.group(4), [])
+            events.append(cur)
+        elif cur is not None and line.strip():
+            cur[3].append(line.split()[-1])
+    found = []
+    t_in = t_out = t_wake = None
+    out_state, out_stack = "", []
+    for t, name, trace, stack in events:
+        if name == "sched:sched_waking":
+            if re.search(rf"\bpid={loop}\b", trace):
+                t_wake = t
+            continue
+        m = re.search(r"prev_pid=(\d+) .*prev_state=(\S+) ==> .*next_pid=(\d+)", trace)
+        if not m:
+            continue
+        if int(m.group(1)) == loop:
+            if t_in is not None and t - t_in > limit:
+                found.append(("running", (t - t_in) * 1000, ""))
+            t_in, t_out, t_wake, out_state, out_stack = None, t, None, m.group(2), stack
+        if int(m.group(3)) == loop and t_out is not None:
+            if out_state.startswith("R"):
+                if t - t_out > limit:
+                    found.append(("cpu wait", (t - t_out) * 1000, ""))
+            else:
+                if t_wake is not None and t - t_wake > limit:
+                    found.append(("cpu wait", (t - t_wake) * 1000, ""))
+                if t - t_out > limit and not any("epoll_wait" in f for f in out_stack):
+                    frames = [f for f in out_stack if not f.startswith(("__schedule", "schedule"))]
+                    found.append(("blocked", (t - t_out) * 1000, " <- ".join(frames[:5])))
+            t_in = t
+    return found
+
+
 
 def metrics(cg):
     st, _, body = cg.admin("GET", "/metrics")
@@ -347,39 +450,64 @@ def pct(v, p):
 
 
 def run_round(mode, mock, binary, args, want):
+    """One load through a fresh citegate ("on", "off" or "nomem"), or straight to the mock
+    ("direct")."""
+    mock.reset()  # the mock's request log would otherwise grow round after round (GC pauses)
     env = {"CITEGATE_UPSTREAM_PROTOCOL": "http1.1", "CITEGATE_WORKERS": "1",
            "CITEGATE_UPSTREAM_MAX_CONNECTIONS": str(args.streams + 10),
            "CITEGATE_LOG_LEVEL": args.log_level, "CITEGATE_LOG_FORMAT": "text"}
     if mode == "on":
         env.update(ENABLE_CITATION_TRACKING="true", ENABLE_SEMANTIC_MEMORY="true")
+    elif mode == "nomem":
+        env.update(ENABLE_CITATION_TRACKING="true", ENABLE_SEMANTIC_MEMORY="false")
     else:
         env.update(ENABLE_CITATION_TRACKING="false")
-    cg = H.Citegate(upstream=mock.url, env=env, binary=binary)
-    db = cg.env["SEMANTIC_MEMORY_DB_PATH"]
+    cg = H.Citegate(upstream=mock.url, env=env, binary=binary) if mode != "direct" else None
+    rows, st, m0, m1, stalls, perf = {}, {}, {}, {}, None, None
     try:
-        cg.start()
-        time.sleep(0.3)
-        pid = cg.proc.pid
-        m0 = metrics(cg)
-        th0, busy0 = threads(pid), sys_busy()
-        own0 = proc_cpu(pid) + proc_cpu(mock.proc.pid) + sum(os.times()[:2])
-        clients, gaps, ttfb, secs = run_load(cg.port, args)
-        th1, busy1 = threads(pid), sys_busy()
-        own1 = proc_cpu(pid) + proc_cpu(mock.proc.pid) + sum(os.times()[:2])
-        m1 = metrics(cg)
-        st = stats(cg)
-        rc = cg.stop(timeout=30)
-        if rc not in (0, None):
-            raise RuntimeError(f"citegate ({mode}) stopped with {H.describe_exit(rc)}: {cg.stderr()[-1500:]}")
-        rows = {}
-        if mode == "on":
-            if os.path.exists(db):
+        if cg:
+            cg.start()
+            time.sleep(0.3)
+        pid = cg.proc.pid if cg else None
+        if cg and args.perf:
+            perf = perf_start(pid, os.path.join(cg.dir, "perf.data"))
+        if cg:
+            m0 = metrics(cg)
+        th0 = threads(pid) if cg else {}
+        busy0 = sys_busy()
+        own0 = (proc_cpu(pid) if cg else 0) + proc_cpu(mock.proc.pid) + sum(os.times()[:2])
+        gc.disable()  # no collector pauses in the measuring client
+        try:
+            clients, gaps, ttfb, secs = run_load(cg.port if cg else mock.port, args)
+        finally:
+            gc.enable()
+        th1 = threads(pid) if cg else {}
+        busy1 = sys_busy()
+        if perf:
+            perf.send_signal(signal.SIGINT)
+            perf.wait(timeout=60)
+        own1 = (proc_cpu(pid) if cg else 0) + proc_cpu(mock.proc.pid) + sum(os.times()[:2])
+        if cg:
+            m1 = metrics(cg)
+            st = stats(cg)
+            db = cg.env["SEMANTIC_MEMORY_DB_PATH"]
+            rc = cg.stop(timeout=30)  # the SQLite writer drains its queue before the worker exits
+            if rc not in (0, None):
+                raise RuntimeError(f"citegate ({mode}) stopped with {H.describe_exit(rc)}: "
+                                   f"{cg.stderr()[-1500:]}")
+            if perf:
+                stalls = perf_stalls(os.path.join(cg.dir, "perf.data"), pid)
+            if mode == "on" and os.path.exists(db):
                 con = sqlite3.connect(db)
                 rows = dict(con.execute("SELECT kind, count(*) FROM patterns GROUP BY kind").fetchall())
                 con.close()
     finally:
-        cg.cleanup()
-    # correctness of every answer
+        if perf and perf.poll() is None:
+            perf.kill()
+            perf.wait()
+        if cg:
+            cg.cleanup()
+    # correctness of every answer (straight from the mock: the fixture untransformed)
     ok = lost = 0
     errors = []
     seen = {}
@@ -391,29 +519,30 @@ def run_round(mode, mock, binary, args, want):
             good = seen.get(body)
             if good is None:
                 v = H.client_view.view(body.decode("utf-8", "replace"))
-                good = (status == 200 and v["content"] == want["content"] and
-                        v["sources"] == want["sources"] and v["ends_with_done"])
+                good = status == 200 and v["ends_with_done"] and (
+                    mode == "direct" or (v["content"] == want["content"] and v["sources"] == want["sources"]))
                 seen[body] = good
             if good:
                 ok += 1
             else:
                 lost += 1
                 errors.append(f"client {c.idx}: wrong answer")
-    l0, l1 = lag(m0), lag(m1)
-    # The loop thread (tid == pid): CPU it used and time it waited runnable for a CPU;
-    # every other thread of citegate (the SQLite writer when tracking is on).
-    loop_cpu = th1[pid][1] - th0.get(pid, th1[pid])[1]
-    loop_wait = th1[pid][2] - th0.get(pid, th1[pid])[2]
-    other_cpu = sum(v[1] - th0.get(t, (None, 0, 0))[1] for t, v in th1.items() if t != pid)
-    others = max(0.0, (busy1 - busy0) - (own1 - own0)) / (secs * (os.cpu_count() or 1)) * 100
-    fails = m1.get("citegate_tracking_failures_total", 0) - m0.get("citegate_tracking_failures_total", 0)
-    return {"mode": mode, "ok": ok, "lost": lost, "errors": errors, "secs": secs,
-            "gaps": len(gaps), "p50": statistics.median(gaps) if gaps else float("nan"),
-            "p99": pct(gaps, 0.99), "p999": pct(gaps, 0.999), "max": max(gaps) if gaps else 0,
-            "ttfb_p99": pct(ttfb, 0.99),
-            "ticks": int(l1[0] - l0[0]), "stalls5": int(l1[1] - l0[1]), "stalls20": int(l1[2] - l0[2]),
-            "lag_ms": (l1[3] - l0[3]) * 1000, "loop_cpu": loop_cpu, "loop_wait": loop_wait,
-            "thread_cpu": other_cpu, "others": others, "failures": int(fails), "stats": st, "rows": rows}
+    res = {"mode": mode, "ok": ok, "lost": lost, "errors": errors, "secs": secs,
+           "gaps": len(gaps), "p50": statistics.median(gaps) if gaps else float("nan"),
+           "p99": pct(gaps, 0.99), "p999": pct(gaps, 0.999), "max": max(gaps) if gaps else 0,
+           "ttfb_p99": pct(ttfb, 0.99), "stats": st, "rows": rows, "perf": stalls,
+           "others": max(0.0, (busy1 - busy0) - (own1 - own0)) / (secs * (os.cpu_count() or 1)) * 100}
+    if cg:
+        l0, l1 = lag(m0), lag(m1)
+        # The loop thread (tid == pid): CPU it used and time it waited runnable for a CPU;
+        # every other thread of citegate (the SQLite writer when tracking is on).
+        res.update(ticks=int(l1[0] - l0[0]), stalls5=int(l1[1] - l0[1]), stalls20=int(l1[2] - l0[2]),
+                   loop_cpu=th1[pid][1] - th0.get(pid, th1[pid])[1],
+                   loop_wait=th1[pid][2] - th0.get(pid, th1[pid])[2],
+                   thread_cpu=sum(v[1] - th0.get(t, (None, 0, 0))[1] for t, v in th1.items() if t != pid),
+                   failures=int(m1.get("citegate_tracking_failures_total", 0) -
+                                m0.get("citegate_tracking_failures_total", 0)))
+    return res
 
 
 # --------------------------------------------------------------------------- main
@@ -429,8 +558,23 @@ def main():
     ap.add_argument("--ramp", type=float, default=2.0, help="seconds over which clients start")
     ap.add_argument("--timeout", type=float, default=90.0, help="per-round limit in seconds")
     ap.add_argument("--log-level", default="info", help="CITEGATE_LOG_LEVEL (default info)")
+    ap.add_argument("--mock-full-gc", action="store_true",
+                    help="leave the mock's full garbage collections on (see MOCK_WRAPPER)")
+    ap.add_argument("--modes", default="on,off",
+                    help="modes run in each round, order reversed every other round: on, off, nomem "
+                         "(tracking on, semantic memory off: everything but SQLite), direct (straight to "
+                         "the mock: the floor of the mock and the measuring client); default on,off")
+    ap.add_argument("--perf", action="store_true",
+                    help="record citegate's loop thread with `perf record -e sched:...` and name "
+                         "every interval over 5 ms it spent blocked (with the kernel stack), waiting "
+                         "for a CPU or running (needs perf and root)")
     ap.add_argument("--citegate", default=os.path.join(ROOT, "build", "citegate"))
     args = ap.parse_args()
+    if args.perf and not shutil.which("perf"):
+        ap.error("--perf: no perf on PATH")
+    modes = args.modes.split(",")
+    if not {"on", "off"} <= set(modes) or not set(modes) <= {"on", "off", "nomem", "direct"}:
+        ap.error("--modes: on and off, and optionally nomem and direct")
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need = 3 * args.streams + 256  # this process, and citegate (client + upstream side) inherits it
@@ -449,7 +593,7 @@ def main():
         want = json.load(f)
     want = {"content": {k: v * args.repeat for k, v in want["content"].items()}, "sources": want["sources"]}
 
-    mock = H.MockUpstream(fixtures=tmp)
+    mock = Mock(tmp, full_gc=args.mock_full_gc)
     results = []
     try:
         mock.start()
@@ -457,19 +601,33 @@ def main():
               f"events {args.delay_ms} ms apart (~{(events + 2) * args.delay_ms / 1000:.1f} s); "
               f"{args.rounds} on/off pairs; {os.cpu_count()} CPUs, load average "
               f"{open('/proc/loadavg').read().split()[0]}", flush=True)
-        for r in range(args.rounds):
-            for mode in (("on", "off") if r % 2 == 0 else ("off", "on")):
-                res = run_round(mode, mock, binary, args, want)
-                res["round"] = r + 1
-                results.append(res)
-                st = res["stats"]
-                extra = (f"; answers={st.get('answers')} rows={sum(res['rows'].values())} "
-                         f"failures={res['failures']}" if mode == "on" else f"; answers={st.get('answers')}")
-                print(f"  round {r + 1} {mode:3}: {res['ok']} ok, {res['lost']} lost in {res['secs']:.1f} s; "
-                      f"gaps p50 {res['p50']:.1f} p99 {res['p99']:.1f} max {res['max']:.0f} ms; "
-                      f"loop ticks >5 ms {res['stalls5']} of {res['ticks']}{extra}", flush=True)
-                for e in res["errors"][:5]:
-                    print(f"    {e}", file=sys.stderr)
+        plan = [(r + 1, m) for r in range(args.rounds) for m in (modes if r % 2 == 0 else modes[::-1])]
+        for rnd, mode in plan:
+            res = run_round(mode, mock, binary, args, want)
+            res["round"] = rnd
+            results.append(res)
+            st = res["stats"]
+            if mode in ("on", "nomem"):
+                extra = (f"; loop ticks >5 ms {res['stalls5']} of {res['ticks']}; answers={st.get('answers')} "
+                         f"rows={sum(res['rows'].values())} failures={res['failures']}")
+            elif mode == "off":
+                extra = f"; loop ticks >5 ms {res['stalls5']} of {res['ticks']}; answers={st.get('answers')}"
+            else:
+                extra = " (no citegate)"
+            print(f"  round {rnd} {mode:5}: {res['ok']} ok, {res['lost']} lost in {res['secs']:.1f} s; "
+                  f"gaps p50 {res['p50']:.1f} p99 {res['p99']:.1f} max {res['max']:.0f} ms{extra}", flush=True)
+            for e in res["errors"][:5]:
+                print(f"    {e}", file=sys.stderr)
+            if res["perf"] is not None:
+                kinds = collections.Counter(k for k, _, _ in res["perf"])
+                print(f"    perf: loop thread > 5 ms: {kinds['blocked']} blocked, {kinds['cpu wait']} "
+                      f"waiting for a CPU, {kinds['running']} running", flush=True)
+                stacks = collections.defaultdict(list)
+                for k, ms, stack in res["perf"]:
+                    if k == "blocked":
+                        stacks[stack].append(ms)
+                for stack, v in stacks.items():
+                    print(f"      blocked {len(v)}x, {min(v):.1f}-{max(v):.1f} ms: {stack}", flush=True)
     finally:
         mock.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -492,14 +650,20 @@ def main():
           f"{args.delay_ms} ms); >5ms/>20ms: loop ticks that late; loop cpu/wait: citegate's loop thread "
           "on CPU / runnable but waiting for a CPU; thr cpu: its other threads (SQLite writer); "
           "other%: CPU of processes outside this benchmark, % of the machine")
-    print(f"{'mode':4} {'rnd':>3} {'answers':>7} {'gaps':>6} {'p50_ms':>6} {'p99_ms':>6} {'p99.9':>6} "
+    print(f"{'mode':6} {'rnd':>3} {'answers':>7} {'gaps':>6} {'p50_ms':>6} {'p99_ms':>6} {'p99.9':>6} "
           f"{'max_ms':>6} {'>5ms':>4} {'>20ms':>5} {'loop_cpu_s':>10} {'loop_wait_s':>11} {'thr_cpu_s':>9} "
           f"{'other%':>6} {'rows':>5} {'fail':>4}")
-    for x in sorted(results, key=lambda x: (x["mode"] != "on", x["round"])):
-        print(f"{x['mode']:4} {x['round']:>3} {x['ok']:>7} {x['gaps']:>6} {x['p50']:>6.1f} {x['p99']:>6.1f} "
-              f"{x['p999']:>6.1f} {x['max']:>6.0f} {x['stalls5']:>4} {x['stalls20']:>5} "
-              f"{x['loop_cpu']:>10.2f} {x['loop_wait']:>11.2f} {x['thread_cpu']:>9.2f} {x['others']:>6.0f} "
-              f"{sum(x['rows'].values()) if x['mode'] == 'on' else '-':>5} {x['failures']:>4}")
+    order = {"on": 0, "off": 1, "nomem": 2, "direct": 3}
+    for x in sorted(results, key=lambda x: (order[x["mode"]], x["round"])):
+        if x["mode"] == "direct":
+            cg_cols = f"{'-':>4} {'-':>5} {'-':>10} {'-':>11} {'-':>9}"
+        else:
+            cg_cols = (f"{x['stalls5']:>4} {x['stalls20']:>5} {x['loop_cpu']:>10.2f} {x['loop_wait']:>11.2f} "
+                       f"{x['thread_cpu']:>9.2f}")
+        print(f"{x['mode']:6} {x['round']:>3} {x['ok']:>7} {x['gaps']:>6} {x['p50']:>6.1f} {x['p99']:>6.1f} "
+              f"{x['p999']:>6.1f} {x['max']:>6.0f} {cg_cols} {x['others']:>6.0f} "
+              f"{sum(x['rows'].values()) if x['mode'] == 'on' else '-':>5} "
+              f"{x['failures'] if x['mode'] != 'direct' else '-':>4}")
     print(f"median over rounds: p50 {p50_on:.1f}/{p50_off:.1f} ms, p99 {p99_on:.1f}/{p99_off:.1f} ms (on/off); "
           f"patterns rows {rows}, expected {rows_want} ({proc_rows} procedural + {epi_rows} episodic "
           f"per answer); answers tracked {answers_on}")
