@@ -893,6 +893,8 @@ static ssize_t string_body(const char *s, size_t n)
     return -1;
 }
 
+static bool may_overflow(cg_xform_t *x, size_t others, cg_span_t s);
+
 static bool fast_event(cg_xform_t *x, const cg_sse_event_t *ev)
 {
     cg_span_t d = ev->data;
@@ -901,8 +903,8 @@ static bool fast_event(cg_xform_t *x, const cg_sse_event_t *ev)
         memcmp(d.p, x->tpl.p, pre) != 0)
         return false;
     /* The template's suffix starts with the content's closing quote. */
-    if (d.n - pre - post > CG_XFORM_FAST_MAX)
-        return false; /* a long content may need splitting (on_json_event) */
+    if (may_overflow(x, pre + post, cg_span(d.p + pre, d.n - pre - post)))
+        return false; /* its content must be split (on_json_event) */
     ssize_t body = string_body(d.p + pre, d.n - pre - post + 1);
     if (body < 0 || (size_t)body != d.n - pre - post ||
         memcmp(d.p + pre + body, x->tpl.p + pre, post) != 0)
@@ -1028,7 +1030,7 @@ static void split_content(cg_xform_t *x, cg_choice_t *ch, size_t index, cg_span_
 static void split_long_contents(cg_xform_t *x, int choices)
 {
     const cg_json_t *j = &x->json;
-    if (x->cfg.profile == CG_PROFILE_STRUCTURED || j->len < CG_XFORM_FAST_MAX)
+    if (x->cfg.profile == CG_PROFILE_STRUCTURED)
         return;
     int n = j->tok[choices].size;
     for (int k = 0, c = choices + 1; k < n; k++, c = cg_json_skip(j, c)) {

@@ -440,6 +440,39 @@ static void test_long_content_lines_stay_short(void **state)
     cg_buf_free(&url);
 }
 
+/* A short event can overflow too: 600 references to a 2,000-byte URL in
+ * 4 KiB of content would make a 1.2 MB line. */
+static void test_short_event_many_links_stays_short(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0}, url = {0};
+    cg_buf_puts(&url, "https://x.example/");
+    for (int i = 0; i < 2000; i++)
+        cg_buf_putc(&url, 'b');
+    cg_buf_printf(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{\"context\":{\"citations\":"
+                       "[{\"title\":\"T\",\"url\":\"%.*s\"}]}}}]}\n\n", (int)url.len, url.p);
+    for (int e = 0; e < 3; e++) { /* the third event takes the template fast path */
+        cg_buf_puts(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
+        for (int i = 0; i < 600; i++)
+            cg_buf_puts(&in, "[doc1]");
+        cg_buf_puts(&in, "\"},\"finish_reason\":null}]}\n\n");
+    }
+    cg_buf_puts(&in, "data: [DONE]\n\n");
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg);
+    cg_buf_t out = {0};
+    run_stream(&cfg, NULL, in.p, in.len, NULL, 0, &out);
+    view_t v;
+    view_of_stream(&v, out.p, out.len);
+    if (v.max_line > 65536)
+        fail_msg("line of %zu bytes", v.max_line);
+    assert_int_equal(v.content[0].len, 1800 * (url.len + 10));
+    view_free(&v);
+    cg_buf_free(&out);
+    cg_buf_free(&in);
+    cg_buf_free(&url);
+}
+
 static void test_profile_names(void **state)
 {
     (void)state;
@@ -466,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_structured_rejects_bad_shapes),
         cmocka_unit_test(test_structured_stream_is_held_then_replayed),
         cmocka_unit_test(test_long_content_lines_stay_short),
+        cmocka_unit_test(test_short_event_many_links_stays_short),
         cmocka_unit_test(test_profile_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,7 +30,6 @@
 #define CG_XFORM_MAX_ANNOTATIONS 1024
 #define CG_XFORM_LINE_MAX    65536 /* longest SSE line citegate writes (SPEC §6) */
 #define CG_XFORM_SPLIT_CHUNK 32768 /* content bytes per chunk when one is split */
-#define CG_XFORM_FAST_MAX    4096  /* longest content the template fast path takes */
 #define CG_SSE_MAX_EVENT_DEFAULT (4u << 20)
 
 typedef enum cg_profile {
