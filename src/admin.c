@@ -80,7 +80,9 @@ static bool parse_k(const char *s, int *k)
 }
 
 /* Recall runs on the loop: it is one indexed read (WAL readers never wait
- * for the writer threads), bounded by k. */
+ * for the writer threads), bounded by k. This worker's queued patterns are
+ * written first, so an answer that just finished can be recalled at once;
+ * the queue is bounded, and this is an operator's request, not a stream. */
 static void patterns(cg_client_t *c)
 {
     cg_worker_t *w = c->w;
@@ -96,6 +98,8 @@ static void patterns(cg_client_t *c)
         send_json(c, 200, &b);
     } else {
         char err[512] = "";
+        if (w->memory)
+            cg_memwriter_flush(w->memory);
         if (w->memory_read == NULL)
             w->memory_read = cg_memory_open(w->cfg->memory_db_path, err, sizeof(err));
         if (w->memory_read == NULL || cg_memory_recall(w->memory_read, q ? q : "", k, &b) != 0) {
