@@ -140,3 +140,11 @@ int cg_hex_digit(char c)
         return c - 'A' + 10;
     return -1;
 }
+
+void *cg_grow(void *v, size_t n, size_t *cap, size_t first, size_t elem)
+{
+    if (n < *cap)
+        return v;
+    *cap = *cap ? *cap * 2 : first;
+    return cg_xrealloc(v, *cap * elem);
+}

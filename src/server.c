@@ -47,10 +47,7 @@ int cg_hdrs_on_field(cg_hdrs_t *h, const char *p, size_t n)
     if (h->buf.len + n > CG_MAX_HEADER_BYTES)
         return -1;
     if (h->n == 0 || h->in_value) {
-        if (h->n == h->cap) {
-            h->cap = h->cap ? h->cap * 2 : 16;
-            h->v = cg_xrealloc(h->v, h->cap * sizeof(cg_hdr_t));
-        }
+        h->v = cg_grow(h->v, h->n, &h->cap, 16, sizeof(cg_hdr_t));
         cg_hdr_t *x = &h->v[h->n++];
         x->name = h->buf.len;
         x->name_len = 0;

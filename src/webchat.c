@@ -163,10 +163,9 @@ bool cg__webchat_stream_end(cg_xform_t *x)
         /* Many long definitions go out in several content chunks (SPEC §6). */
         for (size_t at = 0; at < defs.len;) {
             size_t take = cg__json_safe_cut(defs.p + at, defs.len - at, CG_XFORM_SPLIT_CHUNK);
-            cg__xform_chunk_open(x, b);
-            cg_buf_printf(b, ",\"choices\":[{\"index\":%zu,\"delta\":{\"content\":\"", i);
+            cg__xform_content_open(x, b, i);
             cg_buf_put(b, defs.p + at, take);
-            cg_buf_puts(b, "\"},\"finish_reason\":null}]}\n\n");
+            cg_buf_puts(b, cg__xform_content_close);
             x->stats.events_out++;
             at += take;
         }

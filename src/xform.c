@@ -47,10 +47,7 @@ static void out_begin(cg_out_t *o)
 
 static cg_out_seg_t *out_push(cg_out_t *o)
 {
-    if (o->nseg == o->cap) {
-        o->cap = o->cap ? o->cap * 2 : 64;
-        o->seg = cg_xrealloc(o->seg, o->cap * sizeof(cg_out_seg_t));
-    }
+    o->seg = cg_grow(o->seg, o->nseg, &o->cap, 64, sizeof(cg_out_seg_t));
     return &o->seg[o->nseg++];
 }
 
@@ -316,6 +313,14 @@ void cg__xform_chunk_open(const cg_xform_t *x, cg_buf_t *b)
     cg__xform_put_meta(x, b);
 }
 
+void cg__xform_content_open(const cg_xform_t *x, cg_buf_t *b, size_t index)
+{
+    cg__xform_chunk_open(x, b);
+    cg_buf_printf(b, ",\"choices\":[{\"index\":%zu,\"delta\":{\"content\":\"", index);
+}
+
+const char cg__xform_content_close[] = "\"},\"finish_reason\":null}]}\n\n";
+
 /* Writes the "id", "object", "created", "model" members for our own chunks. */
 void cg__xform_put_meta(const cg_xform_t *x, cg_buf_t *b)
 {
@@ -350,10 +355,7 @@ static cg_refrec_t *record_ref(cg_xform_t *x, cg_ref_style_t kind, unsigned n)
     }
     if (x->nrefs == CG_XFORM_MAX_REFS)
         return NULL;
-    if (x->nrefs == x->refs_cap) {
-        x->refs_cap = x->refs_cap ? x->refs_cap * 2 : 8;
-        x->refs = cg_xrealloc(x->refs, x->refs_cap * sizeof(cg_refrec_t));
-    }
+    x->refs = cg_grow(x->refs, x->nrefs, &x->refs_cap, 8, sizeof(cg_refrec_t));
     cg_refrec_t *r = &x->refs[x->nrefs++];
     r->code = code;
     r->count = 1;
@@ -468,10 +470,7 @@ static void put_link(cg_xform_t *x, const cg_citation_t *c, const char *text, si
     ch->u16 += utf16_units(o->arena.p + from, o->arena.len - from);
     if (x->nannots == CG_XFORM_MAX_ANNOTATIONS)
         return;
-    if (x->nannots == x->annots_cap) {
-        x->annots_cap = x->annots_cap ? x->annots_cap * 2 : 8;
-        x->annots = cg_xrealloc(x->annots, x->annots_cap * sizeof(cg_annot_t));
-    }
+    x->annots = cg_grow(x->annots, x->nannots, &x->annots_cap, 8, sizeof(cg_annot_t));
     x->annots[x->nannots++] = (cg_annot_t){c, (size_t)(ch - x->choices), start, ch->u16};
 }
 
@@ -486,10 +485,7 @@ static void put_position(cg_xform_t *x, cg_refrec_t *rec, const cg_citation_t *c
         return;
     }
     if (rec->pos == 0) {
-        if (x->npos == x->bypos_cap) {
-            x->bypos_cap = x->bypos_cap ? x->bypos_cap * 2 : 8;
-            x->bypos = cg_xrealloc(x->bypos, x->bypos_cap * sizeof(*x->bypos));
-        }
+        x->bypos = cg_grow(x->bypos, x->npos, &x->bypos_cap, 8, sizeof(*x->bypos));
         x->bypos[x->npos++] = c;
         rec->pos = (uint32_t)x->npos;
     }
@@ -557,15 +553,14 @@ static void flush_choice(cg_xform_t *x, size_t index)
         return;
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
-    cg__xform_chunk_open(x, &o->arena);
-    cg_buf_printf(&o->arena, ",\"choices\":[{\"index\":%zu,\"delta\":{\"content\":\"", index);
+    cg__xform_content_open(x, &o->arena, index);
     cg__out_arena_since(o, from);
     cg_ref_sink_t sink;
     ref_sink(x, &sink);
     x->content_stable = false;
     x->cur_ch = ch;
     cg_ref_flush(&ch->ref, &sink);
-    cg__out_str(o, "\"},\"finish_reason\":null}]}\n\n");
+    cg__out_str(o, cg__xform_content_close);
     x->stats.events_out++;
     x->last_raw = false;
 }
@@ -584,6 +579,17 @@ static bool profile_stream_end(cg_xform_t *x)
     case CG_PROFILE_OPENAI: return cg__openai_stream_end(x);
     case CG_PROFILE_WEBCHAT: return cg__webchat_stream_end(x);
     default: return false;
+    }
+}
+
+/* The profile's own members at the end of a body. */
+static void profile_body_end(cg_xform_t *x, bool comma)
+{
+    switch (x->cfg.profile) {
+    case CG_PROFILE_OPENWEBUI: cg__openwebui_body_end(x, comma); break;
+    case CG_PROFILE_OPENAI: cg__openai_body_end(x, comma); break;
+    case CG_PROFILE_WEBCHAT: cg__webchat_body_end(x, comma); break;
+    default: break;
     }
 }
 
@@ -676,32 +682,44 @@ static void find_cut(cg_xform_t *x, const cg_json_t *j)
 /* structured: the first content of a choice carries the whole corrected
  * answer, later ones none. A body is checked here; a held stream was
  * checked before its replay. */
+static void structured_check(cg_xform_t *x, cg_choice_t *ch, const char *text, size_t n)
+{
+    unsigned removed = 0;
+    ch->fix_set = cg__structured_fix(x->req, text, n, &ch->fixed, &removed);
+    if (ch->fix_set) {
+        x->stats.structured = true;
+        x->stats.citations_removed += removed;
+    }
+}
+
+/* The content string goes out as "" (its bytes went, or go, elsewhere). */
+static void drop_content(cg_xform_t *x, int content)
+{
+    put_data_until(x, (size_t)x->json.tok[content].start);
+    x->cur = (size_t)x->json.tok[content].end;
+    x->changed = true;
+}
+
 static void structured_content(cg_xform_t *x, cg_choice_t *ch, int content)
 {
     const cg_json_t *j = &x->json;
     if (x->body_mode && !ch->fix_set) {
         size_t n;
         char *text = cg_json_strdup(j, content, &n);
-        unsigned removed = 0;
-        ch->fix_set = cg__structured_fix(x->req, text, n, &ch->fixed, &removed);
+        structured_check(x, ch, text, n);
         free(text);
-        if (ch->fix_set) {
-            x->stats.structured = true;
-            x->stats.citations_removed += removed;
-        }
     }
     if (!ch->fix_set)
         return; /* not a structured answer: its content goes out as it came */
-    put_data_until(x, (size_t)j->tok[content].start);
+    drop_content(x, content);
     if (!ch->fix_sent) {
+        /* put_data_until stopped at the opening quote: the answer goes there. */
         cg_out_t *o = x->out;
         size_t from = o->arena.len;
         cg_json_put_escaped(&o->arena, ch->fixed.p, ch->fixed.len);
         cg__out_arena_since(o, from);
         ch->fix_sent = true;
     }
-    x->cur = (size_t)j->tok[content].end;
-    x->changed = true;
 }
 
 /* Runs one choice's content through its finder, writing the new content. */
@@ -714,9 +732,7 @@ static void rewrite_content(cg_xform_t *x, cg_choice_t *ch, int content, bool fi
     }
     if (ch->emptied) {
         /* Its bytes went out just before this event: the event keeps "". */
-        put_data_until(x, (size_t)j->tok[content].start);
-        x->cur = (size_t)j->tok[content].end;
-        x->changed = true;
+        drop_content(x, content);
         ch->emptied = false;
         return;
     }
@@ -994,12 +1010,11 @@ static void split_room(cg_xform_t *x)
     if (x->split_open && cg_out_len(x->out) - x->split_from < CG_XFORM_SPLIT_CHUNK)
         return;
     if (x->split_open) {
-        cg__out_str(x->out, "\"},\"finish_reason\":null}]}\n\n");
+        cg__out_str(x->out, cg__xform_content_close);
         x->stats.events_out++;
     }
     size_t from = a->len;
-    cg__xform_chunk_open(x, a);
-    cg_buf_printf(a, ",\"choices\":[{\"index\":%zu,\"delta\":{\"content\":\"", x->split_index);
+    cg__xform_content_open(x, a, x->split_index);
     cg__out_arena_since(x->out, from);
     x->split_open = true;
     x->split_from = cg_out_len(x->out);
@@ -1019,7 +1034,7 @@ static void split_content(cg_xform_t *x, cg_choice_t *ch, size_t index, cg_span_
     if (finished)
         cg_ref_flush(&ch->ref, &sink);
     if (x->split_open) {
-        cg__out_str(x->out, "\"},\"finish_reason\":null}]}\n\n");
+        cg__out_str(x->out, cg__xform_content_close);
         x->stats.events_out++;
         x->last_raw = false;
     }
@@ -1216,13 +1231,7 @@ static void structured_replay(cg_xform_t *x)
     each_held_event(x, collect_content);
     for (size_t i = 0; i < x->nchoices; i++) {
         cg_choice_t *ch = &x->choices[i];
-        unsigned removed = 0;
-        ch->fix_set = cg__structured_fix(x->req, ch->text.p ? ch->text.p : "", ch->text.len,
-                                         &ch->fixed, &removed);
-        if (ch->fix_set) {
-            x->stats.structured = true;
-            x->stats.citations_removed += removed;
-        }
+        structured_check(x, ch, ch->text.p ? ch->text.p : "", ch->text.len);
         cg_buf_free(&ch->text);
     }
     each_held_event(x, replay_event);
@@ -1333,12 +1342,7 @@ int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
     /* Additions go just before the root object's closing brace. */
     put_data_until(x, cg_json_end(j, 0) - 1);
     int members = j->tok[0].size - (x->cut_end > x->cut_start ? 1 : 0);
-    if (x->cfg.profile == CG_PROFILE_OPENWEBUI)
-        cg__openwebui_body_end(x, members > 0);
-    else if (x->cfg.profile == CG_PROFILE_OPENAI)
-        cg__openai_body_end(x, members > 0);
-    else if (x->cfg.profile == CG_PROFILE_WEBCHAT)
-        cg__webchat_body_end(x, members > 0);
+    profile_body_end(x, members > 0);
     put_data_until(x, len);
     x->ended = true;
     out_end(out);

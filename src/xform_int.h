@@ -131,6 +131,11 @@ void cg__xform_put_until(cg_xform_t *x, size_t to);
  * neither an escape nor a UTF-8 sequence (p must start at a clean point). */
 size_t cg__json_safe_cut(const char *p, size_t n, size_t max);
 
+/* A content-only chunk of our own: its opening up to the content string,
+ * then (after the escaped content) its closing. */
+void cg__xform_content_open(const cg_xform_t *x, cg_buf_t *b, size_t index);
+extern const char cg__xform_content_close[];
+
 /* Writes the opening of one of our chunks: `data: {"id":…,"model":…` */
 void cg__xform_chunk_open(const cg_xform_t *x, cg_buf_t *b);
 

@@ -48,6 +48,10 @@ void cg_buf_puts(cg_buf_t *b, const char *s);
 void cg_buf_putc(cg_buf_t *b, char c);
 void cg_buf_printf(cg_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Makes room for one more element in a growing array of elem-sized items
+ * (doubling from `first`); returns the array, possibly moved. */
+void *cg_grow(void *v, size_t n, size_t *cap, size_t first, size_t elem);
+
 /* Value of a hexadecimal digit, or -1. */
 int cg_hex_digit(char c);
 
