@@ -8,7 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "memory.h"
+#include "tracking/memory.h"
 #include "citegate/json.h"
 
 #include <ftw.h>

@@ -1,6 +1,8 @@
 /* TLS memory pipe over mbedTLS: see tls.h. */
 #include "tls.h"
 
+#include "fault.h"
+
 #include <mbedtls/error.h>
 #include <stdio.h>
 #include <string.h>
@@ -116,16 +118,16 @@ static int bio_recv(void *ctx, unsigned char *p, size_t n)
     return (int)n;
 }
 
-int cg_tls_init(cg_tls_t *t, cg_tls_conf_t *c, const char *sni)
+cg_err_t cg_tls_init(cg_tls_t *t, cg_tls_conf_t *c, const char *sni)
 {
     memset(t, 0, sizeof(*t));
     mbedtls_ssl_init(&t->ssl);
     if (mbedtls_ssl_setup(&t->ssl, &c->conf) != 0)
-        return -1;
+        return CG_E_TLS;
     if (sni && mbedtls_ssl_set_hostname(&t->ssl, sni) != 0)
-        return -1;
+        return CG_E_TLS;
     mbedtls_ssl_set_bio(&t->ssl, t, bio_send, bio_recv, NULL);
-    return 0;
+    return CG_OK;
 }
 
 void cg_tls_free(cg_tls_t *t)
@@ -140,17 +142,17 @@ void cg_tls_feed(cg_tls_t *t, const char *p, size_t n)
     cg_buf_put(&t->in, p, n);
 }
 
-int cg_tls_handshake(cg_tls_t *t, char *err, size_t el)
+cg_err_t cg_tls_handshake(cg_tls_t *t, char *err, size_t el)
 {
     if (t->done)
-        return CG_TLS_OK;
+        return CG_OK;
     int rc = mbedtls_ssl_handshake(&t->ssl);
     if (rc == 0) {
         t->done = true;
-        return CG_TLS_OK;
+        return CG_OK;
     }
     if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)
-        return CG_TLS_AGAIN;
+        return CG_E_AGAIN;
     uint32_t flags = mbedtls_ssl_get_verify_result(&t->ssl);
     if (flags != 0 && flags != (uint32_t)-1) {
         char buf[256];
@@ -160,29 +162,34 @@ int cg_tls_handshake(cg_tls_t *t, char *err, size_t el)
     } else {
         describe(rc, "TLS handshake", err, el);
     }
-    return CG_TLS_ERROR;
+    return CG_E_TLS;
 }
 
-int cg_tls_read(cg_tls_t *t, char *buf, size_t len)
+cg_err_t cg_tls_read(cg_tls_t *t, char *buf, size_t len, size_t *got)
 {
+    *got = 0;
     int rc = mbedtls_ssl_read(&t->ssl, (unsigned char *)buf, len);
-    if (rc > 0)
-        return rc;
+    if (rc > 0) {
+        *got = (size_t)rc;
+        return CG_OK;
+    }
     if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)
-        return CG_TLS_OK;
+        return CG_OK;
     if (rc == 0 || rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
-        return -CG_TLS_CLOSED;
-    return CG_TLS_ERROR;
+        return CG_E_CLOSED;
+    return CG_E_TLS;
 }
 
-int cg_tls_write(cg_tls_t *t, const char *p, size_t n)
+cg_err_t cg_tls_write(cg_tls_t *t, const char *p, size_t n)
 {
+    if (cg_fault_tls())
+        return CG_E_TLS;
     while (n > 0) {
         int rc = mbedtls_ssl_write(&t->ssl, (const unsigned char *)p, n);
         if (rc < 0)
-            return CG_TLS_ERROR;
+            return CG_E_TLS;
         p += rc;
         n -= (size_t)rc;
     }
-    return 0;
+    return CG_OK;
 }

@@ -7,6 +7,7 @@
 #define CITEGATE_TLS_H
 
 #include "citegate/common.h"
+#include "err.h"
 
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
@@ -23,8 +24,6 @@ typedef struct cg_tls_conf {
     const char *alpn[3];
 } cg_tls_conf_t;
 
-enum { CG_TLS_OK = 0, CG_TLS_AGAIN = 1, CG_TLS_CLOSED = 2, CG_TLS_ERROR = -1 };
-
 typedef struct cg_tls {
     mbedtls_ssl_context ssl;
     cg_buf_t in;   /* ciphertext received, from in_off on not yet read */
@@ -40,16 +39,17 @@ int cg_tls_conf_client(cg_tls_conf_t *c, const char *ca_file, bool insecure, cha
 int cg_tls_conf_server(cg_tls_conf_t *c, const char *cert, const char *key, char *err, size_t el);
 void cg_tls_conf_free(cg_tls_conf_t *c);
 
-int cg_tls_init(cg_tls_t *t, cg_tls_conf_t *c, const char *sni);
+/* CG_OK or CG_E_TLS. */
+cg_err_t cg_tls_init(cg_tls_t *t, cg_tls_conf_t *c, const char *sni);
 void cg_tls_free(cg_tls_t *t);
 void cg_tls_feed(cg_tls_t *t, const char *p, size_t n);
-/* Runs the handshake as far as the input allows: CG_TLS_OK when done,
- * CG_TLS_AGAIN for more input, CG_TLS_ERROR (message in err). */
-int cg_tls_handshake(cg_tls_t *t, char *err, size_t el);
-/* Reads plaintext: > 0 bytes, 0 (CG_TLS_OK) when no more for now,
- * -CG_TLS_CLOSED on close_notify, CG_TLS_ERROR on failure. */
-int cg_tls_read(cg_tls_t *t, char *buf, size_t len);
-/* Encrypts all of p into out. Returns 0 or CG_TLS_ERROR. */
-int cg_tls_write(cg_tls_t *t, const char *p, size_t n);
+/* Runs the handshake as far as the input allows: CG_OK when done,
+ * CG_E_AGAIN for more input, CG_E_TLS (message in err). */
+cg_err_t cg_tls_handshake(cg_tls_t *t, char *err, size_t el);
+/* Reads plaintext into buf: CG_OK with *got bytes (0: none for now),
+ * CG_E_CLOSED on the peer's close_notify, CG_E_TLS on failure. */
+cg_err_t cg_tls_read(cg_tls_t *t, char *buf, size_t len, size_t *got);
+/* Encrypts all of p into out: CG_OK or CG_E_TLS. */
+cg_err_t cg_tls_write(cg_tls_t *t, const char *p, size_t n);
 
 #endif

@@ -1,7 +1,7 @@
 /* citegate: command line entry. */
 #include "citegate/config.h"
 #include "citegate/version.h"
-#include "main_int.h"
+#include "cmd.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -9,9 +9,9 @@
 #define CITEGATE_METRICS_H
 
 #include "citegate/common.h"
+#include "err.h"
 
 enum { CG_ROUTE_CHAT, CG_ROUTE_DEPLOYMENT, CG_ROUTE_OPENAI_V1, CG_ROUTE_OTHER, CG_ROUTE_ADMIN, CG_NROUTES };
-enum { CG_UERR_CONNECT, CG_UERR_TLS, CG_UERR_TIMEOUT, CG_UERR_RESET, CG_UERR_PROTOCOL, CG_NUERR };
 enum { CG_PROTO_LABEL_HTTP1, CG_PROTO_LABEL_H2, CG_NPROTO_LABELS };
 
 #define CG_HIST_N 12
@@ -32,7 +32,7 @@ typedef struct cg_metrics_slot {
     uint64_t refs_linked, refs_unlinked, refs_out_of_range;
     uint64_t citations_emitted[8]; /* by profile */
     uint64_t tracking_failures;
-    uint64_t upstream_errors[CG_NUERR];
+    uint64_t upstream_errors[CG_E_COUNT]; /* by cg_err_t; rendered by its label */
     uint64_t client_disconnects;
     /* /v1/citations/stats */
     uint64_t answers, answers_skipped, references, citations_available, citations_cited;

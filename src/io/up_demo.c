@@ -2,25 +2,26 @@
  * The embedded demo upstream (no upstream configured, or --demo): answers
  * in-process, like Azure OpenAI "On Your Data", a token every ~20 ms, with
  * [docN] references (some split across chunks) and citations in the first
- * chunk's context, so the first curl shows what citegate does.
+ * chunk's context, so the first curl shows what citegate does. It sits
+ * behind the same interface as the real pools, and like them answers only
+ * from the loop (its timer), never from inside a call.
  */
-#include "server.h"
-
 #include "citegate/json.h"
+#include "exchange.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define DEMO_TICK_MS 20
 
-struct cg_demo {
-    cg_exchange_t *ex;
+typedef struct demo_run {
+    cg_exchange_t *ex; /* NULL once aborted */
     uv_timer_t timer;
     cg_buf_t chunks; /* the whole answer, events back to back */
     size_t *ends;    /* end offset of each piece to send */
-    size_t npieces, next, sent;
-    bool paused;
-};
+    size_t npieces, next;
+    bool paused, headed;
+} demo_run_t;
 
 static const char *const CONTEXT =
     "{\"citations\":["
@@ -54,13 +55,17 @@ static const char *const HEAD =
     "{\"id\":\"chatcmpl-demo\",\"object\":\"chat.completion.chunk\",\"created\":1757592280,"
     "\"model\":\"citegate-demo\",\"choices\":[{\"index\":0,\"delta\":";
 
-static void add_piece(struct cg_demo *d)
+static const char *const NOT_FOUND =
+    "{\"error\":{\"message\":\"the demo upstream only answers chat completions\","
+    "\"type\":\"invalid_request_error\",\"code\":\"not_found\"}}";
+
+static void add_piece(demo_run_t *d)
 {
     d->ends = cg_xrealloc(d->ends, (d->npieces + 1) * sizeof(size_t));
     d->ends[d->npieces++] = d->chunks.len;
 }
 
-static void build_stream(struct cg_demo *d)
+static void build_stream(demo_run_t *d)
 {
     cg_buf_t *b = &d->chunks;
     cg_buf_printf(b, "data: %s{\"role\":\"assistant\",\"context\":%s},\"finish_reason\":null}]}\n\n",
@@ -76,7 +81,7 @@ static void build_stream(struct cg_demo *d)
     add_piece(d);
 }
 
-static void build_body(struct cg_demo *d)
+static void build_body(demo_run_t *d)
 {
     cg_buf_t *b = &d->chunks;
     cg_buf_puts(b, "{\"id\":\"chatcmpl-demo\",\"object\":\"chat.completion\",\"created\":1757592280,"
@@ -90,90 +95,108 @@ static void build_body(struct cg_demo *d)
 
 static void on_close(uv_handle_t *h)
 {
-    struct cg_demo *d = h->data;
+    demo_run_t *d = h->data;
     cg_buf_free(&d->chunks);
     free(d->ends);
     free(d);
 }
 
-static void release(struct cg_demo *d)
+static cg_exchange_t *release(demo_run_t *d)
 {
+    cg_exchange_t *ex = d->ex;
+    if (ex)
+        ex->up.ctx = NULL;
+    d->ex = NULL;
     uv_timer_stop(&d->timer);
     uv_close((uv_handle_t *)&d->timer, on_close);
-}
-
-static void on_tick(uv_timer_t *t)
-{
-    struct cg_demo *d = t->data;
-    cg_exchange_t *ex = d->ex;
-    if (ex == NULL || d->paused)
-        return;
-    size_t from = d->next ? d->ends[d->next - 1] : 0;
-    size_t to = d->ends[d->next++];
-    cg_ex_on_body(ex, d->chunks.p + from, to - from);
-    if (d->ex == NULL)
-        return; /* the exchange went away while we wrote */
-    if (d->next == d->npieces) {
-        d->ex = NULL;
-        ex->demo = NULL;
-        release(d);
-        cg_ex_on_end(ex, -1);
-    }
+    return ex;
 }
 
 static void respond(cg_exchange_t *ex, int status, const char *ctype)
 {
     cg_hdrs_t h = {0};
-    cg_hdrs_on_field(&h, "Content-Type", 12);
-    cg_hdrs_on_value(&h, ctype, strlen(ctype));
+    cg_hdrs_add_str(&h, "Content-Type", ctype);
     cg_ex_on_head(ex, status, &h);
     cg_hdrs_free(&h);
 }
 
-void cg_demo_send(cg_exchange_t *ex)
+/* The first tick: the head, and what the request calls for. */
+static void start(demo_run_t *d)
 {
-    struct cg_demo *d = cg_xcalloc(1, sizeof(*d));
-    d->ex = ex;
-    uv_timer_init(ex->w->loop, &d->timer);
-    d->timer.data = d;
-    ex->demo = d;
-    cg_exchange_upstream_ready(ex);
+    cg_exchange_t *ex = d->ex;
+    d->headed = true;
     if (!ex->transform) {
-        const char *msg = "{\"error\":{\"message\":\"the demo upstream only answers chat "
-                          "completions\",\"type\":\"invalid_request_error\",\"code\":\"not_found\"}}";
-        ex->demo = NULL;
-        d->ex = NULL;
         respond(ex, 404, "application/json");
-        cg_ex_on_body(ex, msg, strlen(msg));
-        cg_ex_on_end(ex, -1);
-        release(d);
+        cg_buf_puts(&d->chunks, NOT_FOUND);
+        add_piece(d);
         return;
     }
-    if (ex->req.stream) {
+    if (ex->req.stream)
         build_stream(d);
-        respond(ex, 200, "text/event-stream");
-        if (ex->demo)
-            uv_timer_start(&d->timer, on_tick, DEMO_TICK_MS, DEMO_TICK_MS);
+    else
+        build_body(d);
+    respond(ex, 200, ex->req.stream ? "text/event-stream" : "application/json");
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    demo_run_t *d = t->data;
+    if (d->ex == NULL || d->paused)
         return;
+    if (!d->headed) {
+        start(d);
+        if (d->npieces > 1) /* a stream: one piece a tick from the next on */
+            return;
     }
-    build_body(d);
-    respond(ex, 200, "application/json");
-    if (ex->demo)
-        on_tick(&d->timer);
+    size_t from = d->next ? d->ends[d->next - 1] : 0;
+    size_t to = d->ends[d->next++];
+    cg_ex_on_body(d->ex, d->chunks.p + from, to - from);
+    if (d->next == d->npieces)
+        cg_ex_on_end(release(d), CG_OK);
 }
 
-void cg_demo_abort(cg_exchange_t *ex)
+static void send_ex(cg_upstream_t *up, cg_exchange_t *ex)
 {
-    struct cg_demo *d = ex->demo;
-    if (d == NULL)
-        return;
-    ex->demo = NULL;
-    d->ex = NULL;
-    release(d);
+    demo_run_t *d = cg_xcalloc(1, sizeof(*d));
+    d->ex = ex;
+    ex->up.ctx = d;
+    uv_timer_init(up->w->loop, &d->timer);
+    d->timer.data = d;
+    uv_timer_start(&d->timer, on_tick, 0, DEMO_TICK_MS);
+    cg_ex_upstream_sent(ex);
 }
 
-void cg_demo_pause(cg_exchange_t *ex, bool pause)
+static void abort_ex(cg_upstream_t *up, cg_exchange_t *ex)
 {
-    if (ex->demo)
-        ex->demo->paused = pause;
+    (void)up;
+    if (ex->up.ctx)
+        release(ex->up.ctx);
+}
+
+static void pause_ex(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
+{
+    (void)up;
+    demo_run_t *d = ex->up.ctx;
+    if (d)
+        d->paused = pause;
+}
+
+static void drain(cg_upstream_t *up)
+{
+    (void)up; /* no connections */
+}
+
+static void pool_free(cg_upstream_t *up)
+{
+    free(up);
+}
+
+static const cg_upstream_ops_t ops = {"demo", send_ex, abort_ex, pause_ex, drain, pool_free};
+
+cg_upstream_t *cg_up_demo_new(cg_worker_t *w)
+{
+    cg_upstream_t *up = cg_xcalloc(1, sizeof(*up));
+    up->ops = &ops;
+    up->w = w;
+    return up;
 }

@@ -6,7 +6,7 @@
 #include "citegate/config.h"
 #include "citegate/request.h"
 #include "citegate/xform.h"
-#include "main_int.h"
+#include "cmd.h"
 
 #include <errno.h>
 #include <stdio.h>

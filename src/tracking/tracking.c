@@ -9,9 +9,9 @@
 
 #include "citegate/json.h"
 #include "citegate/track.h"
-#include "log.h"
+#include "io/log.h"
 #include "memory.h"
-#include "metrics.h"
+#include "io/metrics.h"
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -2,7 +2,9 @@
 #ifndef CITEGATE_TRACKING_H
 #define CITEGATE_TRACKING_H
 
-#include "server.h"
+#include "citegate/request.h"
+#include "citegate/xform.h"
+#include "io/worker.h"
 
 /* Starts the worker's semantic-memory writer when tracking and memory are on. */
 void cg_tracking_start(cg_worker_t *w);

@@ -1,13 +1,18 @@
 /*
- * HTTP/2 on the client listener (nghttp2): h2c with prior knowledge (the
- * connection preface is sniffed on the same port as HTTP/1.1) and h2 over
- * TLS (ALPN). Every stream carries one exchange; its answer is queued per
- * stream and handed to nghttp2 by a deferred data provider, so a client
- * that stops reading a stream (flow control) fills only that stream's
- * queue, which pauses only that stream's upstream.
+ * HTTP/2 on a client connection (nghttp2): h2c with prior knowledge (the
+ * preface is sniffed on the HTTP/1.1 port) and h2 over TLS (ALPN). Every
+ * stream carries one exchange; its answer is queued per stream and handed
+ * to nghttp2 by a deferred data provider, so a client that stops reading a
+ * stream (flow control) fills only that stream's queue, which pauses only
+ * that stream's upstream.
+ *
+ * Frames are produced only at safe points: right after
+ * nghttp2_session_mem_recv returned, when the socket drained, or from the
+ * worker's deferred queue. Exchanges only queue bytes and ask for a flush,
+ * so no stream is closed (and freed) under a caller's feet.
  */
-#include "server.h"
-
+#include "client.h"
+#include "exchange.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -17,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define MAX_STREAMS 256
+
 typedef struct cg_h2stream cg_h2stream_t;
 
 typedef struct cg_h2conn {
@@ -24,6 +31,8 @@ typedef struct cg_h2conn {
     nghttp2_session *s;
     cg_h2stream_t *streams;
     size_t nstreams;
+    cg_buf_t out;     /* frames gathered for one write */
+    cg_defer_t flush; /* frames to send at the next safe point */
 } cg_h2conn_t;
 
 struct cg_h2stream {
@@ -38,6 +47,18 @@ struct cg_h2stream {
     cg_h2stream_t *prev, *next;
 };
 
+static void flush_now(cg_h2conn_t *h);
+
+static void on_flush(cg_defer_t *d)
+{
+    flush_now((cg_h2conn_t *)((char *)d - offsetof(cg_h2conn_t, flush)));
+}
+
+static void flush_soon(cg_h2conn_t *h)
+{
+    cg_defer(&h->c->w->safe, &h->flush, on_flush);
+}
+
 static void stream_free(cg_h2stream_t *st)
 {
     cg_h2conn_t *h = st->conn;
@@ -48,19 +69,12 @@ static void stream_free(cg_h2stream_t *st)
     if (st->next)
         st->next->prev = st->prev;
     h->nstreams--;
-    cg_buf_free(&st->msg.url);
-    cg_hdrs_free(&st->msg.hdrs);
-    cg_buf_free(&st->msg.body);
+    cg_reqmsg_free(&st->msg);
     cg_buf_free(&st->out);
     free(st);
 }
 
 /* --- the h2 side of an exchange ----------------------------------------------- */
-
-void cg__h2_attach(void *stream, cg_exchange_t *ex)
-{
-    ((cg_h2stream_t *)stream)->ex = ex;
-}
 
 static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
                          uint32_t *flags, nghttp2_data_source *src, void *ud)
@@ -86,7 +100,7 @@ static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
         if (st->eof)
             *flags |= NGHTTP2_DATA_FLAG_EOF;
     }
-    if (st->ex && st->out.len - st->off < CG_CLIENT_LWM)
+    if (st->ex && st->out.len - st->off < CG_CONN_LWM)
         cg_exchange_client_drained(st->ex);
     return (ssize_t)n;
 }
@@ -94,8 +108,7 @@ static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
 static void h2_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h, long long clen)
 {
     cg_h2stream_t *st = ex->down_ctx;
-    size_t n = h->n + 2;
-    nghttp2_nv *nva = cg_xcalloc(n, sizeof(nghttp2_nv));
+    nghttp2_nv *nva = cg_xcalloc(h->n + 2, sizeof(nghttp2_nv));
     cg_buf_t names = {0};
     char st_text[8], len_text[24];
     snprintf(st_text, sizeof(st_text), "%d", status);
@@ -117,12 +130,12 @@ static void h2_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h, long long
         nva[k++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)len_text, 14,
                                 strlen(len_text), 0};
     }
-    bool nobody = status < 200 || status == 204 || status == 304 || st->msg.method == HTTP_HEAD;
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
+    bool nobody = cg_status_no_body(status, st->msg.method);
     nghttp2_submit_response(st->conn->s, st->id, nva, k, nobody ? NULL : &prd);
     free(nva);
     cg_buf_free(&names);
-    cg_h2_flush(st->conn->c);
+    flush_soon(st->conn);
 }
 
 static void resume(cg_h2stream_t *st)
@@ -131,7 +144,7 @@ static void resume(cg_h2stream_t *st)
         st->deferred = false;
         nghttp2_session_resume_data(st->conn->s, st->id);
     }
-    cg_h2_flush(st->conn->c);
+    flush_soon(st->conn);
 }
 
 static void h2_data(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total)
@@ -152,7 +165,7 @@ static void h2_end(cg_exchange_t *ex, bool complete)
         return;
     }
     nghttp2_submit_rst_stream(st->conn->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-    cg_h2_flush(st->conn->c);
+    flush_soon(st->conn);
 }
 
 static size_t h2_queued(cg_exchange_t *ex)
@@ -182,6 +195,7 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
     st->conn = h;
     st->id = f->hd.stream_id;
     st->msg.keep_alive = true;
+    st->msg.method = -1;
     st->next = h->streams;
     if (h->streams)
         h->streams->prev = st;
@@ -219,8 +233,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         cg_buf_put(&st->msg.url, value, vl);
     } else if (nl > 0 && name[0] == ':') {
         return 0; /* :scheme, :authority: the upstream's replace them */
-    } else if (cg_hdrs_on_field(&st->msg.hdrs, (const char *)name, nl) != 0 ||
-               cg_hdrs_on_value(&st->msg.hdrs, (const char *)value, vl) != 0) {
+    } else if (cg_hdrs_add(&st->msg.hdrs, (const char *)name, nl, (const char *)value, vl) != 0) {
         st->reject = 431;
     }
     return 0;
@@ -244,19 +257,22 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
 
 static void dispatch(cg_h2conn_t *h, cg_h2stream_t *st)
 {
-    cg_worker_t *w = h->c->w;
-    if (st->reject || st->msg.method < 0 || st->msg.url.len == 0) {
-        int status = st->reject ? st->reject : 400;
-        cg_exchange_reject(w, &st->msg, &h2_down, st, status,
-                           status == 413 ? "request_too_large"
-                           : status == 431 ? "headers_too_large"
-                                           : "bad_request",
-                           status == 413 ? "request body too large"
-                           : status == 431 ? "request headers too large"
-                                           : "malformed request");
+    int method = st->msg.method;
+    bool bad = st->reject || method < 0 || st->msg.url.len == 0;
+    int status = st->reject ? st->reject : 400;
+    st->ex = cg_exchange_new(h->c->w, &st->msg, &h2_down, st);
+    st->msg.method = method; /* the stream still answers HEAD without a body */
+    if (!bad) {
+        cg_exchange_run(st->ex);
         return;
     }
-    cg_exchange_start(w, &st->msg, &h2_down, st);
+    cg_exchange_reject(st->ex, status,
+                       status == 413   ? "request_too_large"
+                       : status == 431 ? "headers_too_large"
+                                       : "bad_request",
+                       status == 413   ? "request body too large"
+                       : status == 431 ? "request headers too large"
+                                       : "malformed request");
 }
 
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
@@ -266,32 +282,31 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
         !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
     cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
-    if (st && st->ex == NULL)
+    if (st && st->ex == NULL && !st->closed)
         dispatch(h, st);
     return 0;
 }
 
 static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
 {
-    (void)code;
     (void)ud;
     cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, id);
     if (st == NULL)
         return 0;
     nghttp2_session_set_stream_user_data(s, id, NULL);
     st->closed = true;
-    if (st->ex) {
-        cg_metrics->client_disconnects += code != NGHTTP2_NO_ERROR;
-        cg_exchange_client_gone(st->ex); /* frees st through h2_done */
-    } else {
+    if (st->ex == NULL) {
         stream_free(st);
+        return 0;
     }
+    cg_metrics->client_disconnects += code != NGHTTP2_NO_ERROR;
+    cg_exchange_client_gone(st->ex); /* frees st through h2_done */
     return 0;
 }
 
 /* --- the connection --------------------------------------------------------------- */
 
-int cg_h2_start(cg_client_t *c)
+static nghttp2_session_callbacks *callbacks(void)
 {
     static nghttp2_session_callbacks *cbs;
     if (cbs == NULL) {
@@ -302,89 +317,108 @@ int cg_h2_start(cg_client_t *c)
         nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
         nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
     }
-    cg_h2conn_t *h = cg_xcalloc(1, sizeof(*h));
-    h->c = c;
-    if (nghttp2_session_server_new(&h->s, cbs, h) != 0) {
-        free(h);
-        return -1;
-    }
-    c->h2 = h;
-    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 256}};
-    nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, 1);
-    return 0;
+    return cbs;
 }
 
-void cg_h2_flush(cg_client_t *c)
+static void h2_start(cg_client_t *c)
 {
-    cg_h2conn_t *h = c->h2;
-    /* Bounded like HTTP/1.1: frames wait in nghttp2 while the socket lags. */
-    while (h && !c->closing && c->queued < CG_CLIENT_HWM) {
+    cg_h2conn_t *h = cg_xcalloc(1, sizeof(*h));
+    h->c = c;
+    c->h2 = h;
+    if (nghttp2_session_server_new(&h->s, callbacks(), h) != 0) {
+        h->s = NULL;
+        cg_conn_close(&c->conn, CG_E_PROTOCOL);
+        return;
+    }
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_STREAMS}};
+    nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, 1);
+    flush_soon(h);
+}
+
+/* Gathers the frames nghttp2 has ready into one write, while the socket
+ * keeps up: frames wait in nghttp2 while it lags, bounded like HTTP/1.1. */
+static void flush_now(cg_h2conn_t *h)
+{
+    cg_client_t *c = h->c;
+    cg_defer_cancel(&h->flush);
+    h->out.len = 0;
+    while (h->s && cg_conn_usable(&c->conn) && c->conn.queued + h->out.len < CG_CONN_HWM) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(h->s, &data);
         if (n < 0) {
-            cg_client_close(c);
+            cg_conn_close(&c->conn, CG_E_PROTOCOL);
             return;
         }
         if (n == 0)
             break;
-        uv_buf_t b = uv_buf_init((char *)data, (unsigned)n);
-        cg_client_write(c, &b, 1);
+        cg_buf_put(&h->out, data, (size_t)n);
     }
-    if (h && !c->closing && !nghttp2_session_want_read(h->s) && !nghttp2_session_want_write(h->s) &&
-        c->queued == 0)
-        cg_client_close(c);
+    uv_buf_t b = uv_buf_init(h->out.p, (unsigned)h->out.len);
+    cg_conn_write(&c->conn, &b, 1);
+    h->out.len = 0;
+    if (h->s && cg_conn_usable(&c->conn) && !nghttp2_session_want_read(h->s) &&
+        !nghttp2_session_want_write(h->s) && c->conn.queued == 0)
+        cg_conn_close(&c->conn, CG_OK);
 }
 
-void cg_h2_feed(cg_client_t *c, const char *p, size_t n)
-{
-    ssize_t r = nghttp2_session_mem_recv(c->h2->s, (const uint8_t *)p, n);
-    if (r < 0) {
-        cg_log_debug(NULL, "h2 client: %s", nghttp2_strerror((int)r));
-        cg_client_close(c);
-        return;
-    }
-    cg_h2_flush(c);
-}
-
-bool cg_h2_busy(const cg_client_t *c)
-{
-    return c->h2 && c->h2->nstreams > 0;
-}
-
-void cg_h2_drain(cg_client_t *c)
-{
-    if (c->h2) {
-        nghttp2_submit_shutdown_notice(c->h2->s);
-        cg_h2_flush(c);
-    }
-}
-
-void cg_h2_shutdown_streams(cg_client_t *c)
-{
-    if (c->h2 == NULL)
-        return;
-    cg_h2stream_t *next;
-    for (cg_h2stream_t *st = c->h2->streams; st; st = next) {
-        next = st->next;
-        if (st->ex)
-            cg_exchange_shutdown(st->ex);
-    }
-}
-
-void cg_h2_free(cg_client_t *c)
+static void h2_read(cg_client_t *c, const char *p, size_t n)
 {
     cg_h2conn_t *h = c->h2;
-    if (h == NULL)
+    if (h->s == NULL)
         return;
+    ssize_t r = nghttp2_session_mem_recv(h->s, (const uint8_t *)p, n);
+    if (r < 0) {
+        cg_log_debug(NULL, "h2 client: %s", nghttp2_strerror((int)r));
+        cg_conn_close(&c->conn, CG_E_PROTOCOL);
+        return;
+    }
+    flush_now(h); /* nghttp2 has returned: a safe point */
+}
+
+static void h2_drained(cg_client_t *c)
+{
+    flush_now(c->h2);
+}
+
+static void h2_closed(cg_client_t *c)
+{
+    cg_h2conn_t *h = c->h2;
+    cg_defer_cancel(&h->flush);
     while (h->streams) {
         cg_h2stream_t *st = h->streams;
         st->closed = true;
         if (st->ex)
-            cg_exchange_client_gone(st->ex);
+            cg_exchange_client_gone(st->ex); /* frees st through h2_done */
         else
             stream_free(st);
     }
-    nghttp2_session_del(h->s);
+    if (h->s)
+        nghttp2_session_del(h->s);
+    cg_buf_free(&h->out);
     free(h);
     c->h2 = NULL;
 }
+
+static bool h2_busy(const cg_client_t *c)
+{
+    return c->h2->nstreams > 0;
+}
+
+static void h2_drain(cg_client_t *c)
+{
+    cg_h2conn_t *h = c->h2;
+    if (h->s) {
+        nghttp2_submit_shutdown_notice(h->s); /* no new streams; in-flight ones finish */
+        flush_soon(h);
+    }
+}
+
+static void h2_shutdown(cg_client_t *c)
+{
+    for (cg_h2stream_t *st = c->h2->streams; st; st = st->next)
+        if (st->ex)
+            cg_exchange_shutdown(st->ex);
+}
+
+const cg_proto_t cg_h2_proto = {h2_start, h2_read,  h2_drained, h2_closed,
+                                h2_busy,  h2_drain, h2_shutdown};

@@ -97,7 +97,25 @@ static void hist(cg_buf_t *b, const char *name, const char *help, size_t off, co
 static const char *const route_names[CG_NROUTES] = {
     "/v1/chat/completions", "/openai/deployments/{deployment}/chat/completions",
     "/openai/v1/chat/completions", "other", "admin"};
-static const char *const uerr_names[CG_NUERR] = {"connect", "tls", "timeout", "reset", "protocol"};
+
+/* One series per kind label; errors that share a label add up. */
+static void render_upstream_errors(cg_buf_t *b)
+{
+    for (int e = 0; e < CG_E_COUNT; e++) {
+        const char *label = cg_err_label((cg_err_t)e);
+        bool first = label != NULL;
+        for (int k = 0; first && k < e; k++)
+            first = cg_err_label((cg_err_t)k) == NULL || strcmp(cg_err_label((cg_err_t)k), label) != 0;
+        if (!first)
+            continue;
+        uint64_t sum = 0;
+        for (int k = e; k < CG_E_COUNT; k++)
+            if (cg_err_label((cg_err_t)k) && strcmp(cg_err_label((cg_err_t)k), label) == 0)
+                sum += SUM(upstream_errors[k]);
+        cg_buf_printf(b, "citegate_upstream_errors_total{kind=\"%s\"} %llu\n", label,
+                      (unsigned long long)sum);
+    }
+}
 
 void cg_metrics_render(cg_buf_t *b)
 {
@@ -150,9 +168,7 @@ void cg_metrics_render(cg_buf_t *b)
     cg_buf_printf(b, "citegate_tracking_failures_total %llu\n",
                   (unsigned long long)SUM(tracking_failures));
     header(b, "upstream_errors_total", "counter", "Upstream failures by kind.");
-    for (int k = 0; k < CG_NUERR; k++)
-        cg_buf_printf(b, "citegate_upstream_errors_total{kind=\"%s\"} %llu\n", uerr_names[k],
-                      (unsigned long long)SUM(upstream_errors[k]));
+    render_upstream_errors(b);
     header(b, "client_disconnects_total", "counter", "Clients that went away before their response ended.");
     cg_buf_printf(b, "citegate_client_disconnects_total %llu\n",
                   (unsigned long long)SUM(client_disconnects));

@@ -1,0 +1,175 @@
+/* Client connections: listeners, accepting, choosing the protocol. See client.h. */
+#include "client.h"
+
+#include "log.h"
+#include "tls.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define H2_PREFACE     "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define H2_PREFACE_LEN 24
+
+static void choose(cg_client_t *c, const cg_proto_t *proto)
+{
+    c->proto = proto;
+    proto->start(c);
+}
+
+/* h2c with prior knowledge shares the port with HTTP/1.1: its preface
+ * ("PRI * ...") cannot start a request we serve. Bytes are kept until the
+ * first ones tell the two apart, then replayed to the chosen handler. */
+static void sniff(cg_client_t *c, const char *p, size_t n)
+{
+    size_t take = H2_PREFACE_LEN - c->sniff.len;
+    if (take > n)
+        take = n;
+    cg_buf_put(&c->sniff, p, take);
+    bool h2 = memcmp(c->sniff.p, H2_PREFACE, c->sniff.len) == 0;
+    if (h2 && c->sniff.len < H2_PREFACE_LEN)
+        return; /* can't tell yet */
+    choose(c, h2 ? &cg_h2_proto : &cg_h1_proto);
+    cg_buf_t first = c->sniff;
+    memset(&c->sniff, 0, sizeof(c->sniff));
+    c->proto->read(c, first.p, first.len);
+    cg_buf_free(&first);
+    if (take < n && cg_conn_usable(&c->conn))
+        c->proto->read(c, p + take, n - take);
+}
+
+static void on_read(cg_conn_t *conn, const char *p, size_t n)
+{
+    cg_client_t *c = conn->owner;
+    if (c->proto)
+        c->proto->read(c, p, n);
+    else
+        sniff(c, p, n);
+}
+
+/* TLS: the handshake is done and ALPN decides. */
+static void on_ready(cg_conn_t *conn)
+{
+    cg_client_t *c = conn->owner;
+    const char *alpn = cg_conn_alpn(conn);
+    choose(c, alpn && strcmp(alpn, "h2") == 0 ? &cg_h2_proto : &cg_h1_proto);
+}
+
+static void on_drain(cg_conn_t *conn)
+{
+    cg_client_t *c = conn->owner;
+    if (c->proto)
+        c->proto->drained(c);
+}
+
+static void on_closed(cg_conn_t *conn)
+{
+    cg_client_t *c = conn->owner;
+    cg_worker_t *w = c->w;
+    if (c->proto)
+        c->proto->closed(c);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->clients = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    w->nclients--;
+    cg_buf_free(&c->sniff);
+    free(c);
+}
+
+static const cg_conn_ops_t conn_ops = {
+    .read = on_read, .ready = on_ready, .drain = on_drain, .closed = on_closed};
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    cg_worker_t *w = server->data;
+    if (status < 0)
+        return;
+    cg_client_t *c = cg_xcalloc(1, sizeof(*c));
+    c->w = w;
+    c->admin = server == (uv_stream_t *)&w->admin;
+    c->next = w->clients;
+    if (w->clients)
+        w->clients->prev = c;
+    w->clients = c;
+    w->nclients++;
+    bool tls = !c->admin && w->srv_tls;
+    if (cg_conn_accept(&c->conn, server, tls ? w->srv_tls : NULL, &conn_ops, c) != CG_OK)
+        return; /* closing; freed in on_closed */
+    if (c->admin)
+        choose(c, &cg_h1_proto);
+}
+
+void cg_client_drain(cg_client_t *c)
+{
+    if (c->admin || !cg_conn_usable(&c->conn))
+        return;
+    if (c->proto && c->proto->busy(c))
+        c->proto->drain(c);
+    else
+        cg_conn_close(&c->conn, CG_OK);
+}
+
+void cg_client_shutdown(cg_client_t *c)
+{
+    if (c->proto)
+        c->proto->shutdown(c);
+}
+
+static int parse_addr(const char *addr, struct sockaddr_storage *ss)
+{
+    char host[256];
+    const char *colon = strrchr(addr, ':');
+    if (colon == NULL)
+        return UV_EINVAL;
+    size_t hl = (size_t)(colon - addr);
+    if (hl >= sizeof(host))
+        return UV_EINVAL;
+    memcpy(host, addr, hl);
+    host[hl] = '\0';
+    int port = atoi(colon + 1);
+    char *h = host;
+    if (h[0] == '[' && hl > 1 && h[hl - 1] == ']') {
+        h[hl - 1] = '\0';
+        h++;
+    }
+    if (strchr(h, ':'))
+        return uv_ip6_addr(h, port, (struct sockaddr_in6 *)ss);
+    if (strcmp(h, "localhost") == 0)
+        h = "127.0.0.1";
+    return uv_ip4_addr(h, port, (struct sockaddr_in *)ss);
+}
+
+int cg_client_listen(cg_worker_t *w, uv_tcp_t *h, const char *addr)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    int r = parse_addr(addr, &ss);
+    if (r != 0)
+        return r;
+    /* libuv 1.44 cannot set SO_REUSEPORT, so the socket is made here and
+     * handed over; every worker binds its own and the kernel spreads
+     * connections across them. */
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    socklen_t len = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if (bind(fd, (struct sockaddr *)&ss, len) != 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    uv_tcp_init(w->loop, h);
+    h->data = w;
+    if ((r = uv_tcp_open(h, fd)) != 0)
+        return r;
+    return uv_listen((uv_stream_t *)h, 1024, on_connection);
+}

@@ -1,0 +1,65 @@
+/*
+ * Client connections. A connection is accepted, its protocol chosen (ALPN
+ * on TLS, else the HTTP/2 preface sniffed on the same port), and from then
+ * on its bytes go to that protocol's handler: HTTP/1.1 (h1.c) or HTTP/2
+ * (h2.c). The client's memory is freed in its connection's close callback.
+ */
+#ifndef CITEGATE_IO_CLIENT_H
+#define CITEGATE_IO_CLIENT_H
+
+#include "conn.h"
+#include "defer.h"
+#include "http.h"
+#include "worker.h"
+
+#include <llhttp.h>
+
+typedef struct cg_exchange cg_exchange_t;
+
+/* What a protocol does with a client connection. */
+typedef struct cg_proto {
+    void (*start)(cg_client_t *c);
+    void (*read)(cg_client_t *c, const char *p, size_t n);
+    /* The write queue fell below its low-water mark. */
+    void (*drained)(cg_client_t *c);
+    /* From the close callback: end what is in flight, free the state. */
+    void (*closed)(cg_client_t *c);
+    bool (*busy)(const cg_client_t *c);
+    /* Draining began: finish what is in flight, take nothing new. */
+    void (*drain)(cg_client_t *c);
+    /* Drain time is over: end what is in flight now. */
+    void (*shutdown)(cg_client_t *c);
+} cg_proto_t;
+
+/* HTTP/1.1: one request at a time. */
+typedef struct cg_h1 {
+    llhttp_t parser;
+    cg_reqmsg_t msg;  /* the request being read */
+    cg_buf_t pending; /* bytes after a request, kept while it is served */
+    cg_exchange_t *ex;
+    int reject;       /* status to answer with instead of serving */
+    int method;       /* of the request being answered */
+    bool keep_alive, http10, message_done, chunked;
+    cg_defer_t next;  /* parses the pending bytes at a safe point */
+} cg_h1_t;
+
+struct cg_client {
+    cg_conn_t conn;
+    cg_worker_t *w;
+    bool admin;
+    const cg_proto_t *proto; /* NULL until chosen */
+    cg_buf_t sniff;          /* first bytes, until the preface is told apart */
+    cg_h1_t h1;
+    struct cg_h2conn *h2;
+    cg_client_t *prev, *next;
+};
+
+extern const cg_proto_t cg_h1_proto;
+extern const cg_proto_t cg_h2_proto;
+
+/* Listens on addr (SO_REUSEPORT); admin listeners serve the admin paths. */
+int cg_client_listen(cg_worker_t *w, uv_tcp_t *h, const char *addr);
+void cg_client_drain(cg_client_t *c);
+void cg_client_shutdown(cg_client_t *c);
+
+#endif

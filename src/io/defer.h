@@ -1,0 +1,46 @@
+/*
+ * Safe points. Work that must not run inside a protocol library's callback
+ * or inside a caller that keeps going afterwards (sending HTTP/2 frames,
+ * starting a client's next request) is queued here and runs once the I/O
+ * callbacks of this loop iteration have returned: a uv_check handle runs
+ * the queue, and a uv_idle handle keeps the poll from blocking while work
+ * waits (work queued from a timer runs in the same iteration's check).
+ *
+ * An item lives inside its owner; the owner cancels it before it is freed.
+ */
+#ifndef CITEGATE_IO_DEFER_H
+#define CITEGATE_IO_DEFER_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+typedef struct cg_defer cg_defer_t;
+typedef void (*cg_defer_fn)(cg_defer_t *d);
+
+struct cg_defer {
+    cg_defer_t *prev, *next; /* NULL while not queued */
+    cg_defer_fn fn;
+};
+
+typedef struct cg_safepoint {
+    uv_check_t check;
+    uv_idle_t idle;
+    cg_defer_t queue; /* sentinel of a circular list */
+    bool idle_on;
+    bool closed; /* the loop is ending: queued work no longer runs */
+} cg_safepoint_t;
+
+void cg_safepoint_init(cg_safepoint_t *sp, uv_loop_t *loop);
+/* Runs what is queued now (also done by the check handle). */
+void cg_safepoint_run(cg_safepoint_t *sp);
+void cg_safepoint_close(cg_safepoint_t *sp);
+
+/* Queues d to call fn at the next safe point; a queued item stays queued once. */
+void cg_defer(cg_safepoint_t *sp, cg_defer_t *d, cg_defer_fn fn);
+void cg_defer_cancel(cg_defer_t *d);
+static inline bool cg_defer_queued(const cg_defer_t *d)
+{
+    return d->next != NULL;
+}
+
+#endif

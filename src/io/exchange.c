@@ -1,0 +1,599 @@
+/* Exchanges: see exchange.h. */
+#include "exchange.h"
+
+#include "citegate/json.h"
+#include "conn.h"
+#include "log.h"
+#include "metrics.h"
+#include "tracking/tracking.h"
+
+#include <llhttp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define CG_MAX_BODY_RESPONSE (64u << 20) /* non-streaming answers held to transform */
+
+static void finish(cg_exchange_t *ex);
+static void arm_timer(cg_exchange_t *ex, uint64_t ms);
+
+static void set_state(cg_exchange_t *ex, cg_ex_state_t to)
+{
+    cg_ex_state_set(&ex->state, to);
+}
+
+static bool head_sent(const cg_exchange_t *ex)
+{
+    return ex->state == CG_EX_STREAMING;
+}
+
+/* The profile's needs, in one place. */
+static bool profile_transforms(cg_profile_t p)
+{
+    return p != CG_PROFILE_OFF;
+}
+
+static bool profile_holds_stream(cg_profile_t p)
+{
+    return p == CG_PROFILE_STRUCTURED;
+}
+
+/* --- routes and request ids ---------------------------------------------------- */
+
+static int classify(const char *path, size_t n)
+{
+    static const char dep[] = "/openai/deployments/";
+    static const char tail[] = "/chat/completions";
+    if (n == 20 && memcmp(path, "/v1/chat/completions", 20) == 0)
+        return CG_ROUTE_CHAT;
+    if (n == 27 && memcmp(path, "/openai/v1/chat/completions", 27) == 0)
+        return CG_ROUTE_OPENAI_V1;
+    if (n > sizeof(dep) - 1 + sizeof(tail) - 1 && memcmp(path, dep, sizeof(dep) - 1) == 0 &&
+        memcmp(path + n - (sizeof(tail) - 1), tail, sizeof(tail) - 1) == 0) {
+        const char *name = path + sizeof(dep) - 1;
+        size_t name_len = n - (sizeof(dep) - 1) - (sizeof(tail) - 1);
+        if (name_len > 0 && !memchr(name, '/', name_len))
+            return CG_ROUTE_DEPLOYMENT;
+    }
+    return CG_ROUTE_OTHER;
+}
+
+static void make_rid(cg_exchange_t *ex, cg_span_t given)
+{
+    bool ok = given.p && given.n > 0 && given.n < sizeof(ex->rid);
+    for (size_t i = 0; ok && i < given.n; i++)
+        ok = given.p[i] > 0x20 && given.p[i] < 0x7F && given.p[i] != '"' && given.p[i] != '\\';
+    if (ok) {
+        memcpy(ex->rid, given.p, given.n);
+        ex->rid[given.n] = '\0';
+        return;
+    }
+    static uint64_t counter;
+    uint64_t r = ((uint64_t)rand() << 32) ^ (uint64_t)rand();
+    snprintf(ex->rid, sizeof(ex->rid), "cg-%08x%06llx-%llu", (unsigned)(r & 0xffffffffu),
+             (unsigned long long)(uv_hrtime() & 0xffffff), (unsigned long long)++counter);
+}
+
+/* --- the upstream request ------------------------------------------------------- */
+
+/* Adds AZURE_AI_DATA_SOURCES to a chat body that has no data_sources (SPEC §5). */
+static void put_body(cg_exchange_t *ex, const cg_buf_t *body)
+{
+    cg_buf_t *o = &ex->upreq.body;
+    const char *sources = ex->w->data_sources;
+    if (!ex->transform || sources == NULL || ex->req.has_data_sources) {
+        cg_buf_put(o, body->p, body->len);
+        return;
+    }
+    /* Insert before the root object's closing brace. */
+    size_t end = body->len;
+    while (end > 0 && body->p[end - 1] != '}')
+        end--;
+    size_t k = end - 1;
+    while (k > 0 && (body->p[k - 1] == ' ' || body->p[k - 1] == '\n' || body->p[k - 1] == '\r' ||
+                     body->p[k - 1] == '\t'))
+        k--;
+    bool empty = k > 0 && body->p[k - 1] == '{';
+    cg_buf_put(o, body->p, end - 1);
+    cg_buf_puts(o, empty ? "\"data_sources\":" : ",\"data_sources\":");
+    cg_buf_puts(o, sources);
+    cg_buf_put(o, body->p + end - 1, body->len - (end - 1));
+}
+
+/* Request fields citegate does not forward: framing, routing and its own. */
+static bool drop_request_header(const cg_exchange_t *ex, cg_span_t name)
+{
+    static const char *const ours[] = {"host", "content-length", "x-request-id",
+                                       "x-citegate-profile", NULL};
+    if (cg_hdr_is_hop(&ex->msg.hdrs, name))
+        return true;
+    for (int i = 0; ours[i]; i++)
+        if (cg_span_ieq(name, ours[i]))
+            return true;
+    return ex->transform && cg_span_ieq(name, "accept-encoding");
+}
+
+static void build_request(cg_exchange_t *ex, cg_span_t path_q)
+{
+    cg_reqmsg_t *m = &ex->msg;
+    cg_upreq_t *r = &ex->upreq;
+    r->method = llhttp_method_name((llhttp_method_t)m->method);
+    cg_buf_puts(&r->target, ex->w->target.url.base);
+    cg_buf_put(&r->target, path_q.p, path_q.n);
+    for (size_t i = 0; i < m->hdrs.n; i++) {
+        cg_span_t name = cg_hdr_name(&m->hdrs, i), v = cg_hdr_value(&m->hdrs, i);
+        if (!drop_request_header(ex, name))
+            cg_hdrs_add(&r->hdrs, name.p, name.n, v.p, v.n);
+    }
+    /* The transformer reads the answer, so it must not come compressed. */
+    if (ex->transform)
+        cg_hdrs_add_str(&r->hdrs, "Accept-Encoding", "identity");
+    cg_hdrs_add_str(&r->hdrs, "X-Request-Id", ex->rid);
+    put_body(ex, &m->body);
+    r->has_body = r->body.len > 0 || m->method == HTTP_POST || m->method == HTTP_PUT ||
+                  m->method == HTTP_PATCH;
+}
+
+/* --- answering with an error ------------------------------------------------------ */
+
+static void respond_error(cg_exchange_t *ex, int status, const char *type, const char *code,
+                          const char *msg)
+{
+    cg_buf_t b = {0};
+    cg_error_json(&b, type, code, msg);
+    cg_hdrs_t h = {0};
+    cg_hdrs_add_str(&h, "Content-Type", "application/json");
+    cg_hdrs_add_str(&h, "X-Request-Id", ex->rid);
+    ex->status = status;
+    if (!ex->gone) {
+        ex->down->head(ex, status, &h, (long long)b.len);
+        uv_buf_t ub = uv_buf_init(b.p, (unsigned)b.len);
+        ex->down->data(ex, &ub, 1, b.len);
+        ex->down->end(ex, true);
+    }
+    cg_hdrs_free(&h);
+    cg_buf_free(&b);
+    finish(ex);
+}
+
+void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const char *message)
+{
+    respond_error(ex, status, "invalid_request_error", code, message);
+}
+
+/* --- starting --------------------------------------------------------------------- */
+
+static bool choose_profile(cg_exchange_t *ex)
+{
+    cg_span_t h = cg_hdrs_get(&ex->msg.hdrs, "x-citegate-profile");
+    ex->profile = ex->w->cfg->profile;
+    if (h.p == NULL)
+        return true;
+    char name[32];
+    if (h.n < sizeof(name)) {
+        memcpy(name, h.p, h.n);
+        name[h.n] = '\0';
+        if (cg_profile_parse(name, &ex->profile))
+            return true;
+    }
+    char msg[200];
+    snprintf(msg, sizeof(msg), "unknown X-Citegate-Profile '%.*s'; valid profiles: %s",
+             (int)(h.n > 40 ? 40 : h.n), h.p, cg_profile_list());
+    respond_error(ex, 400, "invalid_request_error", "invalid_profile", msg);
+    return false;
+}
+
+static void on_timer(uv_timer_t *t);
+
+cg_exchange_t *cg_exchange_new(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down,
+                               void *ctx)
+{
+    cg_exchange_t *ex = cg_xcalloc(1, sizeof(*ex));
+    ex->w = w;
+    cg_reqmsg_move(&ex->msg, msg);
+    ex->down = down;
+    ex->down_ctx = ctx;
+    ex->route = CG_ROUTE_OTHER;
+    ex->t_start = ex->last_activity = cg_now_ms(w);
+    uv_timer_init(w->loop, &ex->timer);
+    ex->timer.data = ex;
+    w->active++;
+    cg_metrics->active_streams++;
+    make_rid(ex, cg_hdrs_get(&ex->msg.hdrs, "x-request-id"));
+    return ex;
+}
+
+void cg_exchange_run(cg_exchange_t *ex)
+{
+    cg_worker_t *w = ex->w;
+    cg_reqmsg_t *m = &ex->msg;
+    cg_span_t url = cg_span(m->url.p, m->url.len);
+    const char *q = url.n ? memchr(url.p, '?', url.n) : NULL;
+    size_t path_len = q ? (size_t)(q - url.p) : url.n;
+    ex->route = url.n ? classify(url.p, path_len) : CG_ROUTE_OTHER;
+    ex->transform = ex->route != CG_ROUTE_OTHER && m->method == HTTP_POST;
+    if (w->draining) {
+        respond_error(ex, 503, "server_error", "draining", "citegate is shutting down");
+        return;
+    }
+    if (url.n == 0 || url.p[0] != '/') {
+        respond_error(ex, 400, "invalid_request_error", "bad_request",
+                      "request target must be a path");
+        return;
+    }
+    if (ex->transform) {
+        if (!choose_profile(ex))
+            return;
+        cg_cite_opts_t o = {w->cfg->max_doc_bytes, w->cfg->include_search_scores};
+        if (cg_request_parse(&ex->req, m->body.p ? m->body.p : "", m->body.len, &o) != 0) {
+            respond_error(ex, 400, "invalid_request_error", "invalid_json",
+                          "request body is not a valid JSON object");
+            return;
+        }
+    }
+    build_request(ex, url);
+    set_state(ex, CG_EX_CONNECTING);
+    ex->t_upstream = cg_now_ms(w);
+    arm_timer(ex, w->cfg->connect_timeout_ms);
+    w->up->ops->send(w->up, ex);
+}
+
+/* --- the answer ------------------------------------------------------------------- */
+
+static bool ctype_is(cg_span_t ct, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return ct.p && ct.n >= n && strncasecmp(ct.p, prefix, n) == 0;
+}
+
+static bool drop_response_header(const cg_exchange_t *ex, const cg_hdrs_t *h, cg_span_t name)
+{
+    if (cg_hdr_is_hop(h, name) || cg_span_ieq(name, "content-length") ||
+        cg_span_ieq(name, "x-request-id"))
+        return true;
+    return ex->is_sse && (cg_span_ieq(name, "cache-control") ||
+                          cg_span_ieq(name, "x-accel-buffering"));
+}
+
+/* Sends the response head: the upstream's end-to-end headers, ours, and
+ * the body length when it is known (content_length, else -1). */
+static void send_head(cg_exchange_t *ex, const cg_hdrs_t *h, long long content_length)
+{
+    cg_hdrs_t out = {0};
+    for (size_t i = 0; h && i < h->n; i++) {
+        cg_span_t name = cg_hdr_name(h, i), v = cg_hdr_value(h, i);
+        if (!drop_response_header(ex, h, name))
+            cg_hdrs_add(&out, name.p, name.n, v.p, v.n);
+    }
+    cg_hdrs_add_str(&out, "X-Request-Id", ex->rid);
+    if (ex->is_sse) {
+        cg_hdrs_add_str(&out, "Cache-Control", "no-cache");
+        cg_hdrs_add_str(&out, "X-Accel-Buffering", "no");
+    }
+    if (ex->xf && cg_xform_stats(ex->xf)->structured) {
+        char n[16];
+        snprintf(n, sizeof(n), "%u", cg_xform_stats(ex->xf)->citations_removed);
+        cg_hdrs_add_str(&out, "X-Citegate-Citations-Removed", n);
+    }
+    if (!ex->gone)
+        ex->down->head(ex, ex->status, &out, content_length);
+    cg_hdrs_free(&out);
+    set_state(ex, CG_EX_STREAMING);
+}
+
+static long long pass_length(const cg_hdrs_t *h)
+{
+    cg_span_t cl = cg_hdrs_get(h, "content-length");
+    if (cl.p == NULL)
+        return -1;
+    char tmp[24];
+    size_t n = cl.n < sizeof(tmp) - 1 ? cl.n : sizeof(tmp) - 1;
+    memcpy(tmp, cl.p, n);
+    tmp[n] = '\0';
+    return strtoll(tmp, NULL, 10);
+}
+
+void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
+{
+    cg_worker_t *w = ex->w;
+    ex->status = status;
+    ex->last_activity = cg_now_ms(w);
+    cg_hist_observe(&cg_metrics->ttfb, cg_seconds_buckets,
+                    (double)(cg_now_ms(w) - ex->t_start) / 1000.0);
+    ex->is_sse = ctype_is(cg_hdrs_get(h, "content-type"), "text/event-stream");
+    ex->mode = CG_MODE_PASS;
+    if (ex->transform && profile_transforms(ex->profile) && status == 200)
+        ex->mode = ex->is_sse ? CG_MODE_STREAM : CG_MODE_BODY;
+    if (ex->mode != CG_MODE_PASS) {
+        cg_xform_cfg_t xc;
+        cg_config_xform(w->cfg, &xc);
+        xc.profile = ex->profile;
+        ex->xf = cg_xform_new(&xc, &ex->req);
+    }
+    arm_timer(ex, w->cfg->idle_timeout_ms);
+    /* A body to transform, or a stream held to its end, goes out with its
+     * head later: the head reports what the transformer did. */
+    bool hold = ex->mode == CG_MODE_BODY ||
+                (ex->mode == CG_MODE_STREAM && profile_holds_stream(ex->profile));
+    if (!hold) {
+        send_head(ex, h, ex->mode == CG_MODE_PASS ? pass_length(h) : -1);
+        return;
+    }
+    set_state(ex, CG_EX_HOLDING);
+    for (size_t i = 0; i < h->n; i++) {
+        cg_span_t name = cg_hdr_name(h, i), value = cg_hdr_value(h, i);
+        cg_hdrs_add(&ex->head, name.p, name.n, value.p, value.n);
+    }
+}
+
+static void emit(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total)
+{
+    if (total > 0 && !ex->gone)
+        ex->down->data(ex, bufs, n, total);
+}
+
+static void emit_out(cg_exchange_t *ex, const cg_out_t *o)
+{
+    if (!head_sent(ex))
+        send_head(ex, &ex->head, -1); /* a held stream's head */
+    uv_buf_t stackv[16];
+    uv_buf_t *v = o->nseg <= 16 ? stackv : cg_xmalloc(o->nseg * sizeof(uv_buf_t));
+    size_t total = 0;
+    for (size_t i = 0; i < o->nseg; i++) {
+        v[i] = uv_buf_init((char *)o->seg[i].p, (unsigned)o->seg[i].n);
+        total += o->seg[i].n;
+    }
+    emit(ex, v, (unsigned)o->nseg, total);
+    if (v != stackv)
+        free(v);
+}
+
+static void backpressure(cg_exchange_t *ex)
+{
+    if (!ex->paused && !ex->gone && ex->down->queued(ex) > CG_CONN_HWM) {
+        ex->paused = true;
+        ex->w->up->ops->pause(ex->w->up, ex, true);
+    }
+}
+
+void cg_exchange_client_drained(cg_exchange_t *ex)
+{
+    if (ex->paused && !cg_ex_done(ex)) {
+        ex->paused = false;
+        ex->w->up->ops->pause(ex->w->up, ex, false);
+    }
+}
+
+/* A body too large to transform: forwarded unchanged from here on. */
+static void give_up_body(cg_exchange_t *ex, const char *p, size_t n)
+{
+    ex->mode = CG_MODE_PASS;
+    send_head(ex, &ex->head, -1);
+    uv_buf_t both[2] = {uv_buf_init(ex->body.p, (unsigned)ex->body.len),
+                        uv_buf_init((char *)p, (unsigned)n)};
+    emit(ex, both, 2, ex->body.len + n);
+    cg_buf_free(&ex->body);
+}
+
+void cg_ex_on_body(cg_exchange_t *ex, const char *p, size_t n)
+{
+    ex->last_activity = cg_now_ms(ex->w);
+    ex->resp_bytes += n;
+    if (cg_status_no_body(ex->status, ex->msg.method))
+        return;
+    switch (ex->mode) {
+    case CG_MODE_STREAM:
+        cg_xform_feed(ex->xf, p, n, &ex->out);
+        if (head_sent(ex) || ex->out.nseg)
+            emit_out(ex, &ex->out);
+        break;
+    case CG_MODE_BODY:
+        if (ex->body.len + n <= CG_MAX_BODY_RESPONSE) {
+            cg_buf_put(&ex->body, p, n);
+            return;
+        }
+        give_up_body(ex, p, n);
+        break;
+    case CG_MODE_PASS: {
+        uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+        emit(ex, &b, 1, n);
+        break;
+    }
+    }
+    backpressure(ex);
+}
+
+static void end_body(cg_exchange_t *ex, bool complete)
+{
+    if (!ex->gone)
+        ex->down->end(ex, complete);
+}
+
+static void end_body_mode(cg_exchange_t *ex)
+{
+    cg_xform_body(ex->xf, ex->body.p ? ex->body.p : "", ex->body.len, &ex->out);
+    send_head(ex, &ex->head, (long long)cg_out_len(&ex->out));
+    emit_out(ex, &ex->out);
+}
+
+/* No answer reached the client: say why, as the SPEC's 502/504 (504 only
+ * when the upstream took the request and never answered). */
+static void fail_before_head(cg_exchange_t *ex, cg_err_t err)
+{
+    bool first_byte = err == CG_E_TIMEOUT && ex->state == CG_EX_WAITING;
+    respond_error(ex, first_byte ? 504 : 502, "upstream_error",
+                  first_byte ? "upstream_timeout" : "upstream_unavailable", cg_err_message(err));
+}
+
+static cg_end_t end_reason(cg_err_t err)
+{
+    return err == CG_OK ? CG_END_EOF : err == CG_E_TIMEOUT ? CG_END_TIMEOUT : CG_END_RESET;
+}
+
+void cg_ex_on_end(cg_exchange_t *ex, cg_err_t err)
+{
+    if (cg_ex_done(ex))
+        return;
+    if (err != CG_OK) {
+        if (cg_err_label(err))
+            cg_metrics->upstream_errors[err]++;
+        cg_log_warn(ex->rid, "%s", cg_err_message(err));
+    }
+    if (ex->state == CG_EX_CONNECTING || ex->state == CG_EX_WAITING ||
+        (ex->state == CG_EX_HOLDING && ex->mode == CG_MODE_BODY && err != CG_OK)) {
+        fail_before_head(ex, err == CG_OK ? CG_E_PROTOCOL : err);
+        return;
+    }
+    if (ex->mode == CG_MODE_STREAM) {
+        cg_xform_finish(ex->xf, end_reason(err), &ex->out);
+        emit_out(ex, &ex->out);
+        end_body(ex, true);
+    } else if (ex->mode == CG_MODE_BODY) {
+        end_body_mode(ex);
+        end_body(ex, true);
+    } else {
+        /* A forwarded body that broke off: only closing tells the client. */
+        end_body(ex, err == CG_OK);
+    }
+    finish(ex);
+}
+
+void cg_ex_upstream_sent(cg_exchange_t *ex)
+{
+    if (ex->state != CG_EX_CONNECTING)
+        return;
+    set_state(ex, CG_EX_WAITING);
+    ex->t_upstream = cg_now_ms(ex->w);
+    arm_timer(ex, ex->w->cfg->first_byte_timeout_ms);
+}
+
+void cg_ex_upstream_requeued(cg_exchange_t *ex)
+{
+    if (ex->state == CG_EX_WAITING) {
+        set_state(ex, CG_EX_CONNECTING);
+        arm_timer(ex, ex->w->cfg->connect_timeout_ms);
+    }
+}
+
+/* --- timers ------------------------------------------------------------------------ */
+
+/* The deadline of the current state: connect, first byte, or idle. */
+static uint64_t deadline(const cg_exchange_t *ex)
+{
+    const cg_config_t *cfg = ex->w->cfg;
+    switch (ex->state) {
+    case CG_EX_CONNECTING: return ex->t_upstream + cfg->connect_timeout_ms;
+    case CG_EX_WAITING: return ex->t_upstream + cfg->first_byte_timeout_ms;
+    default: return ex->last_activity + cfg->idle_timeout_ms;
+    }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    cg_exchange_t *ex = t->data;
+    uint64_t now = cg_now_ms(ex->w), due = deadline(ex);
+    if (now < due) {
+        arm_timer(ex, due - now);
+        return;
+    }
+    ex->w->up->ops->abort(ex->w->up, ex);
+    cg_ex_on_end(ex, ex->state == CG_EX_CONNECTING ? CG_E_CONNECT_TIMEOUT : CG_E_TIMEOUT);
+}
+
+static void arm_timer(cg_exchange_t *ex, uint64_t ms)
+{
+    uv_timer_start(&ex->timer, on_timer, ms, 0);
+}
+
+/* --- ending ------------------------------------------------------------------------- */
+
+static void on_timer_close(uv_handle_t *h)
+{
+    cg_exchange_t *ex = h->data;
+    cg_reqmsg_free(&ex->msg);
+    cg_request_free(&ex->req);
+    cg_upreq_free(&ex->upreq);
+    cg_xform_free(ex->xf);
+    cg_out_free(&ex->out);
+    cg_buf_free(&ex->body);
+    cg_hdrs_free(&ex->head);
+    free(ex);
+}
+
+static void account(cg_exchange_t *ex)
+{
+    cg_worker_t *w = ex->w;
+    cg_metrics_request(ex->route, ex->status);
+    if (ex->t_upstream)
+        cg_hist_observe(&cg_metrics->upstream_duration, cg_seconds_buckets,
+                        (double)(cg_now_ms(w) - ex->t_upstream) / 1000.0);
+    if (ex->xf) {
+        const cg_xform_stats_t *s = cg_xform_stats(ex->xf);
+        cg_metrics->sse_in += s->events_in;
+        cg_metrics->sse_out += s->events_out;
+        cg_metrics->sse_malformed += s->malformed;
+        cg_metrics->refs_linked += s->refs_linked;
+        cg_metrics->refs_unlinked += s->refs_unlinked;
+        cg_metrics->refs_out_of_range += s->refs_out_of_range;
+        cg_metrics->citations_emitted[ex->profile] += s->citations_emitted;
+        /* Only an answer that finished is tracked (SPEC §8). */
+        bool finished = s->saw_finish || s->saw_done || ex->mode == CG_MODE_BODY;
+        if (!ex->gone && !s->truncated && !s->passthrough && finished)
+            cg_tracking_answer(w, ex->rid, ex->xf, &ex->req);
+    }
+    const char *method = ex->msg.method >= 0
+                             ? llhttp_method_name((llhttp_method_t)ex->msg.method)
+                             : "?";
+    cg_log_info(ex->rid, "%s %.*s -> %d in %llu ms, %zu upstream bytes", method,
+                (int)(ex->msg.url.len > 200 ? 200 : ex->msg.url.len),
+                ex->msg.url.p ? ex->msg.url.p : "", ex->status,
+                (unsigned long long)(cg_now_ms(w) - ex->t_start), ex->resp_bytes);
+}
+
+static void finish(cg_exchange_t *ex)
+{
+    if (cg_ex_done(ex))
+        return;
+    account(ex);
+    set_state(ex, CG_EX_DONE);
+    cg_worker_t *w = ex->w;
+    w->active--;
+    cg_metrics->active_streams--;
+    ex->down->done(ex);
+    uv_timer_stop(&ex->timer);
+    uv_close((uv_handle_t *)&ex->timer, on_timer_close);
+    if (w->draining && w->active == 0 && w->on_quiet)
+        cg_defer(&w->safe, &w->quiet, w->on_quiet);
+}
+
+void cg_exchange_client_gone(cg_exchange_t *ex)
+{
+    if (cg_ex_done(ex))
+        return;
+    ex->w->up->ops->abort(ex->w->up, ex);
+    if (ex->status == 0)
+        ex->status = 499; /* the client closed before an answer (nginx's code) */
+    ex->gone = true;
+    finish(ex);
+}
+
+void cg_exchange_shutdown(cg_exchange_t *ex)
+{
+    if (cg_ex_done(ex))
+        return;
+    ex->w->up->ops->abort(ex->w->up, ex);
+    if (ex->state == CG_EX_NEW || ex->state == CG_EX_CONNECTING || ex->state == CG_EX_WAITING ||
+        (ex->state == CG_EX_HOLDING && ex->mode == CG_MODE_BODY)) {
+        respond_error(ex, 503, "server_error", "draining", "citegate is shutting down");
+        return;
+    }
+    if (ex->mode == CG_MODE_STREAM) {
+        cg_xform_finish(ex->xf, CG_END_SHUTDOWN, &ex->out);
+        emit_out(ex, &ex->out);
+        end_body(ex, true);
+    } else {
+        end_body(ex, false);
+    }
+    finish(ex);
+}

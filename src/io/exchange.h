@@ -1,0 +1,101 @@
+/*
+ * Exchanges: one client request forwarded upstream and its answer streamed
+ * back, transformed on the chat completion routes (SPEC §4-6, §11).
+ *
+ * An exchange owns its request (taken from the connection that read it),
+ * so it outlives nothing it borrowed. Its client side is reached through
+ * cg_down_ops_t (HTTP/1.1 connection or h2 stream), its upstream through
+ * the worker's cg_upstream_t. Its memory is freed in its timer's close
+ * callback, after DONE: a pointer to it stays valid through the callback
+ * that finished it.
+ */
+#ifndef CITEGATE_IO_EXCHANGE_H
+#define CITEGATE_IO_EXCHANGE_H
+
+#include "citegate/request.h"
+#include "citegate/xform.h"
+#include "err.h"
+#include "exstate.h"
+#include "http.h"
+#include "upreq.h"
+#include "waitq.h"
+#include "worker.h"
+
+/* Where an exchange's answer goes. `head` gets the response headers
+ * citegate sends (no framing headers); content_length is the body length,
+ * or -1 when it is streamed. None of these may call back into the
+ * exchange. */
+typedef struct cg_down_ops {
+    void (*head)(cg_exchange_t *ex, int status, const cg_hdrs_t *h, long long content_length);
+    void (*data)(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total);
+    /* The body is complete (true) or broke off (false). */
+    void (*end)(cg_exchange_t *ex, bool complete);
+    size_t (*queued)(cg_exchange_t *ex);
+    /* The exchange is over; the downstream forgets it. */
+    void (*done)(cg_exchange_t *ex);
+} cg_down_ops_t;
+
+typedef enum { CG_MODE_PASS, CG_MODE_STREAM, CG_MODE_BODY } cg_ex_mode_t;
+
+/* What the upstream pool serving an exchange keeps in it. */
+typedef struct cg_upslot {
+    void *ctx;            /* the pool's connection or stream */
+    cg_waitq_link_t wait; /* in the pool's queue */
+    uint8_t resent;       /* times sent again after a refusal */
+} cg_upslot_t;
+
+struct cg_exchange {
+    cg_worker_t *w;
+    cg_ex_state_t state;
+    cg_ex_mode_t mode;
+    cg_reqmsg_t msg;
+    const cg_down_ops_t *down;
+    void *down_ctx;
+    bool gone;      /* the client went away */
+    bool transform; /* a chat completion route */
+    bool paused;    /* the client is behind: the upstream waits */
+    bool is_sse;
+    char rid[64];
+    int route, status;
+    cg_profile_t profile;
+    cg_request_t req;
+    cg_upreq_t upreq;
+    cg_upslot_t up;
+    cg_xform_t *xf;
+    cg_out_t out;
+    cg_buf_t body;  /* a non-streaming answer, held to be transformed */
+    cg_hdrs_t head; /* its upstream headers */
+    uint64_t t_start, t_upstream, last_activity;
+    uv_timer_t timer;
+    size_t resp_bytes;
+};
+
+/* Makes an exchange for msg (taken over: msg is left empty). The caller
+ * keeps the pointer, then calls cg_exchange_run(); from `done` on it must
+ * forget it. */
+cg_exchange_t *cg_exchange_new(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down,
+                               void *ctx);
+void cg_exchange_run(cg_exchange_t *ex);
+/* Answers with an error instead (a request the client side refused). */
+void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const char *message);
+
+/* From the client side. */
+void cg_exchange_client_gone(cg_exchange_t *ex);
+void cg_exchange_client_drained(cg_exchange_t *ex);
+/* Drain time is over: end the answer now. */
+void cg_exchange_shutdown(cg_exchange_t *ex);
+
+/* From the upstream side. */
+void cg_ex_upstream_sent(cg_exchange_t *ex);     /* the request is on its way */
+void cg_ex_upstream_requeued(cg_exchange_t *ex); /* it will be sent again */
+void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h);
+void cg_ex_on_body(cg_exchange_t *ex, const char *p, size_t n);
+/* The answer ended: CG_OK when complete, else why it broke off. */
+void cg_ex_on_end(cg_exchange_t *ex, cg_err_t err);
+
+static inline bool cg_ex_done(const cg_exchange_t *ex)
+{
+    return ex->state == CG_EX_DONE;
+}
+
+#endif

@@ -1,0 +1,368 @@
+/*
+ * HTTP/1.1 on a client connection (llhttp). One request at a time: the
+ * parser pauses at each message's end. Reading goes on while a request is
+ * served, to see a disconnect at once; what a pipelining client sends
+ * meanwhile is kept, bounded, and parsed at a safe point once the response
+ * is done.
+ */
+#include "admin.h"
+#include "client.h"
+#include "exchange.h"
+#include "log.h"
+#include "metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static llhttp_settings_t settings;
+
+static cg_h1_t *h1_of(cg_client_t *c)
+{
+    return &c->h1;
+}
+
+static size_t pending_max(const cg_client_t *c)
+{
+    return CG_MAX_HEADER_BYTES + c->w->cfg->max_request_bytes;
+}
+
+/* --- responses ------------------------------------------------------------------- */
+
+static void send_simple(cg_client_t *c, int status, const char *ctype, const char *body,
+                        size_t len)
+{
+    cg_buf_t h = {0};
+    cg_buf_printf(&h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", status,
+                  cg_status_text(status), ctype, len);
+    if (!c->h1.keep_alive)
+        cg_buf_puts(&h, "Connection: close\r\n");
+    cg_buf_puts(&h, "\r\n");
+    bool head = c->h1.method == HTTP_HEAD;
+    uv_buf_t bufs[2] = {uv_buf_init(h.p, (unsigned)h.len), uv_buf_init((char *)body, (unsigned)len)};
+    cg_conn_write(&c->conn, bufs, head ? 1 : 2);
+    cg_buf_free(&h);
+}
+
+static void next_request(cg_defer_t *d);
+
+/* The response is out: close, or go on with the next request. */
+static void response_done(cg_client_t *c)
+{
+    cg_h1_t *h = h1_of(c);
+    h->ex = NULL;
+    if (!cg_conn_usable(&c->conn))
+        return;
+    if (!h->keep_alive || c->w->draining) {
+        cg_conn_shutdown(&c->conn); /* a FIN once the response is written */
+        return;
+    }
+    llhttp_resume(&h->parser);
+    h->message_done = false;
+    h->reject = 0;
+    cg_reqmsg_reset(&h->msg);
+    if (h->pending.len)
+        cg_defer(&c->w->safe, &h->next, next_request);
+    cg_conn_read_start(&c->conn);
+}
+
+static void reject(cg_client_t *c, int status, const char *msg)
+{
+    cg_h1_t *h = h1_of(c);
+    h->keep_alive = false;
+    cg_conn_read_stop(&c->conn);
+    cg_metrics_request(c->admin ? CG_ROUTE_ADMIN : CG_ROUTE_OTHER, status);
+    cg_buf_t b = {0};
+    cg_error_json(&b, "invalid_request_error",
+                  status == 413   ? "request_too_large"
+                  : status == 431 ? "headers_too_large"
+                                  : "bad_request",
+                  msg);
+    send_simple(c, status, "application/json", b.p, b.len);
+    cg_buf_free(&b);
+    cg_log_info(NULL, "rejected request: %d %s", status, msg);
+    response_done(c);
+}
+
+/* --- the HTTP/1.1 side of an exchange ------------------------------------------- */
+
+static cg_client_t *client_of(cg_exchange_t *ex)
+{
+    return ex->down_ctx;
+}
+
+static void h1_head(cg_exchange_t *ex, int status, const cg_hdrs_t *hd, long long clen)
+{
+    cg_client_t *c = client_of(ex);
+    cg_h1_t *h = h1_of(c);
+    h->chunked = !cg_status_no_body(status, h->method) && clen < 0;
+    if (h->chunked && h->http10) {
+        /* HTTP/1.0 has no chunked coding: the body ends with the connection. */
+        h->chunked = false;
+        h->keep_alive = false;
+    }
+    cg_buf_t b = {0};
+    cg_buf_printf(&b, "HTTP/1.1 %d %s\r\n", status, cg_status_text(status));
+    for (size_t i = 0; i < hd->n; i++) {
+        cg_span_t name = cg_hdr_name(hd, i), v = cg_hdr_value(hd, i);
+        cg_buf_printf(&b, "%.*s: %.*s\r\n", (int)name.n, name.p, (int)v.n, v.p);
+    }
+    if (clen >= 0)
+        cg_buf_printf(&b, "Content-Length: %lld\r\n", clen);
+    else if (h->chunked)
+        cg_buf_puts(&b, "Transfer-Encoding: chunked\r\n");
+    if (!h->keep_alive)
+        cg_buf_puts(&b, "Connection: close\r\n");
+    cg_buf_puts(&b, "\r\n");
+    uv_buf_t ub = uv_buf_init(b.p, (unsigned)b.len);
+    cg_conn_write(&c->conn, &ub, 1);
+    cg_buf_free(&b);
+}
+
+/* Writes body bytes, as one chunk when chunked. */
+static void h1_data(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total)
+{
+    cg_client_t *c = client_of(ex);
+    if (!c->h1.chunked) {
+        cg_conn_write(&c->conn, bufs, n);
+        return;
+    }
+    char head[24];
+    int hl = snprintf(head, sizeof(head), "%zx\r\n", total);
+    uv_buf_t stackv[18];
+    uv_buf_t *v = n + 2 <= 18 ? stackv : cg_xmalloc((n + 2) * sizeof(uv_buf_t));
+    v[0] = uv_buf_init(head, (unsigned)hl);
+    memcpy(v + 1, bufs, n * sizeof(uv_buf_t));
+    v[n + 1] = uv_buf_init("\r\n", 2);
+    cg_conn_write(&c->conn, v, n + 2);
+    if (v != stackv)
+        free(v);
+}
+
+static void h1_end(cg_exchange_t *ex, bool complete)
+{
+    cg_client_t *c = client_of(ex);
+    if (!complete) {
+        c->h1.keep_alive = false; /* only closing tells the client */
+        return;
+    }
+    if (c->h1.chunked) {
+        uv_buf_t b = uv_buf_init("0\r\n\r\n", 5);
+        cg_conn_write(&c->conn, &b, 1);
+    }
+}
+
+static size_t h1_queued(cg_exchange_t *ex)
+{
+    return client_of(ex)->conn.queued;
+}
+
+static void h1_done(cg_exchange_t *ex)
+{
+    cg_client_t *c = client_of(ex);
+    if (c->h1.ex != ex)
+        return;
+    c->h1.ex = NULL;
+    if (!ex->gone)
+        response_done(c);
+}
+
+static const cg_down_ops_t h1_down = {h1_head, h1_data, h1_end, h1_queued, h1_done};
+
+/* --- parsing ---------------------------------------------------------------------- */
+
+static int on_message_begin(llhttp_t *p)
+{
+    cg_client_t *c = p->data;
+    cg_reqmsg_reset(&c->h1.msg);
+    c->h1.reject = 0;
+    return 0;
+}
+
+static int too_large(llhttp_t *p, int status, const char *why)
+{
+    ((cg_client_t *)p->data)->h1.reject = status;
+    llhttp_set_error_reason(p, why);
+    return HPE_USER;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t n)
+{
+    cg_reqmsg_t *m = &((cg_client_t *)p->data)->h1.msg;
+    if (m->url.len + n > CG_MAX_HEADER_BYTES)
+        return too_large(p, 431, "request line too long");
+    cg_buf_put(&m->url, at, n);
+    return 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t n)
+{
+    if (cg_hdrs_on_field(&((cg_client_t *)p->data)->h1.msg.hdrs, at, n) != 0)
+        return too_large(p, 431, "headers too large");
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t n)
+{
+    if (cg_hdrs_on_value(&((cg_client_t *)p->data)->h1.msg.hdrs, at, n) != 0)
+        return too_large(p, 431, "headers too large");
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    cg_client_t *c = p->data;
+    c->h1.msg.http10 = p->http_major == 1 && p->http_minor == 0;
+    if (!c->admin && (p->flags & F_CONTENT_LENGTH) &&
+        p->content_length > c->w->cfg->max_request_bytes)
+        return too_large(p, 413, "body too large");
+    return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t n)
+{
+    cg_client_t *c = p->data;
+    size_t max = c->admin ? 65536 : c->w->cfg->max_request_bytes;
+    if (c->h1.msg.body.len + n > max)
+        return too_large(p, 413, "body too large");
+    cg_buf_put(&c->h1.msg.body, at, n);
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    cg_client_t *c = p->data;
+    cg_h1_t *h = &c->h1;
+    h->message_done = true;
+    h->msg.keep_alive = llhttp_should_keep_alive(p);
+    h->msg.method = p->method;
+    return HPE_PAUSED;
+}
+
+static void serve_admin(cg_client_t *c)
+{
+    cg_h1_t *h = h1_of(c);
+    cg_admin_resp_t r;
+    cg_admin_respond(c->w, h->msg.method, h->msg.url.p, h->msg.url.len, &r);
+    send_simple(c, r.status, r.ctype, r.body.p, r.body.len);
+    cg_buf_free(&r.body);
+    response_done(c);
+}
+
+/* A whole request: answer it. The exchange takes the request over. */
+static void dispatch(cg_client_t *c)
+{
+    cg_h1_t *h = h1_of(c);
+    h->method = h->msg.method;
+    h->keep_alive = h->msg.keep_alive;
+    h->http10 = h->msg.http10;
+    if (c->admin) {
+        serve_admin(c);
+        return;
+    }
+    h->ex = cg_exchange_new(c->w, &h->msg, &h1_down, c);
+    cg_exchange_run(h->ex);
+}
+
+static void parse(cg_client_t *c, const char *data, size_t n)
+{
+    cg_h1_t *h = h1_of(c);
+    enum llhttp_errno err = llhttp_execute(&h->parser, data, n);
+    if (err == HPE_OK)
+        return;
+    if (err == HPE_PAUSED && h->message_done) {
+        const char *stop = llhttp_get_error_pos(&h->parser);
+        size_t used = stop ? (size_t)(stop - data) : n;
+        cg_buf_put(&h->pending, data + used, n - used); /* a pipelined request */
+        dispatch(c);
+        return;
+    }
+    h->method = h->msg.method;
+    int status = h->reject ? h->reject : 400;
+    const char *reason = llhttp_get_error_reason(&h->parser);
+    reject(c, status, status == 400 ? (reason ? reason : "malformed HTTP request")
+                      : status == 413 ? "request body too large"
+                                      : "request headers too large");
+}
+
+static void h1_read(cg_client_t *c, const char *p, size_t n)
+{
+    cg_h1_t *h = h1_of(c);
+    if (!h->message_done && h->pending.len == 0) {
+        parse(c, p, n);
+        return;
+    }
+    cg_buf_put(&h->pending, p, n);
+    if (h->pending.len > pending_max(c))
+        cg_conn_read_stop(&c->conn); /* resumed when the response is done */
+}
+
+static void next_request(cg_defer_t *d)
+{
+    cg_h1_t *h = (cg_h1_t *)((char *)d - offsetof(cg_h1_t, next));
+    cg_client_t *c = (cg_client_t *)((char *)h - offsetof(cg_client_t, h1));
+    if (h->message_done || !cg_conn_usable(&c->conn) || h->pending.len == 0)
+        return;
+    cg_buf_t pending = h->pending;
+    memset(&h->pending, 0, sizeof(h->pending));
+    parse(c, pending.p, pending.len);
+    cg_buf_free(&pending);
+}
+
+/* --- the protocol ------------------------------------------------------------------ */
+
+static void h1_start(cg_client_t *c)
+{
+    if (!settings.on_message_complete) {
+        llhttp_settings_init(&settings);
+        settings.on_message_begin = on_message_begin;
+        settings.on_url = on_url;
+        settings.on_header_field = on_header_field;
+        settings.on_header_value = on_header_value;
+        settings.on_headers_complete = on_headers_complete;
+        settings.on_body = on_body;
+        settings.on_message_complete = on_message_complete;
+    }
+    cg_h1_t *h = h1_of(c);
+    llhttp_init(&h->parser, HTTP_REQUEST, &settings);
+    h->parser.data = c;
+    h->msg.keep_alive = h->keep_alive = true;
+}
+
+static void h1_drained(cg_client_t *c)
+{
+    if (c->h1.ex)
+        cg_exchange_client_drained(c->h1.ex);
+}
+
+static void h1_closed(cg_client_t *c)
+{
+    cg_h1_t *h = h1_of(c);
+    cg_defer_cancel(&h->next);
+    if (h->ex) {
+        if (c->conn.err != CG_OK)
+            cg_metrics->client_disconnects++;
+        cg_exchange_client_gone(h->ex);
+    }
+    cg_reqmsg_free(&h->msg);
+    cg_buf_free(&h->pending);
+}
+
+static bool h1_busy(const cg_client_t *c)
+{
+    return c->h1.ex != NULL;
+}
+
+static void h1_drain(cg_client_t *c)
+{
+    (void)c; /* the response in flight ends with Connection: close */
+}
+
+static void h1_shutdown(cg_client_t *c)
+{
+    if (c->h1.ex)
+        cg_exchange_shutdown(c->h1.ex);
+}
+
+const cg_proto_t cg_h1_proto = {h1_start, h1_read,  h1_drained, h1_closed,
+                                h1_busy,  h1_drain, h1_shutdown};

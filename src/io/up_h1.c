@@ -1,0 +1,365 @@
+/*
+ * The HTTP/1.1 upstream pool: idle keep-alive connections are reused, at
+ * most CITEGATE_UPSTREAM_MAX_CONNECTIONS exist per worker, and exchanges
+ * beyond that wait in the pool's queue for the next free connection.
+ *
+ * A connection serves one exchange at a time and is never reused
+ * mid-response: an exchange that goes away takes its connection with it.
+ * Whatever ends a connection (the peer, a failed write, TLS, our own
+ * abort) reaches `closed`, where the exchange still attached learns why.
+ */
+#include "conn.h"
+#include "exchange.h"
+#include "log.h"
+#include "metrics.h"
+
+#include <llhttp.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct h1pool h1pool_t;
+
+typedef struct h1conn {
+    cg_conn_t conn;
+    h1pool_t *pool;
+    llhttp_t parser;
+    cg_hdrs_t hdrs;
+    cg_exchange_t *ex;
+    struct h1conn *prev, *next; /* in the idle list */
+    bool idle, reused, got_bytes, done;
+} h1conn_t;
+
+struct h1pool {
+    cg_upstream_t base;
+    h1conn_t *idle;
+    unsigned conns;
+    cg_waitq_t waiting;
+    cg_defer_t serve; /* the queue is served at a safe point */
+    bool draining;
+};
+
+static llhttp_settings_t settings;
+
+static h1pool_t *pool_of(cg_upstream_t *up)
+{
+    return (h1pool_t *)up;
+}
+
+static cg_exchange_t *ex_of_link(cg_waitq_link_t *l)
+{
+    return (cg_exchange_t *)((char *)l - offsetof(cg_exchange_t, up.wait));
+}
+
+static void serve(cg_defer_t *d);
+
+static void serve_soon(h1pool_t *p)
+{
+    cg_defer(&p->base.w->safe, &p->serve, serve);
+}
+
+/* --- the idle list ----------------------------------------------------------------- */
+
+static void idle_push(h1conn_t *u)
+{
+    h1pool_t *p = u->pool;
+    u->idle = true;
+    u->prev = NULL;
+    u->next = p->idle;
+    if (p->idle)
+        p->idle->prev = u;
+    p->idle = u;
+}
+
+static void idle_remove(h1conn_t *u)
+{
+    if (!u->idle)
+        return;
+    if (u->prev)
+        u->prev->next = u->next;
+    else
+        u->pool->idle = u->next;
+    if (u->next)
+        u->next->prev = u->prev;
+    u->idle = false;
+    u->prev = u->next = NULL;
+}
+
+static void attach(h1conn_t *u, cg_exchange_t *ex)
+{
+    u->ex = ex;
+    ex->up.ctx = u;
+}
+
+static cg_exchange_t *detach(h1conn_t *u)
+{
+    cg_exchange_t *ex = u->ex;
+    if (ex)
+        ex->up.ctx = NULL;
+    u->ex = NULL;
+    return ex;
+}
+
+/* --- the answer -------------------------------------------------------------------- */
+
+static int on_message_begin(llhttp_t *lp)
+{
+    cg_hdrs_reset(&((h1conn_t *)lp->data)->hdrs);
+    return 0;
+}
+
+static int on_header_field(llhttp_t *lp, const char *at, size_t n)
+{
+    return cg_hdrs_on_field(&((h1conn_t *)lp->data)->hdrs, at, n) == 0 ? 0 : -1;
+}
+
+static int on_header_value(llhttp_t *lp, const char *at, size_t n)
+{
+    return cg_hdrs_on_value(&((h1conn_t *)lp->data)->hdrs, at, n) == 0 ? 0 : -1;
+}
+
+static bool interim(const llhttp_t *lp)
+{
+    return lp->status_code < 200 && lp->status_code != 101;
+}
+
+static int on_headers_complete(llhttp_t *lp)
+{
+    h1conn_t *u = lp->data;
+    if (interim(lp))
+        return 0; /* wait for the real answer */
+    if (u->ex == NULL)
+        return -1;
+    cg_ex_on_head(u->ex, lp->status_code, &u->hdrs);
+    /* A HEAD answer has headers only. */
+    return u->ex->msg.method == HTTP_HEAD ? 1 : 0;
+}
+
+static int on_body(llhttp_t *lp, const char *at, size_t n)
+{
+    h1conn_t *u = lp->data;
+    if (u->ex == NULL)
+        return -1;
+    cg_ex_on_body(u->ex, at, n);
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *lp)
+{
+    h1conn_t *u = lp->data;
+    if (interim(lp))
+        return 0;
+    u->done = true;
+    return HPE_PAUSED;
+}
+
+/* The answer is complete: the connection goes back to the pool (or
+ * closes), then the exchange ends. */
+static void complete(h1conn_t *u)
+{
+    h1pool_t *p = u->pool;
+    cg_exchange_t *ex = detach(u);
+    if (llhttp_should_keep_alive(&u->parser) && cg_conn_usable(&u->conn) && !p->draining) {
+        llhttp_resume(&u->parser);
+        llhttp_reset(&u->parser);
+        u->done = u->got_bytes = false;
+        u->reused = true;
+        idle_push(u);
+        cg_conn_read_start(&u->conn);
+    } else {
+        cg_conn_close(&u->conn, CG_OK);
+    }
+    cg_ex_on_end(ex, CG_OK);
+    serve_soon(p);
+}
+
+static void on_read(cg_conn_t *c, const char *data, size_t n)
+{
+    h1conn_t *u = c->owner;
+    if (u->ex == NULL) { /* bytes on an idle connection: not HTTP we can trust */
+        cg_conn_close(c, CG_E_PROTOCOL);
+        return;
+    }
+    u->got_bytes = true;
+    enum llhttp_errno err = llhttp_execute(&u->parser, data, n);
+    if (err == HPE_PAUSED && u->done) {
+        complete(u);
+        return;
+    }
+    if (err != HPE_OK) {
+        cg_log_warn(u->ex->rid, "upstream response: %s", llhttp_get_error_reason(&u->parser));
+        cg_conn_close(c, CG_E_PROTOCOL);
+    }
+}
+
+/* --- sending ------------------------------------------------------------------------ */
+
+static void write_request(h1conn_t *u)
+{
+    cg_exchange_t *ex = u->ex;
+    cg_buf_t req = {0};
+    cg_upreq_h1(&ex->upreq, u->pool->base.w->target.url.authority, &req);
+    uv_buf_t b = uv_buf_init(req.p, (unsigned)req.len);
+    cg_conn_write(&u->conn, &b, 1);
+    cg_buf_free(&req);
+    cg_conn_read_start(&u->conn);
+    cg_ex_upstream_sent(ex);
+}
+
+static void on_ready(cg_conn_t *c)
+{
+    h1conn_t *u = c->owner;
+    cg_metrics->upstream_connections[CG_PROTO_LABEL_HTTP1]++;
+    if (u->ex)
+        write_request(u);
+}
+
+/* Why an exchange's answer broke off, from why its connection closed. */
+static cg_err_t failure(const cg_conn_t *c)
+{
+    switch (c->err) {
+    case CG_E_CONNECT:
+    case CG_E_TLS:
+    case CG_E_PROTOCOL: return c->err;
+    default: return c->ready ? CG_E_RESET : CG_E_CONNECT;
+    }
+}
+
+/* The connection ended under an exchange: finish a body delimited by the
+ * connection's end, send again what a stale keep-alive connection lost,
+ * or fail. */
+static void end_under(h1conn_t *u, cg_exchange_t *ex)
+{
+    if (u->got_bytes && u->conn.err == CG_E_CLOSED && !u->done) {
+        u->ex = ex;
+        llhttp_finish(&u->parser); /* may complete a close-delimited body */
+        u->ex = NULL;
+    }
+    if (u->done) {
+        cg_ex_on_end(ex, CG_OK);
+        return;
+    }
+    /* Nothing of the request was answered on a reused connection the
+     * upstream had just closed: one new connection may try again. */
+    if (u->reused && !u->got_bytes && ex->up.resent == 0 && !cg_ex_done(ex)) {
+        ex->up.resent++;
+        cg_ex_upstream_requeued(ex);
+        cg_waitq_push_front(&u->pool->waiting, &ex->up.wait);
+        return;
+    }
+    cg_ex_on_end(ex, failure(&u->conn));
+}
+
+static void on_closed(cg_conn_t *c)
+{
+    h1conn_t *u = c->owner;
+    h1pool_t *p = u->pool;
+    idle_remove(u);
+    p->conns--;
+    if (c->ready)
+        cg_metrics->upstream_connections[CG_PROTO_LABEL_HTTP1]--;
+    cg_exchange_t *ex = detach(u);
+    if (ex)
+        end_under(u, ex);
+    cg_hdrs_free(&u->hdrs);
+    free(u);
+    serve_soon(p);
+}
+
+static const cg_conn_ops_t conn_ops = {.read = on_read, .ready = on_ready, .closed = on_closed};
+
+static void connect_new(h1pool_t *p, cg_exchange_t *ex)
+{
+    cg_worker_t *w = p->base.w;
+    h1conn_t *u = cg_xcalloc(1, sizeof(*u));
+    u->pool = p;
+    llhttp_init(&u->parser, HTTP_RESPONSE, &settings);
+    u->parser.data = u;
+    p->conns++;
+    attach(u, ex);
+    cg_conn_connect(&u->conn, w->loop, (const struct sockaddr *)&w->target.addr, w->target.tls,
+                    w->target.sni, &conn_ops, u);
+}
+
+static void send_ex(cg_upstream_t *up, cg_exchange_t *ex)
+{
+    h1pool_t *p = pool_of(up);
+    if (p->idle) {
+        h1conn_t *u = p->idle;
+        idle_remove(u);
+        attach(u, ex);
+        write_request(u);
+    } else if (p->conns < p->base.w->cfg->upstream_max_connections) {
+        connect_new(p, ex);
+    } else {
+        cg_waitq_push(&p->waiting, &ex->up.wait);
+    }
+}
+
+static void serve(cg_defer_t *d)
+{
+    h1pool_t *p = (h1pool_t *)((char *)d - offsetof(h1pool_t, serve));
+    while (!cg_waitq_empty(&p->waiting) &&
+           (p->idle || p->conns < p->base.w->cfg->upstream_max_connections))
+        send_ex(&p->base, ex_of_link(cg_waitq_pop(&p->waiting)));
+}
+
+static void abort_ex(cg_upstream_t *up, cg_exchange_t *ex)
+{
+    h1pool_t *p = pool_of(up);
+    cg_waitq_remove(&p->waiting, &ex->up.wait);
+    h1conn_t *u = ex->up.ctx;
+    if (u) {
+        detach(u);
+        cg_conn_close(&u->conn, CG_OK);
+    }
+}
+
+static void pause_ex(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
+{
+    (void)up;
+    h1conn_t *u = ex->up.ctx;
+    if (u == NULL)
+        return;
+    if (pause)
+        cg_conn_read_stop(&u->conn);
+    else
+        cg_conn_read_start(&u->conn);
+}
+
+static void drain(cg_upstream_t *up)
+{
+    h1pool_t *p = pool_of(up);
+    p->draining = true;
+    while (p->idle) {
+        h1conn_t *u = p->idle;
+        idle_remove(u);
+        cg_conn_close(&u->conn, CG_OK);
+    }
+}
+
+static void pool_free(cg_upstream_t *up)
+{
+    h1pool_t *p = pool_of(up);
+    cg_defer_cancel(&p->serve);
+    free(p);
+}
+
+static const cg_upstream_ops_t ops = {"http1.1", send_ex, abort_ex, pause_ex, drain, pool_free};
+
+cg_upstream_t *cg_up_h1_new(cg_worker_t *w)
+{
+    if (!settings.on_message_complete) {
+        llhttp_settings_init(&settings);
+        settings.on_message_begin = on_message_begin;
+        settings.on_header_field = on_header_field;
+        settings.on_header_value = on_header_value;
+        settings.on_headers_complete = on_headers_complete;
+        settings.on_body = on_body;
+        settings.on_message_complete = on_message_complete;
+    }
+    h1pool_t *p = cg_xcalloc(1, sizeof(*p));
+    p->base.ops = &ops;
+    p->base.w = w;
+    cg_waitq_init(&p->waiting);
+    return &p->base;
+}

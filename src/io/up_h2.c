@@ -1,0 +1,587 @@
+/*
+ * The HTTP/2 upstream pool (CITEGATE_UPSTREAM_PROTOCOL=h2, or auto on
+ * https://): h2c with prior knowledge on http://, h2 by ALPN on https://.
+ * Streams of many exchanges share a connection up to the peer's
+ * SETTINGS_MAX_CONCURRENT_STREAMS, then the pool opens another (up to
+ * CITEGATE_UPSTREAM_MAX_CONNECTIONS), then exchanges wait in its queue. A
+ * connection that sent GOAWAY takes no new streams. Window updates go out
+ * only as the client drains, so a slow client slows its own stream alone.
+ *
+ * Frames are produced only at safe points (after nghttp2_session_mem_recv
+ * returned, or from the worker's deferred queue), never from inside an
+ * nghttp2 callback or a call an exchange made.
+ */
+#include "conn.h"
+#include "exchange.h"
+#include "log.h"
+#include "metrics.h"
+
+#include <nghttp2/nghttp2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PING_EVERY_MS 30000
+
+typedef struct h2pool h2pool_t;
+typedef struct h2conn h2conn_t;
+
+/* One request's stream. It owns the request body nghttp2 reads, so an
+ * exchange that goes away leaves nothing nghttp2 could still read. */
+typedef struct h2stream {
+    h2conn_t *conn;
+    cg_exchange_t *ex; /* NULL once the exchange forgot it */
+    int32_t id;
+    int status;
+    bool head_done;
+    cg_hdrs_t hdrs;
+    cg_buf_t body;
+    size_t body_off;
+    size_t unconsumed; /* DATA bytes held back from the window while paused */
+    struct h2stream *prev, *next;
+} h2stream_t;
+
+struct h2conn {
+    cg_conn_t conn;
+    h2pool_t *pool;
+    nghttp2_session *s;
+    bool settled; /* the peer's SETTINGS arrived */
+    bool goaway, ping_out;
+    unsigned nstreams;
+    h2stream_t *streams;
+    cg_buf_t out;     /* frames gathered for one write */
+    cg_defer_t flush; /* frames to send at the next safe point */
+    h2conn_t *prev, *next;
+};
+
+struct h2pool {
+    cg_upstream_t base;
+    cg_upstream_t *fallback; /* HTTP/1.1, when ALPN may choose it */
+    h2conn_t *conns;
+    unsigned nconns;
+    cg_waitq_t waiting;
+    cg_defer_t serve;
+    uv_timer_t ping; /* one sweep over idle connections */
+    bool draining;
+};
+
+static void serve(cg_defer_t *d);
+static void flush_now(h2conn_t *u);
+
+static h2pool_t *pool_of(cg_upstream_t *up)
+{
+    return (h2pool_t *)up;
+}
+
+static cg_worker_t *worker_of(const h2conn_t *u)
+{
+    return u->pool->base.w;
+}
+
+static cg_exchange_t *ex_of_link(cg_waitq_link_t *l)
+{
+    return (cg_exchange_t *)((char *)l - offsetof(cg_exchange_t, up.wait));
+}
+
+static void serve_soon(h2pool_t *p)
+{
+    cg_defer(&p->base.w->safe, &p->serve, serve);
+}
+
+static void on_flush(cg_defer_t *d)
+{
+    flush_now((h2conn_t *)((char *)d - offsetof(h2conn_t, flush)));
+}
+
+static void flush_soon(h2conn_t *u)
+{
+    cg_defer(&worker_of(u)->safe, &u->flush, on_flush);
+}
+
+/* --- streams ------------------------------------------------------------------------ */
+
+static h2stream_t *stream_new(h2conn_t *u, cg_exchange_t *ex)
+{
+    h2stream_t *st = cg_xcalloc(1, sizeof(*st));
+    st->conn = u;
+    st->ex = ex;
+    st->body = ex->upreq.body;
+    memset(&ex->upreq.body, 0, sizeof(ex->upreq.body));
+    ex->up.ctx = st;
+    st->next = u->streams;
+    if (u->streams)
+        u->streams->prev = st;
+    u->streams = st;
+    u->nstreams++;
+    return st;
+}
+
+/* The exchange forgets the stream (the stream may live on in nghttp2). */
+static cg_exchange_t *stream_detach(h2stream_t *st)
+{
+    cg_exchange_t *ex = st->ex;
+    if (ex)
+        ex->up.ctx = NULL;
+    st->ex = NULL;
+    return ex;
+}
+
+static void stream_free(h2stream_t *st)
+{
+    h2conn_t *u = st->conn;
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        u->streams = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    u->nstreams--;
+    cg_hdrs_free(&st->hdrs);
+    cg_buf_free(&st->body);
+    free(st);
+}
+
+/* A stream the upstream refused before processing it (beyond a GOAWAY's
+ * last stream id, or reset with REFUSED_STREAM) is safe to send again
+ * (RFC 9113 §8.7): it goes back to the front of the queue, at most twice. */
+static bool resend(h2stream_t *st)
+{
+    cg_exchange_t *ex = st->ex;
+    if (ex == NULL || st->head_done || ex->up.resent >= 2)
+        return false;
+    ex->up.resent++;
+    stream_detach(st);
+    ex->upreq.body = st->body;
+    memset(&st->body, 0, sizeof(st->body));
+    cg_ex_upstream_requeued(ex);
+    h2pool_t *p = st->conn->pool;
+    cg_waitq_push_front(&p->waiting, &ex->up.wait);
+    serve_soon(p);
+    return true;
+}
+
+static void stream_end(h2stream_t *st, cg_err_t err)
+{
+    cg_exchange_t *ex = stream_detach(st);
+    if (ex)
+        cg_ex_on_end(ex, err);
+}
+
+/* --- nghttp2 callbacks --------------------------------------------------------------- */
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+                     const uint8_t *value, size_t vl, uint8_t flags, void *ud)
+{
+    (void)flags;
+    (void)ud;
+    h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    if (st == NULL || f->hd.type != NGHTTP2_HEADERS || st->head_done)
+        return 0;
+    if (nl == 7 && memcmp(name, ":status", 7) == 0) {
+        st->status = atoi((const char *)value);
+        cg_hdrs_reset(&st->hdrs);
+        return 0;
+    }
+    cg_hdrs_add(&st->hdrs, (const char *)name, nl, (const char *)value, vl);
+    return 0;
+}
+
+static void on_goaway(h2conn_t *u, int32_t last)
+{
+    u->goaway = true;
+    for (h2stream_t *st = u->streams; st; st = st->next)
+        if (st->id > last)
+            resend(st);
+}
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
+{
+    h2conn_t *u = ud;
+    if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK)) {
+        u->settled = true;
+        serve_soon(u->pool);
+        return 0;
+    }
+    if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK)) {
+        u->ping_out = false;
+        return 0;
+    }
+    if (f->hd.type == NGHTTP2_GOAWAY) {
+        on_goaway(u, f->goaway.last_stream_id);
+        return 0;
+    }
+    h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    if (st == NULL || st->ex == NULL)
+        return 0;
+    if (f->hd.type == NGHTTP2_HEADERS && st->status >= 200 && !st->head_done) {
+        st->head_done = true;
+        cg_ex_on_head(st->ex, st->status, &st->hdrs);
+    }
+    if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
+        (f->hd.flags & NGHTTP2_FLAG_END_STREAM) && st->head_done)
+        stream_end(st, CG_OK);
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *ud)
+{
+    (void)flags;
+    (void)ud;
+    /* The connection's window always reopens; a stream's only as fast as its
+     * own client reads, so one stalled client never stalls its neighbours. */
+    nghttp2_session_consume_connection(s, len);
+    h2stream_t *st = nghttp2_session_get_stream_user_data(s, id);
+    if (st == NULL || st->ex == NULL) {
+        nghttp2_session_consume_stream(s, id, len);
+        return 0;
+    }
+    cg_ex_on_body(st->ex, (const char *)data, len);
+    if (st->ex && st->ex->paused)
+        st->unconsumed += len;
+    else
+        nghttp2_session_consume_stream(s, id, len);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
+{
+    h2conn_t *u = ud;
+    h2stream_t *st = nghttp2_session_get_stream_user_data(s, id);
+    if (st == NULL)
+        return 0;
+    nghttp2_session_set_stream_user_data(s, id, NULL);
+    if (!(code == NGHTTP2_REFUSED_STREAM && resend(st)))
+        stream_end(st, code == NGHTTP2_NO_ERROR && st->head_done ? CG_OK : CG_E_RESET);
+    stream_free(st);
+    if (u->pool->draining && u->nstreams == 0 && cg_waitq_empty(&u->pool->waiting))
+        cg_conn_close(&u->conn, CG_OK);
+    serve_soon(u->pool);
+    return 0;
+}
+
+static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                         uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    (void)s;
+    (void)id;
+    (void)ud;
+    h2stream_t *st = src->ptr;
+    size_t n = st->body.len - st->body_off;
+    if (n > len)
+        n = len;
+    memcpy(buf, st->body.p + st->body_off, n);
+    st->body_off += n;
+    if (st->body_off == st->body.len)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+/* --- the connection -------------------------------------------------------------------- */
+
+static void flush_now(h2conn_t *u)
+{
+    cg_defer_cancel(&u->flush);
+    u->out.len = 0;
+    while (cg_conn_usable(&u->conn) && u->s) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(u->s, &data);
+        if (n < 0) {
+            cg_conn_close(&u->conn, CG_E_PROTOCOL);
+            return;
+        }
+        if (n == 0)
+            break;
+        cg_buf_put(&u->out, data, (size_t)n);
+    }
+    uv_buf_t b = uv_buf_init(u->out.p, (unsigned)u->out.len);
+    cg_conn_write(&u->conn, &b, 1);
+    u->out.len = 0;
+}
+
+static void on_read(cg_conn_t *c, const char *p, size_t n)
+{
+    h2conn_t *u = c->owner;
+    if (u->s == NULL)
+        return;
+    ssize_t r = nghttp2_session_mem_recv(u->s, (const uint8_t *)p, n);
+    if (r < 0) {
+        cg_log_warn(NULL, "upstream h2: %s", nghttp2_strerror((int)r));
+        cg_conn_close(c, CG_E_PROTOCOL);
+        return;
+    }
+    flush_now(u); /* nghttp2 has returned: a safe point */
+}
+
+/* CITEGATE_UPSTREAM_PROTOCOL=auto and the upstream did not choose h2: from
+ * now on this worker speaks HTTP/1.1 to it. No stream was opened yet
+ * (exchanges wait for the peer's SETTINGS), so the waiting ones simply go
+ * the HTTP/1.1 way. */
+static void fall_back(h2conn_t *u)
+{
+    h2pool_t *p = u->pool;
+    cg_worker_t *w = p->base.w;
+    cg_log_info(NULL, "upstream %s:%d chose HTTP/1.1 by ALPN", w->target.url.host,
+                w->target.url.port);
+    w->up = p->fallback;
+    cg_conn_close(&u->conn, CG_OK);
+    cg_waitq_link_t *l;
+    while ((l = cg_waitq_pop(&p->waiting)))
+        p->fallback->ops->send(p->fallback, ex_of_link(l));
+}
+
+static nghttp2_session_callbacks *callbacks(void)
+{
+    static nghttp2_session_callbacks *cbs;
+    if (cbs == NULL) {
+        nghttp2_session_callbacks_new(&cbs);
+        nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+        nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+        nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+    }
+    return cbs;
+}
+
+static void on_ready(cg_conn_t *c)
+{
+    h2conn_t *u = c->owner;
+    cg_worker_t *w = worker_of(u);
+    cg_metrics->upstream_connections[CG_PROTO_LABEL_H2]++;
+    const char *alpn = cg_conn_alpn(c);
+    if (c->tls && (alpn == NULL || strcmp(alpn, "h2") != 0)) {
+        if (u->pool->fallback) {
+            fall_back(u);
+            return;
+        }
+        cg_log_warn(NULL, "upstream %s:%d did not agree to h2 (ALPN)", w->target.url.host,
+                    w->target.url.port);
+        cg_conn_close(c, CG_E_PROTOCOL);
+        return;
+    }
+    static nghttp2_option *opt;
+    if (opt == NULL) {
+        nghttp2_option_new(&opt);
+        nghttp2_option_set_no_auto_window_update(opt, 1);
+    }
+    if (nghttp2_session_client_new2(&u->s, callbacks(), u, opt) != 0) {
+        cg_conn_close(c, CG_E_PROTOCOL);
+        return;
+    }
+    nghttp2_submit_settings(u->s, NGHTTP2_FLAG_NONE, NULL, 0);
+    flush_now(u);
+}
+
+static bool may_take(const h2conn_t *u)
+{
+    if (!cg_conn_usable(&u->conn) || u->goaway || u->s == NULL || !u->settled)
+        return false;
+    uint32_t m = nghttp2_session_get_remote_settings(u->s, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+    return u->nstreams < (m ? m : 1);
+}
+
+static h2conn_t *pick(h2pool_t *p)
+{
+    for (h2conn_t *u = p->conns; u; u = u->next)
+        if (may_take(u))
+            return u;
+    return NULL;
+}
+
+static bool connecting(const h2pool_t *p)
+{
+    for (const h2conn_t *u = p->conns; u; u = u->next)
+        if (cg_conn_usable(&u->conn) && !u->goaway && !u->settled)
+            return true;
+    return false;
+}
+
+/* Fails the waiting exchanges when the only connection that could have
+ * taken them never came up. */
+static void fail_waiting(h2pool_t *p, cg_err_t err)
+{
+    if (pick(p) || connecting(p))
+        return;
+    cg_waitq_link_t *l;
+    while ((l = cg_waitq_pop(&p->waiting)))
+        cg_ex_on_end(ex_of_link(l), err);
+}
+
+static cg_err_t failure(const cg_conn_t *c)
+{
+    switch (c->err) {
+    case CG_E_CONNECT:
+    case CG_E_TLS:
+    case CG_E_PROTOCOL:
+    case CG_E_TIMEOUT: return c->err;
+    default: return c->ready ? CG_E_RESET : CG_E_CONNECT;
+    }
+}
+
+static void on_closed(cg_conn_t *c)
+{
+    h2conn_t *u = c->owner;
+    h2pool_t *p = u->pool;
+    cg_defer_cancel(&u->flush);
+    if (u->prev)
+        u->prev->next = u->next;
+    else
+        p->conns = u->next;
+    if (u->next)
+        u->next->prev = u->prev;
+    p->nconns--;
+    if (c->ready)
+        cg_metrics->upstream_connections[CG_PROTO_LABEL_H2]--;
+    cg_err_t err = failure(c);
+    while (u->streams) {
+        stream_end(u->streams, err);
+        stream_free(u->streams);
+    }
+    if (!u->settled && p->base.w->up == &p->base)
+        fail_waiting(p, err);
+    if (u->s)
+        nghttp2_session_del(u->s);
+    cg_buf_free(&u->out);
+    free(u);
+    serve_soon(p);
+}
+
+static const cg_conn_ops_t conn_ops = {.read = on_read, .ready = on_ready, .closed = on_closed};
+
+static void connect_new(h2pool_t *p)
+{
+    cg_worker_t *w = p->base.w;
+    h2conn_t *u = cg_xcalloc(1, sizeof(*u));
+    u->pool = p;
+    u->next = p->conns;
+    if (p->conns)
+        p->conns->prev = u;
+    p->conns = u;
+    p->nconns++;
+    cg_conn_connect(&u->conn, w->loop, (const struct sockaddr *)&w->target.addr, w->target.tls,
+                    w->target.sni, &conn_ops, u);
+}
+
+/* --- requests ------------------------------------------------------------------------- */
+
+static void start_stream(h2conn_t *u, cg_exchange_t *ex)
+{
+    cg_worker_t *w = worker_of(u);
+    cg_buf_t names = {0};
+    size_t n;
+    nghttp2_nv *nva = cg_upreq_nv(&ex->upreq, w->target.url.tls ? "https" : "http",
+                                  w->target.url.authority, &names, &n);
+    h2stream_t *st = stream_new(u, ex);
+    nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
+    int32_t id = nghttp2_submit_request(u->s, NULL, nva, n, st->body.len ? &prd : NULL, st);
+    free(nva);
+    cg_buf_free(&names);
+    if (id < 0) {
+        stream_end(st, CG_E_PROTOCOL);
+        stream_free(st);
+        return;
+    }
+    st->id = id;
+    flush_soon(u);
+    cg_ex_upstream_sent(ex);
+}
+
+static void serve(cg_defer_t *d)
+{
+    h2pool_t *p = (h2pool_t *)((char *)d - offsetof(h2pool_t, serve));
+    while (!cg_waitq_empty(&p->waiting)) {
+        h2conn_t *u = pick(p);
+        if (u == NULL) {
+            if (!connecting(p) && p->nconns < p->base.w->cfg->upstream_max_connections)
+                connect_new(p);
+            return;
+        }
+        start_stream(u, ex_of_link(cg_waitq_pop(&p->waiting)));
+    }
+}
+
+static void send_ex(cg_upstream_t *up, cg_exchange_t *ex)
+{
+    h2pool_t *p = pool_of(up);
+    cg_waitq_push(&p->waiting, &ex->up.wait);
+    serve_soon(p);
+}
+
+static void abort_ex(cg_upstream_t *up, cg_exchange_t *ex)
+{
+    cg_waitq_remove(&pool_of(up)->waiting, &ex->up.wait);
+    h2stream_t *st = ex->up.ctx;
+    if (st == NULL)
+        return;
+    stream_detach(st);
+    nghttp2_submit_rst_stream(st->conn->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    flush_soon(st->conn);
+}
+
+static void pause_ex(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
+{
+    (void)up;
+    h2stream_t *st = ex->up.ctx;
+    if (st == NULL || pause || st->unconsumed == 0)
+        return;
+    nghttp2_session_consume_stream(st->conn->s, st->id, st->unconsumed);
+    st->unconsumed = 0;
+    flush_soon(st->conn);
+}
+
+/* An idle pooled connection is probed with PING; one that did not answer
+ * the previous probe is closed before an exchange finds it dead. */
+static void on_ping(uv_timer_t *t)
+{
+    h2pool_t *p = t->data;
+    for (h2conn_t *u = p->conns; u; u = u->next) {
+        if (!cg_conn_usable(&u->conn) || !u->settled || u->nstreams > 0)
+            continue;
+        if (u->ping_out) {
+            cg_log_warn(NULL, "upstream h2 connection did not answer PING: closing it");
+            cg_conn_close(&u->conn, CG_E_TIMEOUT);
+            continue;
+        }
+        u->ping_out = true;
+        nghttp2_submit_ping(u->s, NGHTTP2_FLAG_NONE, NULL);
+        flush_soon(u);
+    }
+}
+
+static void drain(cg_upstream_t *up)
+{
+    h2pool_t *p = pool_of(up);
+    p->draining = true;
+    if (!uv_is_closing((uv_handle_t *)&p->ping))
+        uv_close((uv_handle_t *)&p->ping, NULL); /* no probes while draining */
+    for (h2conn_t *u = p->conns; u; u = u->next)
+        if (u->nstreams == 0 && cg_waitq_empty(&p->waiting))
+            cg_conn_close(&u->conn, CG_OK);
+    if (p->fallback)
+        p->fallback->ops->drain(p->fallback);
+}
+
+/* After the loop ended: every connection and the timer are closed. */
+static void pool_free(cg_upstream_t *up)
+{
+    h2pool_t *p = pool_of(up);
+    cg_defer_cancel(&p->serve);
+    if (p->fallback)
+        p->fallback->ops->free(p->fallback);
+    free(p);
+}
+
+static const cg_upstream_ops_t ops = {"h2", send_ex, abort_ex, pause_ex, drain, pool_free};
+
+cg_upstream_t *cg_up_h2_new(cg_worker_t *w, cg_upstream_t *fallback)
+{
+    h2pool_t *p = cg_xcalloc(1, sizeof(*p));
+    p->base.ops = &ops;
+    p->base.w = w;
+    p->fallback = fallback;
+    cg_waitq_init(&p->waiting);
+    uv_timer_init(w->loop, &p->ping);
+    p->ping.data = p;
+    uv_timer_start(&p->ping, on_ping, PING_EVERY_MS, PING_EVERY_MS);
+    uv_unref((uv_handle_t *)&p->ping);
+    return &p->base;
+}

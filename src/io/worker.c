@@ -1,0 +1,268 @@
+/*
+ * A worker's life: set up its upstream and listeners, serve until a
+ * signal, drain (SPEC §9), then close everything through its own path.
+ */
+#include "worker.h"
+
+#include "admin.h"
+#include "client.h"
+#include "log.h"
+#include "metrics.h"
+#include "tls.h"
+#include "tracking/tracking.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static cg_worker_t worker;
+
+/* --- draining ------------------------------------------------------------------ */
+
+/* Nothing is in flight: close what is left, each through its own path. */
+static void on_quiet(cg_defer_t *d)
+{
+    cg_worker_t *w = (cg_worker_t *)((char *)d - offsetof(cg_worker_t, quiet));
+    for (cg_client_t *c = w->clients; c; c = c->next)
+        cg_conn_close(&c->conn, CG_OK);
+    w->up->ops->drain(w->up);
+    uv_stop(w->loop);
+}
+
+static void on_grace(uv_timer_t *t)
+{
+    cg_worker_t *w = t->data;
+    cg_log_warn(NULL, "drain time over: ending %zu streams", w->active);
+    for (cg_client_t *c = w->clients; c; c = c->next)
+        cg_client_shutdown(c);
+    if (w->active == 0)
+        cg_defer(&w->safe, &w->quiet, on_quiet);
+}
+
+static void start_drain(cg_worker_t *w)
+{
+    if (w->draining)
+        return;
+    w->draining = true;
+    cg_log_info(NULL, "draining: %zu streams in flight, up to %u ms", w->active,
+                w->cfg->shutdown_grace_ms);
+    if (w->listener_open) {
+        uv_close((uv_handle_t *)&w->listener, NULL);
+        w->listener_open = false;
+    }
+    for (cg_client_t *c = w->clients; c; c = c->next)
+        cg_client_drain(c);
+    w->up->ops->drain(w->up);
+    uv_timer_start(&w->grace, on_grace, w->cfg->shutdown_grace_ms, 0);
+    if (w->active == 0)
+        cg_defer(&w->safe, &w->quiet, on_quiet);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    if (signum == SIGHUP) {
+        cg_log_info(NULL, "SIGHUP: logs go to stderr, nothing to reopen");
+        return;
+    }
+    start_drain(s->data);
+}
+
+/* --- the event-loop lag ---------------------------------------------------------- */
+
+/* A 10 ms tick: how late it fires is how long the loop was blocked (by a
+ * slow callback, a synchronous disk write, ...). Unreferenced, so it never
+ * keeps a draining worker alive. */
+#define LAG_TICK_MS 10
+
+static void on_lag_tick(uv_timer_t *t)
+{
+    cg_worker_t *w = t->data;
+    uint64_t now = uv_hrtime();
+    double late = (double)(now - w->lag_last) / 1e9 - LAG_TICK_MS / 1000.0;
+    cg_hist_observe(&cg_metrics->loop_lag, cg_lag_buckets, late > 0 ? late : 0);
+    w->lag_last = now;
+}
+
+static void start_lag_timer(cg_worker_t *w)
+{
+    uv_timer_init(w->loop, &w->lag_timer);
+    w->lag_timer.data = w;
+    w->lag_last = uv_hrtime();
+    uv_timer_start(&w->lag_timer, on_lag_tick, LAG_TICK_MS, LAG_TICK_MS);
+    uv_unref((uv_handle_t *)&w->lag_timer);
+}
+
+/* --- setting up ------------------------------------------------------------------- */
+
+static int resolve(cg_upstream_target_t *t)
+{
+    struct addrinfo hints, *res;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    char port[16];
+    snprintf(port, sizeof(port), "%d", t->url.port);
+    int r = getaddrinfo(t->url.host, port, &hints, &res);
+    if (r != 0) {
+        cg_log_error(NULL, "CITEGATE_UPSTREAM: cannot resolve %s: %s", t->url.host, gai_strerror(r));
+        return -1;
+    }
+    memcpy(&t->addr, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* TLS to an https:// upstream: ALPN for h2 (with HTTP/1.1 as the fallback
+ * on auto), and the server name. */
+static int upstream_tls(cg_worker_t *w, bool h2)
+{
+    const cg_config_t *cfg = w->cfg;
+    cg_tls_conf_t *conf = w->target.tls = cg_xcalloc(1, sizeof(cg_tls_conf_t));
+    char err[512];
+    if (cg_tls_conf_client(conf, cfg->upstream_ca, cfg->upstream_insecure, err, sizeof(err)) != 0) {
+        cg_log_error(NULL, "%s", err);
+        return -1;
+    }
+    if (h2) {
+        conf->alpn[0] = "h2";
+        conf->alpn[1] = cfg->upstream_protocol == CG_PROTO_AUTO ? "http/1.1" : NULL;
+        conf->alpn[2] = NULL;
+        mbedtls_ssl_conf_alpn_protocols(&conf->conf, conf->alpn);
+    }
+    /* SNI never carries an IP literal (RFC 6066), and mbedTLS 2.28 cannot
+     * match IP addresses in certificates: for those only the chain is
+     * verified. */
+    const char *host = w->target.url.host;
+    struct in6_addr ip;
+    bool literal = inet_pton(AF_INET, host, &ip) == 1 || inet_pton(AF_INET6, host, &ip) == 1;
+    w->target.sni = literal ? NULL : host;
+    if (literal && !cfg->upstream_insecure)
+        cg_log_warn(NULL, "CITEGATE_UPSTREAM: %s is an IP address: its certificate chain is "
+                          "verified, its name is not (use a host name for full checks)",
+                    host);
+    return 0;
+}
+
+/* The pool this worker answers from. */
+static int setup_upstream(cg_worker_t *w)
+{
+    const cg_config_t *cfg = w->cfg;
+    if (cfg->demo || cfg->upstream == NULL) {
+        w->up = cg_up_demo_new(w);
+        return 0;
+    }
+    if (cg_upstream_url_parse(cfg->upstream, &w->target.url) != 0 || resolve(&w->target) != 0)
+        return -1;
+    /* auto on https: try h2 by ALPN first; the first answer decides. */
+    bool h2 = cfg->upstream_protocol == CG_PROTO_H2 ||
+              (cfg->upstream_protocol == CG_PROTO_AUTO && w->target.url.tls);
+    if (w->target.url.tls && upstream_tls(w, h2) != 0)
+        return -1;
+    cg_upstream_t *h1 = cg_up_h1_new(w);
+    if (!h2) {
+        w->up = h1;
+        return 0;
+    }
+    bool fallback = cfg->upstream_protocol == CG_PROTO_AUTO;
+    w->up = cg_up_h2_new(w, fallback ? h1 : NULL);
+    if (!fallback)
+        h1->ops->free(h1);
+    return 0;
+}
+
+static int setup_listeners(cg_worker_t *w)
+{
+    const cg_config_t *cfg = w->cfg;
+    if (cfg->tls_cert) {
+        char err[512];
+        w->srv_tls = cg_xcalloc(1, sizeof(cg_tls_conf_t));
+        if (cg_tls_conf_server(w->srv_tls, cfg->tls_cert, cfg->tls_key, err, sizeof(err)) != 0) {
+            cg_log_error(NULL, "%s", err);
+            return -1;
+        }
+    }
+    int r = cg_client_listen(w, &w->listener, cfg->listen);
+    if (r != 0) {
+        cg_log_error(NULL, "CITEGATE_LISTEN: cannot listen on %s: %s", cfg->listen, uv_strerror(r));
+        return -1;
+    }
+    w->listener_open = true;
+    r = cg_client_listen(w, &w->admin, cfg->admin_listen);
+    if (r != 0) {
+        cg_log_error(NULL, "CITEGATE_ADMIN_LISTEN: cannot listen on %s: %s", cfg->admin_listen,
+                     uv_strerror(r));
+        return -1;
+    }
+    return 0;
+}
+
+static void setup_signals(cg_worker_t *w)
+{
+    uv_signal_t *sigs[] = {&w->sigterm, &w->sigint, &w->sighup};
+    int nums[] = {SIGTERM, SIGINT, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(w->loop, sigs[i]);
+        sigs[i]->data = w;
+        uv_signal_start(sigs[i], on_signal, nums[i]);
+    }
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void tls_conf_free(struct cg_tls_conf *c)
+{
+    if (c) {
+        cg_tls_conf_free(c);
+        free(c);
+    }
+}
+
+/* The loop stopped: close the handles left (each owner's close callback
+ * frees it), let those callbacks run, then free the pools and the TLS
+ * configurations their connections used. */
+static void teardown(cg_worker_t *w)
+{
+    cg_safepoint_close(&w->safe);
+    uv_walk(w->loop, close_walk, NULL);
+    uv_run(w->loop, UV_RUN_DEFAULT);
+    w->owned->ops->free(w->owned);
+    tls_conf_free(w->target.tls);
+    tls_conf_free(w->srv_tls);
+    uv_loop_close(w->loop);
+    cg_tracking_stop(w);
+    cg_admin_close(w);
+}
+
+int cg_worker_run(const cg_config_t *cfg, int index, char *data_sources)
+{
+    cg_worker_t *w = &worker;
+    memset(w, 0, sizeof(*w));
+    w->loop = uv_default_loop();
+    w->cfg = cfg;
+    w->index = index;
+    w->data_sources = data_sources;
+    w->on_quiet = on_quiet;
+    cg_log_init(cfg->log_json, cfg->log_level, index);
+    cg_metrics_select((unsigned)index);
+    signal(SIGPIPE, SIG_IGN);
+    cg_safepoint_init(&w->safe, w->loop);
+    if (setup_upstream(w) != 0 || setup_listeners(w) != 0)
+        return 2;
+    w->owned = w->up;
+    uv_timer_init(w->loop, &w->grace);
+    w->grace.data = w;
+    setup_signals(w);
+    cg_tracking_start(w);
+    start_lag_timer(w);
+    uv_run(w->loop, UV_RUN_DEFAULT);
+    teardown(w);
+    cg_log_info(NULL, "worker stopped");
+    return 0;
+}

@@ -1,0 +1,63 @@
+/*
+ * A worker: one process, one libuv loop, and everything the loop serves.
+ * The worker owns its state (listeners, clients, the upstream pool, TLS
+ * configurations, safe points); the modules reach it through the pointer
+ * each of their objects keeps.
+ */
+#ifndef CITEGATE_IO_WORKER_H
+#define CITEGATE_IO_WORKER_H
+
+#include "citegate/config.h"
+#include "defer.h"
+#include "upstream.h"
+
+#include <uv.h>
+
+typedef struct cg_client cg_client_t;
+
+typedef struct cg_worker {
+    uv_loop_t *loop;
+    const cg_config_t *cfg;
+    int index;
+    bool draining;
+    cg_safepoint_t safe;
+
+    /* client side */
+    uv_tcp_t listener, admin;
+    bool listener_open;
+    struct cg_tls_conf *srv_tls; /* TLS on the client listener */
+    cg_client_t *clients;        /* every open client connection */
+    size_t nclients;
+    size_t active; /* exchanges not yet done */
+
+    /* upstream side */
+    cg_upstream_target_t target;
+    cg_upstream_t *up;    /* the pool in use: HTTP/1.1, h2 or the demo */
+    cg_upstream_t *owned; /* the pool the worker frees (h2 frees its fallback) */
+    char *data_sources; /* AZURE_AI_DATA_SOURCES, normalised to an array */
+
+    /* Called at a safe point when `active` drops to zero while draining. */
+    cg_defer_t quiet;
+    cg_defer_fn on_quiet;
+
+    /* tracking (SPEC §8) */
+    struct cg_memwriter *memory;   /* semantic memory writer, or NULL */
+    uint64_t memory_bad;           /* its drops and failures already counted */
+    struct cg_memory *memory_read; /* read connection for /v1/citations/patterns */
+
+    uv_signal_t sigterm, sigint, sighup;
+    uv_timer_t grace;     /* drain deadline */
+    uv_timer_t lag_timer; /* measures event-loop stalls */
+    uint64_t lag_last;    /* when it last fired, uv_hrtime() */
+} cg_worker_t;
+
+/* Runs one worker until it has drained; returns its exit status (2: bad
+ * configuration). data_sources: AZURE_AI_DATA_SOURCES prepared, or NULL. */
+int cg_worker_run(const cg_config_t *cfg, int index, char *data_sources);
+
+static inline uint64_t cg_now_ms(const cg_worker_t *w)
+{
+    return uv_now(w->loop);
+}
+
+#endif
