@@ -233,6 +233,10 @@ void cg_exchange_run(cg_exchange_t *ex)
         }
     }
     build_request(ex, url);
+    /* The upstream request has what it needs: only the request line stays
+     * (for the log), so an open stream holds no second copy. */
+    cg_hdrs_free(&m->hdrs);
+    cg_buf_free(&m->body);
     set_state(ex, CG_EX_CONNECTING);
     ex->t_upstream = cg_now_ms(w);
     arm_timer(ex, w->cfg->connect_timeout_ms);
@@ -298,6 +302,7 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
 {
     cg_worker_t *w = ex->w;
     ex->status = status;
+    cg_upreq_free(&ex->upreq); /* answered: it will not be sent again */
     ex->last_activity = cg_now_ms(w);
     cg_hist_observe(&cg_metrics->ttfb, cg_seconds_buckets,
                     (double)(cg_now_ms(w) - ex->t_start) / 1000.0);
