@@ -157,8 +157,11 @@ def main():
     env = dict(os.environ, CITEGATE_LISTEN=f"127.0.0.1:{port}", CITEGATE_ADMIN_LISTEN=f"127.0.0.1:{aport}",
                CITEGATE_UPSTREAM=upstream,
                CITEGATE_UPSTREAM_PROTOCOL="h2" if args.h2_upstream or args.h2mock else "http1.1",
-               CITEGATE_UPSTREAM_MAX_CONNECTIONS=str(args.streams + 10), CITEGATE_LOG_LEVEL="warn",
-               ENABLE_SEMANTIC_MEMORY="false")
+               CITEGATE_LOG_LEVEL="warn", ENABLE_SEMANTIC_MEMORY="false")
+    # The defaults (1024 upstream connections, 1024 pending) carry 1,000
+    # streams; only a larger run raises the cap.
+    if args.streams > 1000:
+        env["CITEGATE_UPSTREAM_MAX_CONNECTIONS"] = str(args.streams + 10)
     cg = subprocess.Popen([args.citegate], env=env, stderr=subprocess.DEVNULL)
     try:
         wait_port(port)

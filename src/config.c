@@ -37,7 +37,13 @@ static const var_t vars[] = {
     {"CITEGATE_UPSTREAM_PROTOCOL", T_ENUM, OFF(upstream_protocol), "auto", 0, 0, protocol_names},
     {"CITEGATE_UPSTREAM_CA", T_STR, OFF(upstream_ca), NULL, 0, 0, NULL},
     {"CITEGATE_UPSTREAM_INSECURE", T_BOOL, OFF(upstream_insecure), "false", 0, 0, NULL},
-    {"CITEGATE_UPSTREAM_MAX_CONNECTIONS", T_UINT, OFF(upstream_max_connections), "16", 1, 65535, NULL},
+    {"CITEGATE_UPSTREAM_MAX_CONNECTIONS", T_UINT, OFF(upstream_max_connections), "1024", 1, 65535, NULL},
+    {"CITEGATE_UPSTREAM_MAX_PENDING", T_UINT, OFF(upstream_max_pending), "1024", 0, 1000000, NULL},
+    {"CITEGATE_UPSTREAM_QUEUE_TIMEOUT_MS", T_UINT, OFF(upstream_queue_timeout_ms), "10000", 1, 3600000, NULL},
+    {"CITEGATE_MAX_CLIENT_CONNECTIONS", T_UINT, OFF(max_client_connections), "16384", 1, 1000000, NULL},
+    {"CITEGATE_REQUEST_TIMEOUT_MS", T_UINT, OFF(request_timeout_ms), "30000", 1, 3600000, NULL},
+    {"CITEGATE_MAX_EVENT_BYTES", T_SIZE, OFF(max_event_bytes), "4194304", 1024, 1u << 30, NULL},
+    {"CITEGATE_CORS_ORIGINS", T_STR, OFF(cors_origins), NULL, 0, 0, NULL},
     {"CITEGATE_WORKERS", T_UINT, OFF(workers), "1", 1, 256, NULL},
     {"CITEGATE_PROFILE", T_ENUM, OFF(profile), "openwebui", 0, 0, profile_words},
     {"CITEGATE_REF_STYLE", T_ENUM, OFF(ref_style), "auto", 0, 0, style_words},
@@ -253,4 +259,5 @@ void cg_config_xform(const cg_config_t *c, cg_xform_cfg_t *x)
     x->style = c->ref_style;
     x->max_doc_bytes = c->max_doc_bytes;
     x->scores = c->include_search_scores;
+    x->max_event = c->max_event_bytes;
 }

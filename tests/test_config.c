@@ -122,7 +122,13 @@ static void test_defaults(void **state)
     assert_int_equal(c.upstream_protocol, CG_PROTO_AUTO);
     assert_null(c.upstream_ca);
     assert_false(c.upstream_insecure);
-    assert_int_equal(c.upstream_max_connections, 16);
+    assert_int_equal(c.upstream_max_connections, 1024);
+    assert_int_equal(c.upstream_max_pending, 1024);
+    assert_int_equal(c.upstream_queue_timeout_ms, 10000);
+    assert_int_equal(c.max_client_connections, 16384);
+    assert_int_equal(c.request_timeout_ms, 30000);
+    assert_int_equal(c.max_event_bytes, 4194304);
+    assert_null(c.cors_origins);
     assert_int_equal(c.workers, 1);
     assert_int_equal(c.profile, CG_PROFILE_OPENWEBUI);
     assert_int_equal(c.ref_style, CG_REF_ANY);
@@ -149,6 +155,7 @@ static void test_defaults(void **state)
     assert_int_equal(x.style, CG_REF_ANY);
     assert_int_equal(x.max_doc_bytes, 8192);
     assert_true(x.scores);
+    assert_int_equal(x.max_event, 4194304);
     cg_config_free(&c);
     assert_null(c.listen);
     assert_null(c.memory_db_path);

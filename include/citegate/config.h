@@ -26,6 +26,12 @@ typedef struct cg_config {
     char *upstream_ca;
     bool upstream_insecure;
     unsigned upstream_max_connections;
+    unsigned upstream_max_pending;      /* waiting for a connection or stream */
+    unsigned upstream_queue_timeout_ms; /* longest wait there */
+    unsigned max_client_connections;    /* per worker; accepting pauses at it */
+    unsigned request_timeout_ms;        /* TLS handshake + request head; idle keep-alive */
+    size_t max_event_bytes;             /* largest SSE event parsed and rewritten */
+    char *cors_origins;                 /* comma-separated, or "*"; NULL: no CORS */
     unsigned workers;
     cg_profile_t profile;
     cg_ref_style_t ref_style;

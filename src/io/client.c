@@ -2,6 +2,7 @@
 #include "client.h"
 
 #include "log.h"
+#include "metrics.h"
 #include "tls.h"
 
 #include <errno.h>
@@ -65,6 +66,8 @@ static void on_drain(cg_conn_t *conn)
         c->proto->drained(c);
 }
 
+static void accept_one(cg_worker_t *w, uv_stream_t *server);
+
 static void on_closed(cg_conn_t *conn)
 {
     cg_client_t *c = conn->owner;
@@ -78,21 +81,33 @@ static void on_closed(cg_conn_t *conn)
     if (c->next)
         c->next->prev = c->prev;
     w->nclients--;
+    if (!c->admin) {
+        w->nserving--;
+        cg_metrics->client_connections--;
+    }
     cg_buf_free(&c->sniff);
     free(c);
+    /* Below the cap again: take the connection that waits in the listener
+     * (libuv stops polling a listener whose connection was not taken). */
+    if (w->accept_paused && w->nserving < w->cfg->max_client_connections && w->listener_open) {
+        w->accept_paused = false;
+        accept_one(w, (uv_stream_t *)&w->listener);
+    }
 }
 
 static const cg_conn_ops_t conn_ops = {
     .read = on_read, .ready = on_ready, .drain = on_drain, .closed = on_closed};
 
-static void on_connection(uv_stream_t *server, int status)
+static void accept_one(cg_worker_t *w, uv_stream_t *server)
 {
-    cg_worker_t *w = server->data;
-    if (status < 0)
-        return;
     cg_client_t *c = cg_xcalloc(1, sizeof(*c));
     c->w = w;
     c->admin = server == (uv_stream_t *)&w->admin;
+    if (!c->admin) {
+        w->nserving++;
+        cg_metrics->client_connections++;
+    }
+    c->deadline = uv_now(w->loop) + w->cfg->request_timeout_ms;
     c->next = w->clients;
     if (w->clients)
         w->clients->prev = c;
@@ -103,6 +118,51 @@ static void on_connection(uv_stream_t *server, int status)
         return; /* closing; freed in on_closed */
     if (c->admin)
         choose(c, &cg_h1_proto);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    cg_worker_t *w = server->data;
+    if (status < 0)
+        return;
+    bool admin = server == (uv_stream_t *)&w->admin;
+    if (!admin && w->nserving >= w->cfg->max_client_connections) {
+        /* At the cap: leave the connection in the listener; libuv stops
+         * polling it until accept_one() takes it (no busy loop). */
+        w->accept_paused = true;
+        return;
+    }
+    accept_one(w, server);
+}
+
+void cg_client_expect_request(cg_client_t *c, bool expect)
+{
+    c->deadline = expect ? uv_now(c->w->loop) + c->w->cfg->request_timeout_ms : 0;
+}
+
+/* Connections that did not finish a TLS handshake and a request head in
+ * time (slowloris), and idle keep-alive ones, are closed. One timer for the
+ * worker instead of one per connection. */
+static void on_sweep(uv_timer_t *t)
+{
+    cg_worker_t *w = t->data;
+    uint64_t now = uv_now(w->loop);
+    for (cg_client_t *c = w->clients; c; c = c->next) {
+        if (c->deadline == 0 || now < c->deadline || uv_is_closing((uv_handle_t *)&c->conn.tcp))
+            continue;
+        cg_log_debug(NULL, "client sent no request in %u ms: closing", w->cfg->request_timeout_ms);
+        cg_conn_close(&c->conn, CG_E_TIMEOUT);
+    }
+}
+
+void cg_client_sweep_start(cg_worker_t *w)
+{
+    unsigned every = w->cfg->request_timeout_ms / 4;
+    every = every < 10 ? 10 : every > 1000 ? 1000 : every;
+    uv_timer_init(w->loop, &w->client_sweep);
+    w->client_sweep.data = w;
+    uv_timer_start(&w->client_sweep, on_sweep, every, every);
+    uv_unref((uv_handle_t *)&w->client_sweep);
 }
 
 void cg_client_drain(cg_client_t *c)

@@ -47,6 +47,9 @@ struct cg_client {
     cg_conn_t conn;
     cg_worker_t *w;
     bool admin;
+    /* A request head (and the TLS handshake before it) must arrive by
+     * then; 0 while a request is being answered. */
+    uint64_t deadline;
     const cg_proto_t *proto; /* NULL until chosen */
     cg_buf_t sniff;          /* first bytes, until the preface is told apart */
     cg_h1_t h1;
@@ -59,6 +62,10 @@ extern const cg_proto_t cg_h2_proto;
 
 /* Listens on addr (SO_REUSEPORT); admin listeners serve the admin paths. */
 int cg_client_listen(cg_worker_t *w, uv_tcp_t *h, const char *addr);
+/* Starts the sweep that closes connections past their request deadline. */
+void cg_client_sweep_start(cg_worker_t *w);
+/* The connection waits for a request from now on (or, with false, not). */
+void cg_client_expect_request(cg_client_t *c, bool expect);
 void cg_client_drain(cg_client_t *c);
 void cg_client_shutdown(cg_client_t *c);
 

@@ -27,8 +27,12 @@ static void on_close(uv_handle_t *h)
 
 void cg_conn_close(cg_conn_t *c, cg_err_t why)
 {
-    if (c->closing)
+    if (c->closing) {
+        /* A FIN waiting for a peer that never reads: close now. */
+        if (c->shutting && !uv_is_closing((uv_handle_t *)&c->tcp))
+            uv_close((uv_handle_t *)&c->tcp, on_close);
         return;
+    }
     c->closing = true;
     c->err = why;
     cg_conn_read_stop(c);
@@ -40,7 +44,8 @@ static void on_shutdown(uv_shutdown_t *req, int status)
     (void)status;
     cg_conn_t *c = req->handle->data;
     free(req);
-    uv_close((uv_handle_t *)&c->tcp, on_close);
+    if (!uv_is_closing((uv_handle_t *)&c->tcp))
+        uv_close((uv_handle_t *)&c->tcp, on_close);
 }
 
 void cg_conn_shutdown(cg_conn_t *c)
@@ -48,7 +53,7 @@ void cg_conn_shutdown(cg_conn_t *c)
     if (c->closing)
         return;
     cg_conn_read_stop(c);
-    c->closing = true;
+    c->closing = c->shutting = true;
     uv_shutdown_t *req = cg_xmalloc(sizeof(*req));
     if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
         free(req);

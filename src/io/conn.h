@@ -45,6 +45,7 @@ struct cg_conn {
     size_t queued;  /* bytes accepted but not yet written */
     cg_err_t err;   /* why it closed: CG_OK when the owner closed it */
     bool reading, closing, blocked, ready;
+    bool shutting; /* closing after a FIN, once queued bytes are written */
     bool outgoing; /* we connected (an upstream), or accepted (a client) */
 };
 

@@ -17,7 +17,9 @@
     X(TLS, "tls", "upstream TLS handshake failed")                              \
     X(TIMEOUT, "timeout", "upstream did not answer in time")                    \
     X(RESET, "reset", "upstream closed the connection")                         \
-    X(PROTOCOL, "protocol", "upstream protocol error")
+    X(PROTOCOL, "protocol", "upstream protocol error")                          \
+    X(BUSY, NULL, "every upstream connection is busy and the queue is full")    \
+    X(QUEUE_TIMEOUT, NULL, "waited too long for an upstream connection")
 
 typedef enum cg_err {
     CG_OK = 0,

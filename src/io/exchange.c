@@ -20,6 +20,8 @@ static void arm_timer(cg_exchange_t *ex, uint64_t ms);
 
 static void set_state(cg_exchange_t *ex, cg_ex_state_t to)
 {
+    /* The queue-length gauge is the number of exchanges in QUEUED. */
+    cg_metrics->upstream_queue_length += (to == CG_EX_QUEUED) - (ex->state == CG_EX_QUEUED);
     cg_ex_state_set(&ex->state, to);
 }
 
@@ -135,6 +137,77 @@ static void build_request(cg_exchange_t *ex, cg_span_t path_q)
                   m->method == HTTP_PATCH;
 }
 
+/* --- CORS (SPEC §4) ------------------------------------------------------------------ */
+
+/* Is `origin` in CITEGATE_CORS_ORIGINS (a comma-separated list, or "*")? */
+static bool cors_allowed(const char *list, cg_span_t origin)
+{
+    if (list == NULL || origin.p == NULL)
+        return false;
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ",");
+        size_t k = n;
+        while (k > 0 && p[k - 1] == ' ')
+            k--;
+        if ((k == 1 && p[0] == '*') || (k == origin.n && strncasecmp(p, origin.p, k) == 0))
+            return true;
+        p += n;
+    }
+    return false;
+}
+
+/* What every answer to an allowed origin carries. */
+static void cors_headers(const cg_exchange_t *ex, cg_hdrs_t *h)
+{
+    if (ex->cors_origin == NULL)
+        return;
+    cg_hdrs_add_str(h, "Access-Control-Allow-Origin", ex->cors_origin);
+    cg_hdrs_add_str(h, "Access-Control-Expose-Headers", "X-Request-Id");
+    cg_hdrs_add_str(h, "Vary", "Origin");
+}
+
+/* A preflight is answered here and never forwarded. */
+static void answer_preflight(cg_exchange_t *ex)
+{
+    cg_hdrs_t h = {0};
+    cg_hdrs_add_str(&h, "X-Request-Id", ex->rid);
+    if (ex->cors_origin) {
+        cg_span_t asked = cg_hdrs_get(&ex->msg.hdrs, "access-control-request-headers");
+        cg_hdrs_add_str(&h, "Access-Control-Allow-Origin", ex->cors_origin);
+        cg_hdrs_add_str(&h, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        if (asked.p)
+            cg_hdrs_add(&h, "Access-Control-Allow-Headers", 28, asked.p, asked.n);
+        cg_hdrs_add_str(&h, "Access-Control-Max-Age", "600");
+    }
+    cg_hdrs_add_str(&h, "Vary", "Origin");
+    ex->status = 204;
+    if (!ex->gone) {
+        ex->down->head(ex, 204, &h, 0);
+        ex->down->end(ex, true);
+    }
+    cg_hdrs_free(&h);
+    finish(ex);
+}
+
+/* Notes the request's allowed Origin; true when it was a preflight, now
+ * answered. */
+static bool cors(cg_exchange_t *ex)
+{
+    const char *list = ex->w->cfg->cors_origins;
+    if (list == NULL)
+        return false;
+    cg_span_t origin = cg_hdrs_get(&ex->msg.hdrs, "origin");
+    if (cors_allowed(list, origin))
+        ex->cors_origin = cg_xstrndup(origin.p, origin.n);
+    if (ex->msg.method != HTTP_OPTIONS ||
+        cg_hdrs_get(&ex->msg.hdrs, "access-control-request-method").p == NULL)
+        return false;
+    answer_preflight(ex);
+    return true;
+}
+
 /* --- answering with an error ------------------------------------------------------ */
 
 static void respond_error(cg_exchange_t *ex, int status, const char *type, const char *code,
@@ -145,6 +218,9 @@ static void respond_error(cg_exchange_t *ex, int status, const char *type, const
     cg_hdrs_t h = {0};
     cg_hdrs_add_str(&h, "Content-Type", "application/json");
     cg_hdrs_add_str(&h, "X-Request-Id", ex->rid);
+    if (status == 503 && strcmp(code, "upstream_busy") == 0)
+        cg_hdrs_add_str(&h, "Retry-After", "1");
+    cors_headers(ex, &h);
     ex->status = status;
     if (!ex->gone) {
         ex->down->head(ex, status, &h, (long long)b.len);
@@ -160,6 +236,45 @@ static void respond_error(cg_exchange_t *ex, int status, const char *type, const
 void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const char *message)
 {
     respond_error(ex, status, "invalid_request_error", code, message);
+}
+
+/* Every upstream connection is busy: say so honestly (SPEC §9, §11). */
+static void respond_busy(cg_exchange_t *ex, int reason)
+{
+    cg_metrics->queue_rejections[reason]++;
+    cg_log_warn(ex->rid, "%s", cg_err_message(reason == CG_QUEUE_FULL ? CG_E_BUSY : CG_E_QUEUE_TIMEOUT));
+    respond_error(ex, 503, "server_error", "upstream_busy",
+                  cg_err_message(reason == CG_QUEUE_FULL ? CG_E_BUSY : CG_E_QUEUE_TIMEOUT));
+}
+
+/* A path segment "." or "..", also percent-encoded (SPEC §4): with a base
+ * path it would reach beyond it upstream. */
+static bool dot_segment(const char *p, size_t n)
+{
+    char seg[8];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < sizeof(seg); i++) {
+        if (p[i] == '%' && i + 2 < n && p[i + 1] == '2' && (p[i + 2] == 'e' || p[i + 2] == 'E')) {
+            seg[k++] = '.';
+            i += 2;
+        } else {
+            seg[k++] = p[i];
+        }
+    }
+    return (k == 1 && seg[0] == '.') || (k == 2 && seg[0] == '.' && seg[1] == '.');
+}
+
+static bool has_dot_segment(const char *path, size_t n)
+{
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n || path[i] == '/') {
+            if (dot_segment(path + start, i - start))
+                return true;
+            start = i + 1;
+        }
+    }
+    return false;
 }
 
 /* --- starting --------------------------------------------------------------------- */
@@ -213,6 +328,8 @@ void cg_exchange_run(cg_exchange_t *ex)
     size_t path_len = q ? (size_t)(q - url.p) : url.n;
     ex->route = url.n ? classify(url.p, path_len) : CG_ROUTE_OTHER;
     ex->transform = ex->route != CG_ROUTE_OTHER && m->method == HTTP_POST;
+    if (cors(ex))
+        return;
     if (w->draining) {
         respond_error(ex, 503, "server_error", "draining", "citegate is shutting down");
         return;
@@ -220,6 +337,11 @@ void cg_exchange_run(cg_exchange_t *ex)
     if (url.n == 0 || url.p[0] != '/') {
         respond_error(ex, 400, "invalid_request_error", "bad_request",
                       "request target must be a path");
+        return;
+    }
+    if (has_dot_segment(url.p, path_len)) {
+        respond_error(ex, 400, "invalid_request_error", "bad_request",
+                      "request path has a '.' or '..' segment");
         return;
     }
     if (ex->transform) {
@@ -237,10 +359,8 @@ void cg_exchange_run(cg_exchange_t *ex)
      * (for the log), so an open stream holds no second copy. */
     cg_hdrs_free(&m->hdrs);
     cg_buf_free(&m->body);
-    set_state(ex, CG_EX_CONNECTING);
-    ex->t_upstream = cg_now_ms(w);
-    arm_timer(ex, w->cfg->connect_timeout_ms);
-    w->up->ops->send(w->up, ex);
+    if (w->up->ops->send(w->up, ex) == CG_E_BUSY)
+        respond_busy(ex, CG_QUEUE_FULL);
 }
 
 /* --- the answer ------------------------------------------------------------------- */
@@ -255,6 +375,9 @@ static bool drop_response_header(const cg_exchange_t *ex, const cg_hdrs_t *h, cg
 {
     if (cg_hdr_is_hop(h, name) || cg_span_ieq(name, "content-length") ||
         cg_span_ieq(name, "x-request-id"))
+        return true;
+    /* With CORS on, citegate alone speaks it. */
+    if (ex->w->cfg->cors_origins && name.n > 15 && strncasecmp(name.p, "access-control-", 15) == 0)
         return true;
     return ex->is_sse && (cg_span_ieq(name, "cache-control") ||
                           cg_span_ieq(name, "x-accel-buffering"));
@@ -271,6 +394,7 @@ static void send_head(cg_exchange_t *ex, const cg_hdrs_t *h, long long content_l
             cg_hdrs_add(&out, name.p, name.n, v.p, v.n);
     }
     cg_hdrs_add_str(&out, "X-Request-Id", ex->rid);
+    cors_headers(ex, &out);
     if (ex->is_sse) {
         cg_hdrs_add_str(&out, "Cache-Control", "no-cache");
         cg_hdrs_add_str(&out, "X-Accel-Buffering", "no");
@@ -298,6 +422,19 @@ static long long pass_length(const cg_hdrs_t *h)
     return strtoll(tmp, NULL, 10);
 }
 
+/* An answer in a Content-Encoding citegate did not ask for cannot be read:
+ * it goes through unchanged, with its headers (SPEC §6 rule 6). */
+static bool encoded(const cg_exchange_t *ex, const cg_hdrs_t *h)
+{
+    cg_span_t ce = cg_hdrs_get(h, "content-encoding");
+    if (ce.p == NULL || cg_span_ieq(ce, "identity"))
+        return false;
+    cg_log_warn(ex->rid, "upstream answered in Content-Encoding %.*s: forwarded unchanged",
+                (int)(ce.n > 40 ? 40 : ce.n), ce.p);
+    cg_metrics->passthrough[CG_PASS_ENCODED]++;
+    return true;
+}
+
 void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
 {
     cg_worker_t *w = ex->w;
@@ -308,7 +445,7 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
                     (double)(cg_now_ms(w) - ex->t_start) / 1000.0);
     ex->is_sse = ctype_is(cg_hdrs_get(h, "content-type"), "text/event-stream");
     ex->mode = CG_MODE_PASS;
-    if (ex->transform && profile_transforms(ex->profile) && status == 200)
+    if (ex->transform && profile_transforms(ex->profile) && status == 200 && !encoded(ex, h))
         ex->mode = ex->is_sse ? CG_MODE_STREAM : CG_MODE_BODY;
     if (ex->mode != CG_MODE_PASS) {
         cg_xform_cfg_t xc;
@@ -373,6 +510,7 @@ void cg_exchange_client_drained(cg_exchange_t *ex)
 /* A body too large to transform: forwarded unchanged from here on. */
 static void give_up_body(cg_exchange_t *ex, const char *p, size_t n)
 {
+    cg_metrics->passthrough[CG_PASS_BODY_TOO_LARGE]++;
     ex->mode = CG_MODE_PASS;
     send_head(ex, &ex->head, -1);
     uv_buf_t both[2] = {uv_buf_init(ex->body.p, (unsigned)ex->body.len),
@@ -440,12 +578,16 @@ void cg_ex_on_end(cg_exchange_t *ex, cg_err_t err)
 {
     if (cg_ex_done(ex))
         return;
+    if (err == CG_E_BUSY) {
+        respond_busy(ex, CG_QUEUE_FULL);
+        return;
+    }
     if (err != CG_OK) {
         if (cg_err_label(err))
             cg_metrics->upstream_errors[err]++;
         cg_log_warn(ex->rid, "%s", cg_err_message(err));
     }
-    if (ex->state == CG_EX_CONNECTING || ex->state == CG_EX_WAITING ||
+    if (ex->state == CG_EX_QUEUED || ex->state == CG_EX_CONNECTING || ex->state == CG_EX_WAITING ||
         (ex->state == CG_EX_HOLDING && ex->mode == CG_MODE_BODY && err != CG_OK)) {
         fail_before_head(ex, err == CG_OK ? CG_E_PROTOCOL : err);
         return;
@@ -464,21 +606,27 @@ void cg_ex_on_end(cg_exchange_t *ex, cg_err_t err)
     finish(ex);
 }
 
+void cg_ex_upstream_queued(cg_exchange_t *ex)
+{
+    if (ex->state == CG_EX_QUEUED)
+        return; /* moved from one pool's queue to another's: still waiting */
+    set_state(ex, CG_EX_QUEUED);
+    ex->t_queued = cg_now_ms(ex->w);
+    arm_timer(ex, ex->w->cfg->upstream_queue_timeout_ms);
+}
+
+void cg_ex_upstream_connecting(cg_exchange_t *ex)
+{
+    set_state(ex, CG_EX_CONNECTING);
+    ex->t_upstream = cg_now_ms(ex->w);
+    arm_timer(ex, ex->w->cfg->connect_timeout_ms);
+}
+
 void cg_ex_upstream_sent(cg_exchange_t *ex)
 {
-    if (ex->state != CG_EX_CONNECTING)
-        return;
     set_state(ex, CG_EX_WAITING);
     ex->t_upstream = cg_now_ms(ex->w);
     arm_timer(ex, ex->w->cfg->first_byte_timeout_ms);
-}
-
-void cg_ex_upstream_requeued(cg_exchange_t *ex)
-{
-    if (ex->state == CG_EX_WAITING) {
-        set_state(ex, CG_EX_CONNECTING);
-        arm_timer(ex, ex->w->cfg->connect_timeout_ms);
-    }
 }
 
 /* --- timers ------------------------------------------------------------------------ */
@@ -488,6 +636,7 @@ static uint64_t deadline(const cg_exchange_t *ex)
 {
     const cg_config_t *cfg = ex->w->cfg;
     switch (ex->state) {
+    case CG_EX_QUEUED: return ex->t_queued + cfg->upstream_queue_timeout_ms;
     case CG_EX_CONNECTING: return ex->t_upstream + cfg->connect_timeout_ms;
     case CG_EX_WAITING: return ex->t_upstream + cfg->first_byte_timeout_ms;
     default: return ex->last_activity + cfg->idle_timeout_ms;
@@ -503,7 +652,10 @@ static void on_timer(uv_timer_t *t)
         return;
     }
     ex->w->up->ops->abort(ex->w->up, ex);
-    cg_ex_on_end(ex, ex->state == CG_EX_CONNECTING ? CG_E_CONNECT_TIMEOUT : CG_E_TIMEOUT);
+    if (ex->state == CG_EX_QUEUED)
+        respond_busy(ex, CG_QUEUE_TIMEOUT);
+    else
+        cg_ex_on_end(ex, ex->state == CG_EX_CONNECTING ? CG_E_CONNECT_TIMEOUT : CG_E_TIMEOUT);
 }
 
 static void arm_timer(cg_exchange_t *ex, uint64_t ms)
@@ -523,6 +675,7 @@ static void on_timer_close(uv_handle_t *h)
     cg_out_free(&ex->out);
     cg_buf_free(&ex->body);
     cg_hdrs_free(&ex->head);
+    free(ex->cors_origin);
     free(ex);
 }
 
@@ -588,8 +741,8 @@ void cg_exchange_shutdown(cg_exchange_t *ex)
     if (cg_ex_done(ex))
         return;
     ex->w->up->ops->abort(ex->w->up, ex);
-    if (ex->state == CG_EX_NEW || ex->state == CG_EX_CONNECTING || ex->state == CG_EX_WAITING ||
-        (ex->state == CG_EX_HOLDING && ex->mode == CG_MODE_BODY)) {
+    if (ex->state == CG_EX_NEW || ex->state == CG_EX_QUEUED || ex->state == CG_EX_CONNECTING ||
+        ex->state == CG_EX_WAITING || (ex->state == CG_EX_HOLDING && ex->mode == CG_MODE_BODY)) {
         respond_error(ex, 503, "server_error", "draining", "citegate is shutting down");
         return;
     }

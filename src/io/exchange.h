@@ -56,6 +56,7 @@ struct cg_exchange {
     bool paused;    /* the client is behind: the upstream waits */
     bool is_sse;
     char rid[64];
+    char *cors_origin; /* an allowed Origin to answer with, or NULL */
     int route, status;
     cg_profile_t profile;
     cg_request_t req;
@@ -65,7 +66,7 @@ struct cg_exchange {
     cg_out_t out;
     cg_buf_t body;  /* a non-streaming answer, held to be transformed */
     cg_hdrs_t head; /* its upstream headers */
-    uint64_t t_start, t_upstream, last_activity;
+    uint64_t t_start, t_queued, t_upstream, last_activity;
     uv_timer_t timer;
     size_t resp_bytes;
 };
@@ -86,8 +87,9 @@ void cg_exchange_client_drained(cg_exchange_t *ex);
 void cg_exchange_shutdown(cg_exchange_t *ex);
 
 /* From the upstream side. */
-void cg_ex_upstream_sent(cg_exchange_t *ex);     /* the request is on its way */
-void cg_ex_upstream_requeued(cg_exchange_t *ex); /* it will be sent again */
+void cg_ex_upstream_queued(cg_exchange_t *ex);     /* it waits for a connection */
+void cg_ex_upstream_connecting(cg_exchange_t *ex); /* a connection is made for it */
+void cg_ex_upstream_sent(cg_exchange_t *ex);       /* the request is on its way */
 void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h);
 void cg_ex_on_body(cg_exchange_t *ex, const char *p, size_t n);
 /* The answer ended: CG_OK when complete, else why it broke off. */

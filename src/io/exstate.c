@@ -6,19 +6,20 @@
 #define BIT(s) (1u << (s))
 
 static const unsigned legal[CG_EX_NSTATES] = {
-    [CG_EX_NEW] = BIT(CG_EX_CONNECTING) | BIT(CG_EX_DONE),
-    /* WAITING -> CONNECTING: a stream refused unprocessed, or a reused
-     * connection that closed, is sent again. */
+    [CG_EX_NEW] = BIT(CG_EX_QUEUED) | BIT(CG_EX_CONNECTING) | BIT(CG_EX_WAITING) | BIT(CG_EX_DONE),
+    [CG_EX_QUEUED] = BIT(CG_EX_CONNECTING) | BIT(CG_EX_WAITING) | BIT(CG_EX_DONE),
     [CG_EX_CONNECTING] = BIT(CG_EX_WAITING) | BIT(CG_EX_DONE),
-    [CG_EX_WAITING] = BIT(CG_EX_CONNECTING) | BIT(CG_EX_HOLDING) | BIT(CG_EX_STREAMING) |
+    /* WAITING -> QUEUED: a stream refused unprocessed, or a reused
+     * connection that closed, is sent again. */
+    [CG_EX_WAITING] = BIT(CG_EX_QUEUED) | BIT(CG_EX_HOLDING) | BIT(CG_EX_STREAMING) |
                       BIT(CG_EX_DONE),
     [CG_EX_HOLDING] = BIT(CG_EX_STREAMING) | BIT(CG_EX_DONE),
     [CG_EX_STREAMING] = BIT(CG_EX_DONE),
     [CG_EX_DONE] = 0,
 };
 
-static const char *const names[CG_EX_NSTATES] = {"NEW",     "CONNECTING", "WAITING",
-                                                 "HOLDING", "STREAMING",  "DONE"};
+static const char *const names[CG_EX_NSTATES] = {"NEW",     "QUEUED",    "CONNECTING", "WAITING",
+                                                 "HOLDING", "STREAMING", "DONE"};
 
 bool cg_ex_state_legal(cg_ex_state_t from, cg_ex_state_t to)
 {

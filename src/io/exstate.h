@@ -2,12 +2,13 @@
  * The life of an exchange, one state at a time. Everything the shell used
  * to keep in flags ("head sent", "connected", ...) is read from the state.
  *
- *   NEW -> CONNECTING -> WAITING -> STREAMING -> DONE
- *                 ^         |  \                ^
- *                 +---------+   +-> HOLDING -----+
- *
- * and from every state but DONE straight to DONE (rejected, failed, the
- * client went away).
+ *   NEW        -> QUEUED | CONNECTING | WAITING | DONE
+ *   QUEUED     -> CONNECTING | WAITING | DONE
+ *   CONNECTING -> WAITING | DONE
+ *   WAITING    -> QUEUED (refused unprocessed: sent again) | HOLDING |
+ *                 STREAMING | DONE
+ *   HOLDING    -> STREAMING | DONE
+ *   STREAMING  -> DONE
  */
 #ifndef CITEGATE_IO_EXSTATE_H
 #define CITEGATE_IO_EXSTATE_H
@@ -16,7 +17,8 @@
 
 typedef enum cg_ex_state {
     CG_EX_NEW,        /* parsed; nothing sent upstream yet */
-    CG_EX_CONNECTING, /* waiting for an upstream connection or stream */
+    CG_EX_QUEUED,     /* waiting in the pool's queue for a connection or stream */
+    CG_EX_CONNECTING, /* a connection is being made for it */
     CG_EX_WAITING,    /* request sent; waiting for the answer's head */
     CG_EX_HOLDING,    /* answer's head in; the client's head held back (a
                          body to transform, or a stream held to its end) */

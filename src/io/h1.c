@@ -58,6 +58,7 @@ static void response_done(cg_client_t *c)
         return;
     }
     llhttp_resume(&h->parser);
+    cg_client_expect_request(c, true);
     h->message_done = false;
     h->reject = 0;
     cg_reqmsg_reset(&h->msg);
@@ -81,6 +82,7 @@ static void reject(cg_client_t *c, int status, const char *msg)
     send_simple(c, status, "application/json", b.p, b.len);
     cg_buf_free(&b);
     cg_log_info(NULL, "rejected request: %d %s", status, msg);
+    cg_client_expect_request(c, true); /* a client that never reads this is closed */
     response_done(c);
 }
 
@@ -107,7 +109,7 @@ static void h1_head(cg_exchange_t *ex, int status, const cg_hdrs_t *hd, long lon
         cg_span_t name = cg_hdr_name(hd, i), v = cg_hdr_value(hd, i);
         cg_buf_printf(&b, "%.*s: %.*s\r\n", (int)name.n, name.p, (int)v.n, v.p);
     }
-    if (clen >= 0)
+    if (clen >= 0 && status >= 200 && status != 204) /* RFC 9110 §8.6 */
         cg_buf_printf(&b, "Content-Length: %lld\r\n", clen);
     else if (h->chunked)
         cg_buf_puts(&b, "Transfer-Encoding: chunked\r\n");
@@ -179,7 +181,7 @@ static int on_message_begin(llhttp_t *p)
     return 0;
 }
 
-static int too_large(llhttp_t *p, int status, const char *why)
+static int refuse(llhttp_t *p, int status, const char *why)
 {
     ((cg_client_t *)p->data)->h1.reject = status;
     llhttp_set_error_reason(p, why);
@@ -190,7 +192,7 @@ static int on_url(llhttp_t *p, const char *at, size_t n)
 {
     cg_reqmsg_t *m = &((cg_client_t *)p->data)->h1.msg;
     if (m->url.len + n > CG_MAX_HEADER_BYTES)
-        return too_large(p, 431, "request line too long");
+        return refuse(p, 431, "request line too long");
     cg_buf_put(&m->url, at, n);
     return 0;
 }
@@ -198,24 +200,36 @@ static int on_url(llhttp_t *p, const char *at, size_t n)
 static int on_header_field(llhttp_t *p, const char *at, size_t n)
 {
     if (cg_hdrs_on_field(&((cg_client_t *)p->data)->h1.msg.hdrs, at, n) != 0)
-        return too_large(p, 431, "headers too large");
+        return refuse(p, 431, "headers too large");
     return 0;
 }
 
 static int on_header_value(llhttp_t *p, const char *at, size_t n)
 {
     if (cg_hdrs_on_value(&((cg_client_t *)p->data)->h1.msg.hdrs, at, n) != 0)
-        return too_large(p, 431, "headers too large");
+        return refuse(p, 431, "headers too large");
     return 0;
+}
+
+/* RFC 9112 §3.2: an HTTP/1.1 request carries exactly one Host. */
+static bool one_host(const cg_hdrs_t *h)
+{
+    int n = 0;
+    for (size_t i = 0; i < h->n; i++)
+        n += cg_span_ieq(cg_hdr_name(h, i), "host");
+    return n == 1;
 }
 
 static int on_headers_complete(llhttp_t *p)
 {
     cg_client_t *c = p->data;
+    cg_client_expect_request(c, false);
     c->h1.msg.http10 = p->http_major == 1 && p->http_minor == 0;
+    if (p->http_minor >= 1 && !one_host(&c->h1.msg.hdrs))
+        return refuse(p, 400, "an HTTP/1.1 request needs exactly one Host header");
     if (!c->admin && (p->flags & F_CONTENT_LENGTH) &&
         p->content_length > c->w->cfg->max_request_bytes)
-        return too_large(p, 413, "body too large");
+        return refuse(p, 413, "body too large");
     return 0;
 }
 
@@ -224,7 +238,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
     cg_client_t *c = p->data;
     size_t max = c->admin ? 65536 : c->w->cfg->max_request_bytes;
     if (c->h1.msg.body.len + n > max)
-        return too_large(p, 413, "body too large");
+        return refuse(p, 413, "body too large");
     cg_buf_put(&c->h1.msg.body, at, n);
     return 0;
 }

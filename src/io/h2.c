@@ -23,6 +23,18 @@
 #include <string.h>
 
 #define MAX_STREAMS 256
+#define MAX_HEADER_LIST 65536 /* SETTINGS_MAX_HEADER_LIST_SIZE we advertise */
+#define MAX_431 3             /* requests answered 431 before the connection goes */
+/* A header block decoding to more than this many times its wire size (and
+ * past BOMB_FLOOR) is an HPACK bomb: one table entry referenced over and
+ * over. Decoding stops there; a merely large block is answered 431. */
+#define BOMB_RATIO 4
+#define BOMB_FLOOR (4 * MAX_HEADER_LIST)
+/* Control frames (SETTINGS, PING, PRIORITY, WINDOW_UPDATE, RST_STREAM, empty
+ * DATA) a connection may send: a bucket of FLOOD_BURST refilled at
+ * FLOOD_RATE a second. Clients send a few; floods send millions. */
+#define FLOOD_BURST 2000
+#define FLOOD_RATE  2000
 
 typedef struct cg_h2stream cg_h2stream_t;
 
@@ -31,6 +43,11 @@ typedef struct cg_h2conn {
     nghttp2_session *s;
     cg_h2stream_t *streams;
     size_t nstreams;
+    unsigned n431;
+    size_t block_wire;  /* bytes of the header block being received, on the wire */
+    double budget;      /* control frames left (FLOOD_BURST at most) */
+    uint64_t budget_at; /* when it was last refilled, ms */
+    bool calm;          /* GOAWAY(ENHANCE_YOUR_CALM) is on its way */
     cg_buf_t out;     /* frames gathered for one write */
     cg_defer_t flush; /* frames to send at the next safe point */
 } cg_h2conn_t;
@@ -43,6 +60,7 @@ struct cg_h2stream {
     cg_buf_t out; /* answer bytes not yet taken by nghttp2, from off on */
     size_t off;
     int reject;   /* 413 or 431 instead of an exchange */
+    size_t header_bytes; /* of the header block, as RFC 9113 counts them */
     bool eof, deferred, closed;
     cg_h2stream_t *prev, *next;
 };
@@ -68,7 +86,8 @@ static void stream_free(cg_h2stream_t *st)
         h->streams = st->next;
     if (st->next)
         st->next->prev = st->prev;
-    h->nstreams--;
+    if (--h->nstreams == 0)
+        cg_client_expect_request(h->c, true); /* idle: it may stay open so long */
     cg_reqmsg_free(&st->msg);
     cg_buf_free(&st->out);
     free(st);
@@ -125,7 +144,7 @@ static void h2_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h, long long
         nva[k++] = (nghttp2_nv){(uint8_t *)names.p + at, (uint8_t *)v.p, name.n, v.n, 0};
         at += name.n;
     }
-    if (clen >= 0) {
+    if (clen >= 0 && status >= 200 && status != 204) {
         snprintf(len_text, sizeof(len_text), "%lld", clen);
         nva[k++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)len_text, 14,
                                 strlen(len_text), 0};
@@ -201,8 +220,20 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
         h->streams->prev = st;
     h->streams = st;
     h->nstreams++;
+    cg_client_expect_request(h->c, false);
     nghttp2_session_set_stream_user_data(s, st->id, st);
     return 0;
+}
+
+/* The client is hostile: GOAWAY(ENHANCE_YOUR_CALM), then the connection
+ * closes once it is written (SPEC §9). */
+static void calm(cg_h2conn_t *h, const char *why)
+{
+    if (h->calm)
+        return;
+    h->calm = true;
+    cg_log_warn(NULL, "h2 client: %s: GOAWAY(ENHANCE_YOUR_CALM)", why);
+    nghttp2_session_terminate_session(h->s, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
 static int method_of(const uint8_t *v, size_t n)
@@ -227,13 +258,24 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
     if (st == NULL || f->hd.type != NGHTTP2_HEADERS)
         return 0;
+    st->header_bytes += nl + vl + 32;
+    if (st->header_bytes > MAX_HEADER_LIST) {
+        size_t wire = st->conn->block_wire;
+        if (st->header_bytes > BOMB_FLOOR && st->header_bytes > BOMB_RATIO * wire) {
+            calm(st->conn, "header block decoding far beyond its size (HPACK bomb)");
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        }
+        st->reject = 431; /* kept no further; answered 431 */
+        return 0;
+    }
     if (nl == 7 && memcmp(name, ":method", 7) == 0) {
         st->msg.method = method_of(value, vl);
     } else if (nl == 5 && memcmp(name, ":path", 5) == 0) {
         cg_buf_put(&st->msg.url, value, vl);
     } else if (nl > 0 && name[0] == ':') {
         return 0; /* :scheme, :authority: the upstream's replace them */
-    } else if (cg_hdrs_add(&st->msg.hdrs, (const char *)name, nl, (const char *)value, vl) != 0) {
+    } else if (st->reject == 0 &&
+               cg_hdrs_add(&st->msg.hdrs, (const char *)name, nl, (const char *)value, vl) != 0) {
         st->reject = 431;
     }
     return 0;
@@ -260,6 +302,8 @@ static void dispatch(cg_h2conn_t *h, cg_h2stream_t *st)
     int method = st->msg.method;
     bool bad = st->reject || method < 0 || st->msg.url.len == 0;
     int status = st->reject ? st->reject : 400;
+    if (status == 431 && ++h->n431 >= MAX_431)
+        calm(h, "too many requests answered 431");
     st->ex = cg_exchange_new(h->c->w, &st->msg, &h2_down, st);
     st->msg.method = method; /* the stream still answers HEAD without a body */
     if (!bad) {
@@ -284,6 +328,44 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
     if (st && st->ex == NULL && !st->closed)
         dispatch(h, st);
+    return 0;
+}
+
+/* Spends the control-frame budget; a connection that runs out is a flood. */
+static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *ud)
+{
+    (void)s;
+    cg_h2conn_t *h = ud;
+    if (hd->type == NGHTTP2_HEADERS)
+        h->block_wire = hd->length;
+    else if (hd->type == NGHTTP2_CONTINUATION)
+        h->block_wire += hd->length;
+    bool control = hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_CONTINUATION &&
+                   !(hd->type == NGHTTP2_DATA && (hd->length > 0 || (hd->flags & NGHTTP2_FLAG_END_STREAM)));
+    if (!control)
+        return 0;
+    uint64_t now = uv_now(h->c->w->loop);
+    h->budget += (double)(now - h->budget_at) * FLOOD_RATE / 1000.0;
+    if (h->budget > FLOOD_BURST)
+        h->budget = FLOOD_BURST;
+    h->budget_at = now;
+    if (--h->budget < 0) {
+        calm(h, "control frame flood");
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f, void *ud)
+{
+    (void)s;
+    (void)ud;
+    if (f->hd.type != NGHTTP2_GOAWAY)
+        return 0;
+    uint32_t code = f->goaway.error_code;
+    cg_metrics->goaway_sent[code == NGHTTP2_NO_ERROR            ? CG_GOAWAY_SHUTDOWN
+                            : code == NGHTTP2_ENHANCE_YOUR_CALM ? CG_GOAWAY_CALM
+                                                                : CG_GOAWAY_PROTOCOL]++;
     return 0;
 }
 
@@ -316,8 +398,22 @@ static nghttp2_session_callbacks *callbacks(void)
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
         nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
         nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+        nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, on_begin_frame);
+        nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
     }
     return cbs;
+}
+
+/* nghttp2's own limits: CONTINUATION floods and Rapid Reset. */
+static nghttp2_option *options(void)
+{
+    static nghttp2_option *opt;
+    if (opt == NULL) {
+        nghttp2_option_new(&opt);
+        nghttp2_option_set_max_continuations(opt, 8);
+        nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
+    }
+    return opt;
 }
 
 static void h2_start(cg_client_t *c)
@@ -325,13 +421,16 @@ static void h2_start(cg_client_t *c)
     cg_h2conn_t *h = cg_xcalloc(1, sizeof(*h));
     h->c = c;
     c->h2 = h;
-    if (nghttp2_session_server_new(&h->s, callbacks(), h) != 0) {
+    h->budget = FLOOD_BURST;
+    h->budget_at = uv_now(c->w->loop);
+    if (nghttp2_session_server_new2(&h->s, callbacks(), h, options()) != 0) {
         h->s = NULL;
         cg_conn_close(&c->conn, CG_E_PROTOCOL);
         return;
     }
-    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_STREAMS}};
-    nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, 1);
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_STREAMS},
+                                   {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST}};
+    nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, 2);
     flush_soon(h);
 }
 
@@ -367,12 +466,16 @@ static void h2_read(cg_client_t *c, const char *p, size_t n)
     if (h->s == NULL)
         return;
     ssize_t r = nghttp2_session_mem_recv(h->s, (const uint8_t *)p, n);
-    if (r < 0) {
+    if (r < 0 && !h->calm) {
         cg_log_debug(NULL, "h2 client: %s", nghttp2_strerror((int)r));
         cg_conn_close(&c->conn, CG_E_PROTOCOL);
         return;
     }
     flush_now(h); /* nghttp2 has returned: a safe point */
+    if (h->calm && cg_conn_usable(&c->conn)) {
+        cg_conn_read_stop(&c->conn); /* nothing more is read from it */
+        cg_conn_shutdown(&c->conn);  /* the GOAWAY goes out, then a FIN */
+    }
 }
 
 static void h2_drained(cg_client_t *c)

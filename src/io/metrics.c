@@ -98,6 +98,37 @@ static const char *const route_names[CG_NROUTES] = {
     "/v1/chat/completions", "/openai/deployments/{deployment}/chat/completions",
     "/openai/v1/chat/completions", "other", "admin"};
 
+static void labelled(cg_buf_t *b, const char *name, const char *label, const char *const *values,
+                     size_t off, int n)
+{
+    for (int i = 0; i < n; i++)
+        cg_buf_printf(b, "citegate_%s{%s=\"%s\"} %llu\n", name, label, values[i],
+                      (unsigned long long)sum_u64(off + (size_t)i * sizeof(uint64_t)));
+}
+
+/* Admission control, hostile input and pass-through (SPEC §9, §10). */
+static void render_overload(cg_buf_t *b)
+{
+    static const char *const queue[] = {"full", "timeout"};
+    static const char *const pass[] = {"encoded", "body_too_large"};
+    static const char *const goaway[] = {"shutdown", "enhance_your_calm", "protocol_error"};
+    header(b, "upstream_queue_length", "gauge", "Requests waiting for an upstream connection or stream.");
+    cg_buf_printf(b, "citegate_upstream_queue_length %lld\n", (long long)SUM(upstream_queue_length));
+    header(b, "upstream_queue_rejections_total", "counter", "Requests answered 503 upstream_busy.");
+    labelled(b, "upstream_queue_rejections_total", "reason", queue,
+             offsetof(cg_metrics_slot_t, queue_rejections), CG_NQUEUE_REASONS);
+    header(b, "client_connections", "gauge", "Open client connections.");
+    cg_buf_printf(b, "citegate_client_connections %lld\n", (long long)SUM(client_connections));
+    header(b, "sse_oversized_total", "counter", "Upstream SSE events over CITEGATE_MAX_EVENT_BYTES, forwarded unchanged.");
+    cg_buf_printf(b, "citegate_sse_oversized_total %llu\n", (unsigned long long)SUM(sse_oversized));
+    header(b, "passthrough_total", "counter", "Answers on transformed routes forwarded unchanged, by reason.");
+    labelled(b, "passthrough_total", "reason", pass, offsetof(cg_metrics_slot_t, passthrough),
+             CG_NPASS_REASONS);
+    header(b, "http2_goaway_sent_total", "counter", "GOAWAY frames sent to HTTP/2 clients, by reason.");
+    labelled(b, "http2_goaway_sent_total", "reason", goaway, offsetof(cg_metrics_slot_t, goaway_sent),
+             CG_NGOAWAY_REASONS);
+}
+
 /* One series per kind label; errors that share a label add up. */
 static void render_upstream_errors(cg_buf_t *b)
 {
@@ -172,6 +203,7 @@ void cg_metrics_render(cg_buf_t *b)
     header(b, "client_disconnects_total", "counter", "Clients that went away before their response ended.");
     cg_buf_printf(b, "citegate_client_disconnects_total %llu\n",
                   (unsigned long long)SUM(client_disconnects));
+    render_overload(b);
 }
 
 void cg_metrics_render_stats(cg_buf_t *b)

@@ -13,6 +13,12 @@
 
 enum { CG_ROUTE_CHAT, CG_ROUTE_DEPLOYMENT, CG_ROUTE_OPENAI_V1, CG_ROUTE_OTHER, CG_ROUTE_ADMIN, CG_NROUTES };
 enum { CG_PROTO_LABEL_HTTP1, CG_PROTO_LABEL_H2, CG_NPROTO_LABELS };
+/* upstream_queue_rejections_total{reason} */
+enum { CG_QUEUE_FULL, CG_QUEUE_TIMEOUT, CG_NQUEUE_REASONS };
+/* passthrough_total{reason}: answers forwarded without transforming */
+enum { CG_PASS_ENCODED, CG_PASS_BODY_TOO_LARGE, CG_NPASS_REASONS };
+/* http2_goaway_sent_total{reason} */
+enum { CG_GOAWAY_SHUTDOWN, CG_GOAWAY_CALM, CG_GOAWAY_PROTOCOL, CG_NGOAWAY_REASONS };
 
 #define CG_HIST_N 12
 
@@ -34,6 +40,12 @@ typedef struct cg_metrics_slot {
     uint64_t tracking_failures;
     uint64_t upstream_errors[CG_E_COUNT]; /* by cg_err_t; rendered by its label */
     uint64_t client_disconnects;
+    int64_t upstream_queue_length;
+    uint64_t queue_rejections[CG_NQUEUE_REASONS];
+    int64_t client_connections;
+    uint64_t sse_oversized;
+    uint64_t passthrough[CG_NPASS_REASONS];
+    uint64_t goaway_sent[CG_NGOAWAY_REASONS];
     /* /v1/citations/stats */
     uint64_t answers, answers_skipped, references, citations_available, citations_cited;
 } cg_metrics_slot_t;

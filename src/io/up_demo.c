@@ -155,7 +155,7 @@ static void on_tick(uv_timer_t *t)
         cg_ex_on_end(release(d), CG_OK);
 }
 
-static void send_ex(cg_upstream_t *up, cg_exchange_t *ex)
+static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
 {
     demo_run_t *d = cg_xcalloc(1, sizeof(*d));
     d->ex = ex;
@@ -164,6 +164,7 @@ static void send_ex(cg_upstream_t *up, cg_exchange_t *ex)
     d->timer.data = d;
     uv_timer_start(&d->timer, on_tick, 0, DEMO_TICK_MS);
     cg_ex_upstream_sent(ex);
+    return CG_OK;
 }
 
 static void abort_ex(cg_upstream_t *up, cg_exchange_t *ex)

@@ -117,9 +117,12 @@ static int on_header_value(llhttp_t *lp, const char *at, size_t n)
     return cg_hdrs_on_value(&((h1conn_t *)lp->data)->hdrs, at, n) == 0 ? 0 : -1;
 }
 
+/* 100 Continue and 103 Early Hints come before the real answer; any other
+ * 1xx (101 Switching Protocols above all) is not an answer citegate can
+ * relay: a protocol error, 502 (SPEC §9). */
 static bool interim(const llhttp_t *lp)
 {
-    return lp->status_code < 200 && lp->status_code != 101;
+    return lp->status_code == 100 || lp->status_code == 103;
 }
 
 static int on_headers_complete(llhttp_t *lp)
@@ -129,6 +132,10 @@ static int on_headers_complete(llhttp_t *lp)
         return 0; /* wait for the real answer */
     if (u->ex == NULL)
         return -1;
+    if (lp->status_code < 200) {
+        llhttp_set_error_reason(lp, "upstream answered with an interim status other than 100/103");
+        return -1;
+    }
     cg_ex_on_head(u->ex, lp->status_code, &u->hdrs);
     /* A HEAD answer has headers only. */
     return u->ex->msg.method == HTTP_HEAD ? 1 : 0;
@@ -242,7 +249,7 @@ static void end_under(h1conn_t *u, cg_exchange_t *ex)
      * upstream had just closed: one new connection may try again. */
     if (u->reused && !u->got_bytes && ex->up.resent == 0 && !cg_ex_done(ex)) {
         ex->up.resent++;
-        cg_ex_upstream_requeued(ex);
+        cg_ex_upstream_queued(ex);
         cg_waitq_push_front(&u->pool->waiting, &ex->up.wait);
         return;
     }
@@ -280,19 +287,25 @@ static void connect_new(h1pool_t *p, cg_exchange_t *ex)
                     w->target.sni, &conn_ops, u);
 }
 
-static void send_ex(cg_upstream_t *up, cg_exchange_t *ex)
+static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
 {
     h1pool_t *p = pool_of(up);
+    const cg_config_t *cfg = p->base.w->cfg;
     if (p->idle) {
         h1conn_t *u = p->idle;
         idle_remove(u);
         attach(u, ex);
         write_request(u);
-    } else if (p->conns < p->base.w->cfg->upstream_max_connections) {
+    } else if (p->conns < cfg->upstream_max_connections) {
+        cg_ex_upstream_connecting(ex);
         connect_new(p, ex);
+    } else if (p->waiting.len >= cfg->upstream_max_pending) {
+        return CG_E_BUSY;
     } else {
         cg_waitq_push(&p->waiting, &ex->up.wait);
+        cg_ex_upstream_queued(ex);
     }
+    return CG_OK;
 }
 
 static void serve(cg_defer_t *d)

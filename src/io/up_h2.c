@@ -20,7 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PING_EVERY_MS 30000
+#define PING_EVERY_MS 30000 /* probe a connection idle this long */
+#define SWEEP_MS      1000  /* how often connections are looked over */
 
 typedef struct h2pool h2pool_t;
 typedef struct h2conn h2conn_t;
@@ -46,6 +47,7 @@ struct h2conn {
     nghttp2_session *s;
     bool settled; /* the peer's SETTINGS arrived */
     bool goaway, ping_out;
+    uint64_t t_open, t_active; /* when it was opened; last had a stream or an answer */
     unsigned nstreams;
     h2stream_t *streams;
     cg_buf_t out;     /* frames gathered for one write */
@@ -60,7 +62,7 @@ struct h2pool {
     unsigned nconns;
     cg_waitq_t waiting;
     cg_defer_t serve;
-    uv_timer_t ping; /* one sweep over idle connections */
+    uv_timer_t sweep; /* connect deadlines and PINGs, for all connections */
     bool draining;
 };
 
@@ -152,7 +154,7 @@ static bool resend(h2stream_t *st)
     stream_detach(st);
     ex->upreq.body = st->body;
     memset(&st->body, 0, sizeof(st->body));
-    cg_ex_upstream_requeued(ex);
+    cg_ex_upstream_queued(ex);
     h2pool_t *p = st->conn->pool;
     cg_waitq_push_front(&p->waiting, &ex->up.wait);
     serve_soon(p);
@@ -212,6 +214,14 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
     if (st == NULL || st->ex == NULL)
         return 0;
+    if (f->hd.type == NGHTTP2_HEADERS && !st->head_done && st->status >= 100 && st->status < 200 &&
+        st->status != 100 &&
+        st->status != 103) {
+        cg_log_warn(st->ex->rid, "upstream answered %d: not an answer to relay", st->status);
+        nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_PROTOCOL_ERROR);
+        stream_end(st, CG_E_PROTOCOL);
+        return 0;
+    }
     if (f->hd.type == NGHTTP2_HEADERS && st->status >= 200 && !st->head_done) {
         st->head_done = true;
         cg_ex_on_head(st->ex, st->status, &st->hdrs);
@@ -325,8 +335,11 @@ static void fall_back(h2conn_t *u)
     w->up = p->fallback;
     cg_conn_close(&u->conn, CG_OK);
     cg_waitq_link_t *l;
-    while ((l = cg_waitq_pop(&p->waiting)))
-        p->fallback->ops->send(p->fallback, ex_of_link(l));
+    while ((l = cg_waitq_pop(&p->waiting))) {
+        cg_exchange_t *ex = ex_of_link(l);
+        if (p->fallback->ops->send(p->fallback, ex) == CG_E_BUSY)
+            cg_ex_on_end(ex, CG_E_BUSY);
+    }
 }
 
 static nghttp2_session_callbacks *callbacks(void)
@@ -412,6 +425,7 @@ static cg_err_t failure(const cg_conn_t *c)
     case CG_E_CONNECT:
     case CG_E_TLS:
     case CG_E_PROTOCOL:
+    case CG_E_CONNECT_TIMEOUT:
     case CG_E_TIMEOUT: return c->err;
     default: return c->ready ? CG_E_RESET : CG_E_CONNECT;
     }
@@ -457,6 +471,7 @@ static void connect_new(h2pool_t *p)
         p->conns->prev = u;
     p->conns = u;
     p->nconns++;
+    u->t_open = u->t_active = uv_now(w->loop);
     cg_conn_connect(&u->conn, w->loop, (const struct sockaddr *)&w->target.addr, w->target.tls,
                     w->target.sni, &conn_ops, u);
 }
@@ -499,11 +514,15 @@ static void serve(cg_defer_t *d)
     }
 }
 
-static void send_ex(cg_upstream_t *up, cg_exchange_t *ex)
+static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
 {
     h2pool_t *p = pool_of(up);
+    if (p->waiting.len >= p->base.w->cfg->upstream_max_pending)
+        return CG_E_BUSY;
     cg_waitq_push(&p->waiting, &ex->up.wait);
+    cg_ex_upstream_queued(ex);
     serve_soon(p);
+    return CG_OK;
 }
 
 static void abort_ex(cg_upstream_t *up, cg_exchange_t *ex)
@@ -528,31 +547,51 @@ static void pause_ex(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
     flush_soon(st->conn);
 }
 
-/* An idle pooled connection is probed with PING; one that did not answer
- * the previous probe is closed before an exchange finds it dead. */
-static void on_ping(uv_timer_t *t)
+/* A connection that is not up within the connect timeout is closed (the
+ * exchanges waiting for it fail with 502). An idle one is probed with PING
+ * every PING_EVERY_MS; one that did not answer the previous probe is closed
+ * before an exchange finds it dead. */
+static void sweep_one(h2conn_t *u, uint64_t now)
+{
+    cg_worker_t *w = worker_of(u);
+    if (!cg_conn_usable(&u->conn))
+        return;
+    if (!u->settled) {
+        if (now - u->t_open >= w->cfg->connect_timeout_ms)
+            cg_conn_close(&u->conn, CG_E_CONNECT_TIMEOUT);
+        return;
+    }
+    if (u->nstreams > 0) {
+        u->t_active = now;
+        return;
+    }
+    if (now - u->t_active < PING_EVERY_MS)
+        return;
+    if (u->ping_out) {
+        cg_log_warn(NULL, "upstream h2 connection did not answer PING: closing it");
+        cg_conn_close(&u->conn, CG_E_TIMEOUT);
+        return;
+    }
+    u->ping_out = true;
+    u->t_active = now;
+    nghttp2_submit_ping(u->s, NGHTTP2_FLAG_NONE, NULL);
+    flush_soon(u);
+}
+
+static void on_sweep(uv_timer_t *t)
 {
     h2pool_t *p = t->data;
-    for (h2conn_t *u = p->conns; u; u = u->next) {
-        if (!cg_conn_usable(&u->conn) || !u->settled || u->nstreams > 0)
-            continue;
-        if (u->ping_out) {
-            cg_log_warn(NULL, "upstream h2 connection did not answer PING: closing it");
-            cg_conn_close(&u->conn, CG_E_TIMEOUT);
-            continue;
-        }
-        u->ping_out = true;
-        nghttp2_submit_ping(u->s, NGHTTP2_FLAG_NONE, NULL);
-        flush_soon(u);
-    }
+    uint64_t now = uv_now(t->loop);
+    for (h2conn_t *u = p->conns; u; u = u->next)
+        sweep_one(u, now);
 }
 
 static void drain(cg_upstream_t *up)
 {
     h2pool_t *p = pool_of(up);
     p->draining = true;
-    if (!uv_is_closing((uv_handle_t *)&p->ping))
-        uv_close((uv_handle_t *)&p->ping, NULL); /* no probes while draining */
+    if (!uv_is_closing((uv_handle_t *)&p->sweep))
+        uv_close((uv_handle_t *)&p->sweep, NULL); /* no probes while draining */
     for (h2conn_t *u = p->conns; u; u = u->next)
         if (u->nstreams == 0 && cg_waitq_empty(&p->waiting))
             cg_conn_close(&u->conn, CG_OK);
@@ -579,9 +618,9 @@ cg_upstream_t *cg_up_h2_new(cg_worker_t *w, cg_upstream_t *fallback)
     p->base.w = w;
     p->fallback = fallback;
     cg_waitq_init(&p->waiting);
-    uv_timer_init(w->loop, &p->ping);
-    p->ping.data = p;
-    uv_timer_start(&p->ping, on_ping, PING_EVERY_MS, PING_EVERY_MS);
-    uv_unref((uv_handle_t *)&p->ping);
+    uv_timer_init(w->loop, &p->sweep);
+    p->sweep.data = p;
+    uv_timer_start(&p->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    uv_unref((uv_handle_t *)&p->sweep);
     return &p->base;
 }

@@ -11,6 +11,8 @@
 #ifndef CITEGATE_IO_UPSTREAM_H
 #define CITEGATE_IO_UPSTREAM_H
 
+#include "err.h"
+
 #include <stdbool.h>
 #include <sys/socket.h>
 
@@ -21,8 +23,9 @@ struct cg_tls_conf;
 
 typedef struct cg_upstream_ops {
     const char *name;
-    /* Takes the exchange: starts its request, or queues it. */
-    void (*send)(cg_upstream_t *up, cg_exchange_t *ex);
+    /* Takes the exchange: starts its request, or queues it. CG_E_BUSY
+     * when the queue is full (the exchange was not taken). */
+    cg_err_t (*send)(cg_upstream_t *up, cg_exchange_t *ex);
     /* Forgets the exchange (its client went away, or it timed out): its
      * stream is reset or its connection closed. */
     void (*abort)(cg_upstream_t *up, cg_exchange_t *ex);

@@ -259,6 +259,7 @@ int cg_worker_run(const cg_config_t *cfg, int index, char *data_sources)
     uv_timer_init(w->loop, &w->grace);
     w->grace.data = w;
     setup_signals(w);
+    cg_client_sweep_start(w);
     cg_tracking_start(w);
     start_lag_timer(w);
     uv_run(w->loop, UV_RUN_DEFAULT);

@@ -28,6 +28,9 @@ typedef struct cg_worker {
     struct cg_tls_conf *srv_tls; /* TLS on the client listener */
     cg_client_t *clients;        /* every open client connection */
     size_t nclients;
+    size_t nserving;             /* of them, on the client listener (capped) */
+    bool accept_paused;          /* a connection waits in the listener: at the cap */
+    uv_timer_t client_sweep;     /* request deadlines (slowloris) */
     size_t active; /* exchanges not yet done */
 
     /* upstream side */

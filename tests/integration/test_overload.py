@@ -1,0 +1,371 @@
+"""Overload and hostile HTTP/1.1 input (SPEC §3, §4, §6 rule 6, §9, §11), each attack
+measured together with a neighbour client's answer and latency.
+
+run:  cd tests/integration && CITEGATE_BIN=../../build/citegate python3 -m unittest -v test_overload
+"""
+import json
+import os
+import re
+import resource
+import socket
+import sys
+import threading
+import time
+import unittest
+
+sys.dont_write_bytecode = True
+import harness as H  # noqa: E402
+
+MOCK = None
+CHAT = "/v1/chat/completions"
+
+
+def setUpModule():
+    global MOCK
+    MOCK = H.MockUpstream().start()
+
+
+def tearDownModule():
+    if MOCK:
+        MOCK.cleanup()
+
+
+def metric(cg, name, labels=""):
+    """Value of one series in /metrics (0 when absent)."""
+    _, _, body = cg.admin("GET", "/metrics")
+    pat = re.compile(r"^citegate_%s%s (\S+)$" % (re.escape(name), re.escape(labels)), re.M)
+    m = pat.search(body.decode())
+    return float(m.group(1)) if m else 0.0
+
+
+def chat(cg, stream=True, headers=None, timeout=10):
+    return cg.request("POST", CHAT, body=H.chat_body(stream=stream), headers=headers or {},
+                      timeout=timeout)
+
+
+class Neighbour:
+    """A well-behaved client asking for /v1/models every 50 ms in a thread; records
+    each status and latency."""
+
+    def __init__(self, cg):
+        self.cg, self.results, self.stop_flag = cg, [], threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop_flag.is_set():
+            t = time.monotonic()
+            try:
+                status, _, _ = self.cg.request("GET", "/v1/models", timeout=5)
+            except OSError:
+                status = None
+            self.results.append((status, time.monotonic() - t))
+            time.sleep(0.05)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_flag.set()
+        self.thread.join(10)
+
+    def check(self, test, max_latency):
+        test.assertGreater(len(self.results), 2, "the neighbour made too few requests")
+        bad = [r for r in self.results if r[0] != 200]
+        test.assertEqual(bad, [], "the neighbour got errors")
+        worst = max(lat for _, lat in self.results)
+        test.assertLess(worst, max_latency, f"the neighbour waited {worst * 1000:.0f} ms")
+        return worst
+
+
+class Case(unittest.TestCase):
+    env = {}
+    upstream = True
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cg = H.Citegate(upstream=MOCK.url if cls.upstream else None, env=dict(cls.env)).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.cg.stop()
+        err = cls.cg.stderr()
+        cls.cg.cleanup()
+        if rc != 0:
+            raise AssertionError(f"citegate exited {H.describe_exit(rc)}: {err[-2000:]}")
+
+
+class QueueFull(Case):
+    """One upstream connection, one waiting place: the third request is refused at once."""
+    env = {"CITEGATE_UPSTREAM_MAX_CONNECTIONS": "1", "CITEGATE_UPSTREAM_MAX_PENDING": "1",
+           "CITEGATE_UPSTREAM_QUEUE_TIMEOUT_MS": "5000"}
+
+    def test_full_queue_gets_503_upstream_busy(self):
+        MOCK.reset()
+        hold = H.RawClient(self.cg.port)
+        hold.send_request("POST", CHAT, body=H.chat_body(stream=True),
+                          headers={"X-Mock-Fault": "stall"})
+        H.wait_for(lambda: MOCK.stats()["requests"] == 1, 5)
+        waiter = H.RawClient(self.cg.port)
+        waiter.send_request("POST", CHAT, body=H.chat_body(stream=True))
+        H.wait_for(lambda: metric(self.cg, "upstream_queue_length") == 1, 5)
+        self.assertEqual(metric(self.cg, "upstream_queue_length"), 1)
+        t = time.monotonic()
+        status, headers, body = chat(self.cg)
+        self.assertLess(time.monotonic() - t, 1.0, "a full queue must answer at once")
+        self.assertEqual(status, 503)
+        self.assertEqual(headers.get("Retry-After"), "1")
+        self.assertEqual(json.loads(body)["error"]["code"], "upstream_busy")
+        self.assertEqual(metric(self.cg, "upstream_queue_rejections_total", '{reason="full"}'), 1)
+        self.assertEqual(MOCK.stats()["requests"], 1, "the refused request reached the upstream")
+        hold.abort()
+        # the waiting request gets the freed connection and its whole answer
+        resp = H.RawResponse(waiter, time.monotonic()).read_head()
+        self.assertEqual(resp.status, 200)
+        resp.read_all()
+        self.assertTrue(resp.complete)
+        waiter.close()
+
+
+class QueueTimeout(Case):
+    env = {"CITEGATE_UPSTREAM_MAX_CONNECTIONS": "1", "CITEGATE_UPSTREAM_QUEUE_TIMEOUT_MS": "300",
+           "CITEGATE_CONNECT_TIMEOUT_MS": "5000"}
+
+    def test_wait_beyond_queue_timeout_gets_503_not_connect_error(self):
+        MOCK.reset()
+        hold = H.RawClient(self.cg.port)
+        hold.send_request("POST", CHAT, body=H.chat_body(stream=True),
+                          headers={"X-Mock-Fault": "stall"})
+        H.wait_for(lambda: MOCK.stats()["requests"] == 1, 5)
+        t = time.monotonic()
+        status, headers, body = chat(self.cg)
+        waited = time.monotonic() - t
+        self.assertEqual(status, 503)
+        self.assertEqual(headers.get("Retry-After"), "1")
+        err = json.loads(body)["error"]
+        self.assertEqual(err["code"], "upstream_busy")
+        self.assertNotIn("connect timed out", err["message"])
+        self.assertNotIn("connect failed", err["message"])
+        self.assertGreater(waited, 0.25)
+        self.assertLess(waited, 2.0)
+        self.assertEqual(metric(self.cg, "upstream_queue_rejections_total", '{reason="timeout"}'), 1)
+        self.assertEqual(metric(self.cg, "upstream_queue_length"), 0)
+        hold.abort()
+
+
+class SilentClients(Case):
+    """Connections that never finish a request head are closed after the request timeout,
+    and an idle keep-alive one too; a neighbour is served all along."""
+    env = {"CITEGATE_REQUEST_TIMEOUT_MS": "400"}
+
+    def closed_within(self, sock, seconds):
+        sock.settimeout(seconds)
+        t = time.monotonic()
+        try:
+            while sock.recv(4096):
+                pass
+        except socket.timeout:
+            return None
+        except OSError:
+            pass
+        return time.monotonic() - t
+
+    def test_silent_and_slow_heads_are_closed(self):
+        with Neighbour(self.cg) as n:
+            silent = [socket.create_connection(("127.0.0.1", self.cg.port)) for _ in range(20)]
+            slow = socket.create_connection(("127.0.0.1", self.cg.port))
+            stop = time.monotonic() + 2.0
+
+            def dribble():  # one byte every 100 ms: never a whole head
+                for b in b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n":
+                    if time.monotonic() > stop:
+                        return
+                    try:
+                        slow.send(bytes([b]))
+                    except OSError:
+                        return
+                    time.sleep(0.1)
+
+            th = threading.Thread(target=dribble, daemon=True)
+            th.start()
+            for s in silent:
+                took = self.closed_within(s, 3.0)
+                self.assertIsNotNone(took, "a silent connection stayed open")
+            self.assertIsNotNone(self.closed_within(slow, 3.0), "a 1 byte/100 ms head stayed open")
+            th.join(5)
+        n.check(self, 1.0)
+
+    def test_idle_keepalive_is_closed(self):
+        c = H.RawClient(self.cg.port)
+        resp = c.request("GET", "/v1/models")
+        self.assertEqual(resp.status, 200)
+        resp.read_all()
+        self.assertIsNotNone(self.closed_within(c.sock, 3.0), "an idle keep-alive connection stayed open")
+
+
+class ClientCap(Case):
+    """At CITEGATE_MAX_CLIENT_CONNECTIONS the worker stops accepting (without spinning) and
+    takes the next connection once one closes."""
+    env = {"CITEGATE_MAX_CLIENT_CONNECTIONS": "4"}
+
+    def cpu_seconds(self):
+        with open(f"/proc/{self.cg.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def test_accept_pauses_at_cap(self):
+        held = [H.RawClient(self.cg.port) for _ in range(4)]
+        for c in held:
+            c.send_request("GET", "/v1/models")
+        H.wait_for(lambda: metric(self.cg, "client_connections") == 4, 5)
+        self.assertEqual(metric(self.cg, "client_connections"), 4)
+        extra = H.RawClient(self.cg.port, timeout=5)  # the kernel completes the handshake
+        extra.send_request("GET", "/v1/models")
+        cpu = self.cpu_seconds()
+        extra.sock.settimeout(0.8)
+        with self.assertRaises(socket.timeout):
+            extra.sock.recv(100)
+        self.assertLess(self.cpu_seconds() - cpu, 0.3, "the worker spins at the cap")
+        held[0].close()
+        extra.sock.settimeout(5)
+        resp = H.RawResponse(extra, time.monotonic()).read_head()
+        self.assertEqual(resp.status, 200)
+        for c in held[1:] + [extra]:
+            c.close()
+
+
+class StrictHTTP1(Case):
+    """SPEC §4: malformed or ambiguous requests get 400 and nothing is sent upstream."""
+
+    def raw_status(self, data):
+        s = socket.create_connection(("127.0.0.1", self.cg.port), timeout=5)
+        s.sendall(data)
+        out = b""
+        try:
+            while b"\r\n" not in out:
+                d = s.recv(4096)
+                if not d:
+                    break
+                out += d
+        finally:
+            s.close()
+        return out.split(b"\r\n")[0]
+
+    def test_bad_requests_get_400_and_nothing_upstream(self):
+        body = H.chat_body(stream=True)
+        cases = {
+            "XX after chunk": b"POST %s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                              b"%x\r\n%sXX0\r\n\r\n" % (CHAT.encode(), len(body), body),
+            "no Host": b"POST %s HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (CHAT.encode(), len(body), body),
+            "two Hosts": b"POST %s HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: %d\r\n\r\n%s"
+                         % (CHAT.encode(), len(body), body),
+            "dot-dot": b"GET /v1/../../x HTTP/1.1\r\nHost: a\r\n\r\n",
+            "encoded dot-dot": b"GET /v1/%2e%2E/x HTTP/1.1\r\nHost: a\r\n\r\n",
+            "dot": b"GET /v1/./models HTTP/1.1\r\nHost: a\r\n\r\n",
+            "obs-fold in TE": b"POST %s HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n"
+                              % CHAT.encode(),
+            "CL and TE": b"POST %s HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+                         % CHAT.encode(),
+        }
+        MOCK.reset()
+        for name, data in cases.items():
+            with self.subTest(name):
+                self.assertEqual(self.raw_status(data), b"HTTP/1.1 400 Bad Request")
+        self.assertEqual(MOCK.stats()["requests"], 0, "a refused request reached the upstream")
+        # the same shapes done right are served
+        status, _, _ = self.cg.request("GET", "/v1/models")
+        self.assertEqual(status, 200)
+
+
+class UpstreamInterim(Case):
+    def test_101_and_102_are_502(self):
+        for code in (101, 102):
+            with self.subTest(code):
+                status, _, body = chat(self.cg, headers={"X-Mock-Fault": f"interim:{code}"})
+                self.assertEqual(status, 502)
+                self.assertEqual(json.loads(body)["error"]["type"], "upstream_error")
+
+    def test_100_and_103_are_waited_out(self):
+        for code in (100, 103):
+            with self.subTest(code):
+                status, _, body = chat(self.cg, stream=False, headers={"X-Mock-Fault": f"interim:{code}"})
+                self.assertEqual(status, 200)
+                self.assertIn(b"choices", body)
+
+
+class EncodedAnswer(Case):
+    def test_gzip_answer_is_forwarded_unchanged(self):
+        import gzip
+        before = metric(self.cg, "passthrough_total", '{reason="encoded"}')
+        for stream in (True, False):
+            with self.subTest(stream=stream):
+                status, headers, body = chat(self.cg, stream=stream, headers={"X-Mock-Fault": "gzip"})
+                self.assertEqual(status, 200)
+                self.assertEqual(headers.get("Content-Encoding"), "gzip")
+                fixture = "azure_oyd_stream.sse" if stream else "azure_oyd_response.json"
+                self.assertEqual(gzip.decompress(body), H.fixture_bytes(fixture))
+        self.assertEqual(metric(self.cg, "passthrough_total", '{reason="encoded"}'), before + 2)
+
+
+class Cors(Case):
+    env = {"CITEGATE_CORS_ORIGINS": "https://app.example, https://other.example"}
+
+    def test_preflight_answered_here(self):
+        MOCK.reset()
+        status, headers, body = self.cg.request("OPTIONS", CHAT, headers={
+            "Origin": "https://app.example", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type, authorization"})
+        self.assertEqual(status, 204)
+        self.assertEqual(body, b"")
+        self.assertEqual(headers.get("Access-Control-Allow-Origin"), "https://app.example")
+        self.assertEqual(headers.get("Access-Control-Allow-Methods"), "GET, POST, OPTIONS")
+        self.assertEqual(headers.get("Access-Control-Allow-Headers"), "content-type, authorization")
+        self.assertEqual(headers.get("Access-Control-Max-Age"), "600")
+        self.assertIn("Origin", headers.get("Vary"))
+        self.assertIsNone(headers.get("Content-Length"))
+        self.assertEqual(MOCK.stats()["requests"], 0, "a preflight was forwarded")
+
+    def test_answers_to_allowed_origins(self):
+        status, headers, _ = chat(self.cg, headers={"Origin": "https://other.example"})
+        self.assertEqual(status, 200)
+        self.assertEqual(headers.get("Access-Control-Allow-Origin"), "https://other.example")
+        self.assertEqual(headers.get("Access-Control-Expose-Headers"), "X-Request-Id")
+        status, headers, _ = chat(self.cg, headers={"Origin": "https://evil.example"})
+        self.assertEqual(status, 200)
+        self.assertIsNone(headers.get("Access-Control-Allow-Origin"))
+
+
+class NoCors(Case):
+    def test_preflight_forwarded_when_unset(self):
+        MOCK.reset()
+        status, headers, _ = self.cg.request("OPTIONS", "/echo", headers={
+            "Origin": "https://app.example", "Access-Control-Request-Method": "POST"})
+        self.assertEqual(MOCK.stats()["requests"], 1)
+        self.assertIsNone(headers.get("Access-Control-Allow-Origin"))
+
+
+class DefaultsCarryManyStreams(Case):
+    """SPEC §3 defaults (1024 connections): 300 concurrent streams get their whole answers;
+    bench/streams.py runs 1,000."""
+
+    def test_many_concurrent_streams_with_defaults(self):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < 1024:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+        clients = []
+        for _ in range(300):
+            c = H.RawClient(self.cg.port, timeout=30)
+            c.send_request("POST", CHAT, body=H.chat_body(stream=True), headers={"X-Mock-Delay-Ms": "20"})
+            clients.append(c)
+        done = 0
+        for c in clients:
+            resp = H.RawResponse(c, time.monotonic()).read_head()
+            self.assertEqual(resp.status, 200)
+            resp.read_all(timeout=30)
+            done += resp.complete
+            c.close()
+        self.assertEqual(done, 300)
+
+
+if __name__ == "__main__":
+    unittest.main()
