@@ -6,7 +6,7 @@
  * Citations without a URL cannot be url_citations: they go in a top-level
  * "citations" list of SOURCE objects.
  */
-#include "xform_int.h"
+#include "core/xform_int.h"
 
 #include <inttypes.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
  * per position. Both are written from the same position table, so the
  * Markdown and the entity cannot disagree.
  */
-#include "xform_int.h"
+#include "core/xform_int.h"
 
 #include <string.h>
 

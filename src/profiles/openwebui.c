@@ -3,7 +3,7 @@
  * referenced citation after the last upstream event, each carrying
  * {"type":"source","data":SOURCE} in its top-level "event" member.
  */
-#include "xform_int.h"
+#include "core/xform_int.h"
 
 #include <string.h>
 

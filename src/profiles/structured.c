@@ -5,7 +5,7 @@
  * inline [k] markers renumbered, so [k] always points at the k-th citation
  * that is left: removing one never shifts the others onto the wrong source.
  */
-#include "xform_int.h"
+#include "core/xform_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
