@@ -316,7 +316,7 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
     cg_span_t ct = cg_hdrs_get(h, "content-type");
     ex->is_sse = ctype_is(ct, "text/event-stream");
     ex->mode = MODE_PASS;
-    if (ex->transform && ex->profile != CG_PROFILE_OFF && status == 200)
+    if (ex->transform && ex->profile->transforms && status == 200)
         ex->mode = ex->is_sse ? MODE_STREAM : MODE_BODY;
     if (ex->mode != MODE_PASS) {
         cg_xform_cfg_t xc;
@@ -335,7 +335,7 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
     }
     /* Profile structured holds a stream to its end, and its head too: the
      * head reports how many citations were removed. */
-    bool hold_head = ex->mode == MODE_STREAM && ex->profile == CG_PROFILE_STRUCTURED;
+    bool hold_head = ex->mode == MODE_STREAM && ex->profile->holds_stream;
     if (ex->mode != MODE_BODY && !hold_head) {
         send_head(ex, h, length);
         return;
@@ -560,7 +560,7 @@ static void account(cg_exchange_t *ex)
         cg_metrics->refs_linked += s->refs_linked;
         cg_metrics->refs_unlinked += s->refs_unlinked;
         cg_metrics->refs_out_of_range += s->refs_out_of_range;
-        cg_metrics->citations_emitted[ex->profile] += s->citations_emitted;
+        cg_metrics->citations_emitted[cg_profile_index(ex->profile)] += s->citations_emitted;
         /* Only an answer that finished is tracked (SPEC §8). */
         bool finished = s->saw_finish || s->saw_done || ex->mode == MODE_BODY;
         if (!ex->gone && !s->truncated && !s->passthrough && finished)

@@ -127,7 +127,7 @@ struct cg_exchange {
     char rid[64];
     int route;
     bool transform;
-    cg_profile_t profile;
+    const cg_profile_t *profile;
     cg_request_t req;
     cg_buf_t up_req;   /* serialized upstream request head + body */
     ex_state_t state;

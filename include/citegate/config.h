@@ -27,7 +27,7 @@ typedef struct cg_config {
     bool upstream_insecure;
     unsigned upstream_max_connections;
     unsigned workers;
-    cg_profile_t profile;
+    const cg_profile_t *profile;
     cg_ref_style_t ref_style;
     size_t max_doc_bytes;
     size_t max_request_bytes;

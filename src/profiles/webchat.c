@@ -4,16 +4,102 @@
  * reference definitions, and one schema.org Message entity carries a Claim
  * per position. Both are written from the same position table, so the
  * Markdown and the entity cannot disagree.
+ *
+ * State: the position table (a citation pointer per position and a 2-byte
+ * position per citation, at most CG_CITE_MAX each), and per choice the last
+ * byte written and, once it cites, a bitmap of its positions.
  */
+#include "core/emit.h"
 #include "core/xform_int.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-#define ABSTRACT_MAX 200 /* characters, as Web Chat's own samples */
+#define ABSTRACT_MAX 200            /* characters, as Web Chat's own samples */
+#define ZWSP         "\xE2\x80\x8B" /* U+200B ZERO WIDTH SPACE */
 
-static bool uses(const cg_choice_t *ch, size_t pos)
+typedef struct webchat {
+    const cg_citation_t **bypos; /* citation of position i + 1 */
+    uint16_t *pos;               /* position of citation i (of x->cites), 0: none yet */
+    size_t npos;
+} webchat_t;
+
+typedef struct webchat_choice {
+    uint8_t *used;  /* bitmap of the positions this choice cites, or NULL */
+    bool after_ref; /* the last content bytes were a badge */
+    char last;      /* the last content byte written */
+} webchat_choice_t;
+
+static void state_free(void *state)
 {
-    return ch->used && (ch->used[(pos - 1) / 8] & (1u << ((pos - 1) % 8)));
+    webchat_t *s = state;
+    free(s->bypos);
+    free(s->pos);
+}
+
+static void choice_free(void *state)
+{
+    webchat_choice_t *wc = state;
+    free(wc->used);
+}
+
+static bool uses(const webchat_choice_t *wc, size_t pos)
+{
+    return wc->used && (wc->used[(pos - 1) / 8] & (1u << ((pos - 1) % 8)));
+}
+
+/* Markdown would read a badge followed by "[", "(" or ":" as part of a
+ * longer link or a definition; U+200B between them keeps it a badge. */
+static bool on_text(cg_xform_t *x, cg_choice_t *ch, const char *p, size_t n)
+{
+    webchat_choice_t *wc = ch->state;
+    bool guard = wc->after_ref && (p[0] == '[' || p[0] == '(' || p[0] == ':');
+    if (guard)
+        cg__emit_str(x->out, ZWSP);
+    wc->after_ref = false;
+    wc->last = p[n - 1];
+    return guard;
+}
+
+/* The position of citation c, given in first-reference order. */
+static size_t position(cg_xform_t *x, const cg_citation_t *c)
+{
+    webchat_t *s = x->state;
+    if (s->pos == NULL) {
+        /* The citation table is complete once a reference resolves. */
+        s->pos = cg_xcalloc(x->cites.n, sizeof(*s->pos));
+        s->bypos = cg_xcalloc(x->cites.n, sizeof(*s->bypos));
+    }
+    size_t k = (size_t)(c - x->cites.v);
+    if (s->pos[k] == 0) {
+        s->bypos[s->npos++] = c;
+        s->pos[k] = (uint16_t)s->npos;
+    }
+    return s->pos[k];
+}
+
+/* `[P]`, P the citation's position, with U+200B after a "]" so Markdown
+ * doesn't read `[1][2]` (or `[x][2]`) as a link labelled 1 pointing at
+ * definition 2. A reference the stream could not record stays as written. */
+static bool on_ref(cg_xform_t *x, cg_choice_t *ch, const cg_refrec_t *rec, const cg_citation_t *c,
+                   cg_span_t text)
+{
+    if (rec == NULL)
+        return false;
+    webchat_choice_t *wc = ch->state;
+    size_t pos = position(x, c);
+    cg_out_t *o = x->out;
+    size_t from = o->arena.len;
+    if (wc->last == ']')
+        cg_buf_puts(&o->arena, ZWSP);
+    cg_buf_printf(&o->arena, "[%zu]", pos);
+    cg__emit_arena_since(o, from);
+    wc->after_ref = true;
+    wc->last = ']';
+    if (wc->used == NULL)
+        wc->used = cg_xcalloc((CG_CITE_MAX + 7) / 8, 1);
+    wc->used[(pos - 1) / 8] |= (uint8_t)(1u << ((pos - 1) % 8));
+    return true;
 }
 
 static bool is_space(char c)
@@ -98,14 +184,15 @@ static void put_def(cg_buf_t *b, size_t pos, const cg_citation_t *c)
     cg_buf_putc(b, '"');
 }
 
-void cg__webchat_put_defs(const cg_xform_t *x, const cg_choice_t *ch, cg_buf_t *b)
+/* A choice's Markdown definitions, JSON-escaped for inside its content. */
+static void put_defs(const webchat_t *s, const webchat_choice_t *wc, cg_buf_t *b)
 {
     cg_buf_t md = {0};
-    for (size_t pos = 1; pos <= x->npos; pos++) {
-        if (!uses(ch, pos))
+    for (size_t pos = 1; pos <= s->npos; pos++) {
+        if (!uses(wc, pos))
             continue;
         cg_buf_puts(&md, md.len ? "\n" : "\n\n");
-        put_def(&md, pos, x->bypos[pos - 1]);
+        put_def(&md, pos, s->bypos[pos - 1]);
     }
     cg_json_put_escaped(b, md.p, md.len);
     cg_buf_free(&md);
@@ -113,8 +200,10 @@ void cg__webchat_put_defs(const cg_xform_t *x, const cg_choice_t *ch, cg_buf_t *
 
 static void put_claim(cg_buf_t *b, size_t pos, const cg_citation_t *c, bool text)
 {
-    cg_buf_printf(b, "{\"@type\":\"Claim\",\"position\":\"%zu\",\"appearance\":"
-                     "{\"@type\":\"DigitalDocument\",\"name\":", pos);
+    cg_buf_printf(b,
+                  "{\"@type\":\"Claim\",\"position\":\"%zu\",\"appearance\":"
+                  "{\"@type\":\"DigitalDocument\",\"name\":",
+                  pos);
     cg_json_put_cstr(b, c->title);
     if (c->link) {
         cg_buf_puts(b, ",\"url\":\"");
@@ -134,70 +223,100 @@ static void put_claim(cg_buf_t *b, size_t pos, const cg_citation_t *c, bool text
 }
 
 /* The schema.org Message thing of the answer; "text" is optional. */
-static void put_message(const cg_xform_t *x, cg_buf_t *b, bool text)
+static void put_message(const webchat_t *s, cg_buf_t *b, bool text)
 {
     cg_buf_puts(b, "{\"@context\":\"https://schema.org\",\"@id\":\"\",\"@type\":\"Message\","
                    "\"type\":\"https://schema.org/Message\",\"keywords\":[\"AIGeneratedContent\"],"
                    "\"citation\":[");
-    for (size_t pos = 1; pos <= x->npos; pos++) {
+    for (size_t pos = 1; pos <= s->npos; pos++) {
         if (pos > 1)
             cg_buf_putc(b, ',');
-        put_claim(b, pos, x->bypos[pos - 1], text);
+        put_claim(b, pos, s->bypos[pos - 1], text);
     }
     cg_buf_puts(b, "]}");
 }
 
-bool cg__webchat_stream_end(cg_xform_t *x)
+/* Each citing choice's definitions in content chunks, then the entity. */
+static bool stream_end(cg_xform_t *x)
 {
-    if (x->npos == 0)
+    const webchat_t *s = x->state;
+    if (s->npos == 0)
         return false;
     cg_out_t *o = x->out;
     cg_buf_t *b = &o->arena;
     size_t from = b->len;
     cg_buf_t defs = {0};
     for (size_t i = 0; i < x->nchoices; i++) {
-        if (x->choices[i].used == NULL)
+        const webchat_choice_t *wc = x->choices[i].state;
+        if (wc->used == NULL)
             continue;
         defs.len = 0;
-        cg__webchat_put_defs(x, &x->choices[i], &defs);
+        put_defs(s, wc, &defs);
         /* Many long definitions go out in several content chunks (SPEC §6). */
         for (size_t at = 0; at < defs.len;) {
-            size_t take = cg__json_safe_cut(defs.p + at, defs.len - at, CG_XFORM_SPLIT_CHUNK);
-            cg__xform_content_open(x, b, i);
+            size_t take = cg_json_safe_cut(defs.p + at, defs.len - at, CG_XFORM_SPLIT_CHUNK);
+            cg__emit_content_open(x, b, i);
             cg_buf_put(b, defs.p + at, take);
-            cg_buf_puts(b, cg__xform_content_close);
+            cg_buf_puts(b, cg__emit_content_close);
             x->stats.events_out++;
             at += take;
         }
     }
     cg_buf_free(&defs);
     size_t line = b->len;
-    cg__xform_chunk_open(x, b);
+    cg__emit_chunk_open(x, b);
     cg_buf_puts(b, ",\"choices\":[],\"entities\":[");
     size_t entity = b->len;
-    put_message(x, b, true);
+    put_message(s, b, true);
     if (b->len - line > CG_XFORM_LINE_MAX - 64) {
         /* Too long for one SSE line (SPEC §6): the snippets are emptied;
          * name, url and abstract remain, so the badges still work. */
         b->len = entity;
-        put_message(x, b, false);
+        put_message(s, b, false);
     }
     cg_buf_puts(b, "]}\n\n");
-    cg__out_arena_since(o, from);
+    cg__emit_arena_since(o, from);
     x->stats.events_out++;
-    x->stats.citations_emitted += x->npos;
+    x->stats.citations_emitted += s->npos;
     return true;
 }
 
-void cg__webchat_body_end(cg_xform_t *x, bool comma)
+/* The Markdown definitions end a body message's own content. */
+static void body_message(cg_xform_t *x, cg_choice_t *ch, int msg)
 {
-    if (x->npos == 0)
+    const webchat_choice_t *wc = ch->state;
+    if (wc->used == NULL)
+        return;
+    size_t from = x->out->arena.len;
+    put_defs(x->state, wc, &x->out->arena);
+    cg__emit_arena_since(x->out, from);
+}
+
+static void body_end(cg_xform_t *x, bool comma)
+{
+    const webchat_t *s = x->state;
+    if (s->npos == 0)
         return;
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
     cg_buf_puts(&o->arena, comma ? ",\"entities\":[" : "\"entities\":[");
-    put_message(x, &o->arena, true);
+    put_message(s, &o->arena, true);
     cg_buf_putc(&o->arena, ']');
-    cg__out_arena_since(o, from);
-    x->stats.citations_emitted += x->npos;
+    cg__emit_arena_since(o, from);
+    x->stats.citations_emitted += s->npos;
 }
+
+const cg_profile_t cg__profile_webchat = {
+    .name = "webchat",
+    .transforms = true,
+    .tracked = true,
+    .state_size = sizeof(webchat_t),
+    .choice_size = sizeof(webchat_choice_t),
+    .state_free = state_free,
+    .choice_free = choice_free,
+    .text = on_text,
+    .ref = on_ref,
+    .stream_end = stream_end,
+    .body_message = body_message,
+    .body_end = body_end,
+};
