@@ -463,8 +463,9 @@ static void rewrite_content(cg_xform_t *x, cg_choice_t *ch, int content, bool fi
     x->cur = (size_t)j->tok[content].end;
 }
 
-/* Walks the choices of a parsed chunk or body. Returns true if any content
- * or member changed (the output since `mark` is then the new data). */
+/* Walks the choices of a parsed chunk or body and writes their contents;
+ * the data before each one goes out on the way (up to x->cur). Sets
+ * x->changed when the event's data must be rewritten. */
 static void walk_choices(cg_xform_t *x, int choices, const char *msg_key)
 {
     const cg_json_t *j = &x->json;
