@@ -542,13 +542,14 @@ int main(int argc, char **argv)
     for (size_t a = 0; a < nans; a++)
         in.nreads += (off[a + 1] - off[a] + rd - 1) / rd;
 
+    const cg_profile_t *profile = NULL;
+    cg_profile_parse("openwebui", &profile);
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
-    cfg.profile = CG_PROFILE_OPENWEBUI;
+    cg_xform_cfg_default(&cfg, profile);
 
     double mb = (double)in.len / 1e6;
     printf("citegate core benchmark (profile %s, seed %" PRIu64 ", cpu %s)\n",
-           cg_profile_name(cfg.profile), seed, cpu_model());
+           cfg.profile->name, seed, cpu_model());
     printf("input: %.2f MiB (%zu bytes), %zu answers x (1 context + %zu content + finish + "
            "[DONE]) = %" PRIu64 " events, avg %.1f bytes/event\n",
            (double)in.len / 1048576.0, in.len, nans, nev, gt.events,

@@ -33,7 +33,7 @@ typedef struct cg_config {
     size_t max_event_bytes;             /* largest SSE event parsed and rewritten */
     char *cors_origins;                 /* comma-separated, or "*"; NULL: no CORS */
     unsigned workers;
-    cg_profile_t profile;
+    const cg_profile_t *profile;
     cg_ref_style_t ref_style;
     size_t max_doc_bytes;
     size_t max_request_bytes;

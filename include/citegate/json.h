@@ -69,6 +69,10 @@ char *cg_json_strdup_nonempty(const cg_json_t *j, int i);
 
 /* Decodes JSON string escapes of s[0..n) into out (room for n bytes); returns the length. */
 size_t cg_json_unescape(const char *s, size_t n, char *out);
+/* A cut point at most max bytes into JSON string bytes p[0..n) that splits
+ * neither an escape nor a UTF-8 sequence (p must start at a clean point);
+ * when no such point lies within max, the end of the first character. */
+size_t cg_json_safe_cut(const char *p, size_t n, size_t max);
 /* Appends s[0..n) escaped for a JSON string, without quotes. */
 void cg_json_put_escaped(cg_buf_t *b, const char *s, size_t n);
 /* Appends "s" with quotes. */

@@ -5,7 +5,7 @@
  * It finds exactly what the leftmost, non-overlapping regex
  * \[doc([0-9]{1,4})\] (doc style) or \[([0-9]{1,4})\] (numeric style) finds
  * in the concatenated content, however the content is split. It holds back
- * only bytes that may still start a reference (at most 9: "[doc1234"), and
+ * only bytes that may still start a reference (at most 8: "[doc1234"), and
  * hands everything else to the caller as soon as it is seen.
  */
 #ifndef CITEGATE_REF_H

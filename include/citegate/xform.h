@@ -1,6 +1,7 @@
 /*
  * Stream transformer: upstream response bytes in, client response bytes out
- * (SPEC §6-7). Pure: no sockets, no event loop.
+ * (SPEC §6-7). Pure: no sockets, no event loop. What it writes around the
+ * upstream's bytes is the configured profile's (citegate/profile.h).
  *
  * Output is a list of segments. Unchanged bytes are spans into the caller's
  * input (zero copy); new bytes live in the output's arena. Segments are valid
@@ -11,51 +12,37 @@
  * Memory per stream is bounded: the SSE tokenizer's straddle buffer
  * (max_event), the JSON token array (CG_XFORM_MAX_TOKENS), the citation table
  * (see cite.h), at most CG_XFORM_MAX_CHOICES reference finders and
- * CG_XFORM_MAX_REFS distinct references, CG_XFORM_MAX_ANNOTATIONS openai
- * annotations. The arena grows with one call's input only and is trimmed
- * between calls. Profile structured holds the whole stream, up to max_event
- * bytes (beyond it the stream goes through unchanged).
+ * CG_XFORM_MAX_REFS distinct references, and the profile's own state (each
+ * profile states its bound). The arena grows with one call's input only and
+ * is trimmed between calls. A profile that holds the stream holds at most
+ * max_event bytes (beyond it the stream goes through unchanged).
  */
 #ifndef CITEGATE_XFORM_H
 #define CITEGATE_XFORM_H
 
 #include "citegate/cite.h"
 #include "citegate/common.h"
+#include "citegate/profile.h"
 #include "citegate/ref.h"
 #include "citegate/request.h"
 
 #define CG_XFORM_MAX_TOKENS  (1u << 20)
 #define CG_XFORM_MAX_CHOICES 128
 #define CG_XFORM_MAX_REFS    1024
-#define CG_XFORM_MAX_ANNOTATIONS 1024
 #define CG_XFORM_LINE_MAX    65536 /* longest SSE line citegate writes (SPEC §6) */
 #define CG_XFORM_SPLIT_CHUNK 32768 /* content bytes per chunk when one is split */
 #define CG_SSE_MAX_EVENT_DEFAULT (4u << 20)
 
-typedef enum cg_profile {
-    CG_PROFILE_OFF = 0,
-    CG_PROFILE_OPENWEBUI,
-    CG_PROFILE_OPENAI,
-    CG_PROFILE_WEBCHAT,
-    CG_PROFILE_STRUCTURED,
-    CG_PROFILE_COUNT
-} cg_profile_t;
-
-/* Parses a profile name; returns false if unknown. */
-bool cg_profile_parse(const char *name, cg_profile_t *out);
-const char *cg_profile_name(cg_profile_t p);
-/* "off, openwebui, ...": every valid name, for error messages. */
-const char *cg_profile_list(void);
-
 typedef struct cg_xform_cfg {
-    cg_profile_t profile;
+    const cg_profile_t *profile; /* what to write (citegate/profile.h) */
     cg_ref_style_t style; /* CG_REF_DOC, CG_REF_NUMERIC, or CG_REF_ANY for auto */
     size_t max_doc_bytes;
     bool scores;          /* AZURE_AI_INCLUDE_SEARCH_SCORES */
     size_t max_event;     /* largest upstream SSE event the transformer parses */
 } cg_xform_cfg_t;
 
-void cg_xform_cfg_default(cg_xform_cfg_t *cfg);
+/* The defaults of SPEC §3, with the given profile. */
+void cg_xform_cfg_default(cg_xform_cfg_t *cfg, const cg_profile_t *profile);
 
 typedef struct cg_out_seg {
     const char *p; /* NULL while the bytes are in the arena (at off) */

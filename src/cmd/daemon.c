@@ -175,7 +175,7 @@ static void startup_line(const cg_config_t *cfg)
     cg_log_info(NULL, "citegate %s listening on %s (admin %s), upstream %s (%s), profile %s, workers %u",
                 CITEGATE_VERSION, cfg->listen, cfg->admin_listen,
                 demo ? "embedded demo" : cfg->upstream, demo ? "in-process" : proto,
-                cg_profile_name(cfg->profile), cfg->workers);
+                cfg->profile->name, cfg->workers);
     if (demo) {
         char host[300];
         snprintf(host, sizeof(host), "%s", cfg->listen);

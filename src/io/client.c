@@ -135,11 +135,6 @@ static void on_connection(uv_stream_t *server, int status)
     accept_one(w, server);
 }
 
-void cg_client_expect_request(cg_client_t *c, bool expect)
-{
-    c->deadline = expect ? uv_now(c->w->loop) + c->w->cfg->request_timeout_ms : 0;
-}
-
 /* Connections that did not finish a TLS handshake and a request head in
  * time (slowloris), and idle keep-alive ones, are closed. One timer for the
  * worker instead of one per connection. */

@@ -64,8 +64,12 @@ extern const cg_proto_t cg_h2_proto;
 int cg_client_listen(cg_worker_t *w, uv_tcp_t *h, const char *addr);
 /* Starts the sweep that closes connections past their request deadline. */
 void cg_client_sweep_start(cg_worker_t *w);
-/* The connection waits for a request from now on (or, with false, not). */
-void cg_client_expect_request(cg_client_t *c, bool expect);
+/* The connection waits for a request from now on (or, with false, not).
+ * Inline: the protocol handlers call it, and client.c calls them. */
+static inline void cg_client_expect_request(cg_client_t *c, bool expect)
+{
+    c->deadline = expect ? uv_now(c->w->loop) + c->w->cfg->request_timeout_ms : 0;
+}
 void cg_client_drain(cg_client_t *c);
 void cg_client_shutdown(cg_client_t *c);
 

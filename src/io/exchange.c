@@ -30,17 +30,6 @@ static bool head_sent(const cg_exchange_t *ex)
     return ex->state == CG_EX_STREAMING;
 }
 
-/* The profile's needs, in one place. */
-static bool profile_transforms(cg_profile_t p)
-{
-    return p != CG_PROFILE_OFF;
-}
-
-static bool profile_holds_stream(cg_profile_t p)
-{
-    return p == CG_PROFILE_STRUCTURED;
-}
-
 /* --- routes and request ids ---------------------------------------------------- */
 
 static int classify(const char *path, size_t n)
@@ -445,7 +434,7 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
                     (double)(cg_now_ms(w) - ex->t_start) / 1000.0);
     ex->is_sse = ctype_is(cg_hdrs_get(h, "content-type"), "text/event-stream");
     ex->mode = CG_MODE_PASS;
-    if (ex->transform && profile_transforms(ex->profile) && status == 200 && !encoded(ex, h))
+    if (ex->transform && ex->profile->transforms && status == 200 && !encoded(ex, h))
         ex->mode = ex->is_sse ? CG_MODE_STREAM : CG_MODE_BODY;
     if (ex->mode != CG_MODE_PASS) {
         cg_xform_cfg_t xc;
@@ -457,7 +446,7 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
     /* A body to transform, or a stream held to its end, goes out with its
      * head later: the head reports what the transformer did. */
     bool hold = ex->mode == CG_MODE_BODY ||
-                (ex->mode == CG_MODE_STREAM && profile_holds_stream(ex->profile));
+                (ex->mode == CG_MODE_STREAM && ex->profile->holds_stream);
     if (!hold) {
         send_head(ex, h, ex->mode == CG_MODE_PASS ? pass_length(h) : -1);
         return;
@@ -694,7 +683,7 @@ static void account(cg_exchange_t *ex)
         cg_metrics->refs_linked += s->refs_linked;
         cg_metrics->refs_unlinked += s->refs_unlinked;
         cg_metrics->refs_out_of_range += s->refs_out_of_range;
-        cg_metrics->citations_emitted[ex->profile] += s->citations_emitted;
+        cg_metrics->citations_emitted[cg_profile_index(ex->profile)] += s->citations_emitted;
         /* Only an answer that finished is tracked (SPEC §8). */
         bool finished = s->saw_finish || s->saw_done || ex->mode == CG_MODE_BODY;
         if (!ex->gone && !s->truncated && !s->passthrough && finished)

@@ -12,6 +12,7 @@
 #ifndef CITEGATE_IO_EXCHANGE_H
 #define CITEGATE_IO_EXCHANGE_H
 
+#include "citegate/profile.h"
 #include "citegate/request.h"
 #include "citegate/xform.h"
 #include "err.h"
@@ -58,7 +59,7 @@ struct cg_exchange {
     char rid[64];
     char *cors_origin; /* an allowed Origin to answer with, or NULL */
     int route, status;
-    cg_profile_t profile;
+    const cg_profile_t *profile;
     cg_request_t req;
     cg_upreq_t upreq;
     cg_upslot_t up;

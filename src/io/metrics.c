@@ -185,8 +185,10 @@ void cg_metrics_render(cg_buf_t *b)
     cg_buf_printf(b, "citegate_citation_refs_total{result=\"out_of_range\"} %llu\n",
                   (unsigned long long)SUM(refs_out_of_range));
     header(b, "citations_emitted_total", "counter", "Citations emitted to clients, by profile.");
-    for (int p = 1; p < CG_PROFILE_COUNT; p++) {
-        const char *name = cg_profile_name((cg_profile_t)p);
+    for (size_t p = 0; p < cg_profile_count(); p++) {
+        if (!cg_profile_at(p)->transforms)
+            continue;
+        const char *name = cg_profile_at(p)->name;
         cg_buf_printf(b, "citegate_citations_emitted_total{profile=\"%s\"} %llu\n", name,
                           (unsigned long long)SUM(citations_emitted[p]));
     }

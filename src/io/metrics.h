@@ -9,6 +9,7 @@
 #define CITEGATE_METRICS_H
 
 #include "citegate/common.h"
+#include "citegate/profile.h"
 #include "err.h"
 
 enum { CG_ROUTE_CHAT, CG_ROUTE_DEPLOYMENT, CG_ROUTE_OPENAI_V1, CG_ROUTE_OTHER, CG_ROUTE_ADMIN, CG_NROUTES };
@@ -36,7 +37,7 @@ typedef struct cg_metrics_slot {
     cg_hist_t loop_lag; /* how late the loop's 10 ms tick fired */
     uint64_t sse_in, sse_out, sse_malformed;
     uint64_t refs_linked, refs_unlinked, refs_out_of_range;
-    uint64_t citations_emitted[8]; /* by profile */
+    uint64_t citations_emitted[CG_PROFILE_MAX]; /* by cg_profile_index */
     uint64_t tracking_failures;
     uint64_t upstream_errors[CG_E_COUNT]; /* by cg_err_t; rendered by its label */
     uint64_t client_disconnects;

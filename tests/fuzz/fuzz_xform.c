@@ -10,7 +10,8 @@
  *   bit 6:    no search scores
  *   bit 7:    another profile, picked by bits 5-6 (which then lose their
  *             meaning): openai, webchat, structured, webchat
- * Header byte 1 == 0 is cg_xform_cfg_default() with the <source> request.
+ * Header byte 1 == 0 is profile openwebui with cg_xform_cfg_default() and the
+ * <source> request.
  *
  * Checks, for any input:
  *   - profile off: the output is the input, byte for byte (stream and body);
@@ -28,6 +29,7 @@
 #include "citegate/sse.h"
 #include "citegate/xform.h"
 
+#include "../support/profiles.h"
 #include "fuzz_common.h"
 #include "fuzz_jsonv.h"
 
@@ -71,14 +73,13 @@ static const cg_request_t *pick_request(uint8_t flags)
 static void pick_cfg(cg_xform_cfg_t *cfg, uint8_t flags)
 {
     static const cg_ref_style_t styles[4] = {CG_REF_ANY, CG_REF_DOC, CG_REF_NUMERIC, CG_REF_ANY};
-    cg_xform_cfg_default(cfg);
+    cg_xform_cfg_default(cfg, profile_named("openwebui"));
     cfg->style = styles[(flags >> 2) & 3];
     if (flags & 0x10)
         cfg->max_event = 4096;
     if (flags & 0x80) {
-        static const cg_profile_t other[4] = {CG_PROFILE_OPENAI, CG_PROFILE_WEBCHAT,
-                                              CG_PROFILE_STRUCTURED, CG_PROFILE_WEBCHAT};
-        cfg->profile = other[(flags >> 5) & 3];
+        static const char *const other[4] = {"openai", "webchat", "structured", "webchat"};
+        cfg->profile = profile_named(other[(flags >> 5) & 3]);
         return;
     }
     if (flags & 0x20)
@@ -249,8 +250,7 @@ static void check_views(const uint8_t *in, size_t len, const result_t *a, const 
 static void check_off(const cg_request_t *req, const uint8_t *in, size_t len, uint8_t seed)
 {
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
-    cfg.profile = CG_PROFILE_OFF;
+    cg_xform_cfg_default(&cfg, profile_named("off"));
     fz_split_t sp;
     fz_split_init(&sp, seed);
     result_t r;
@@ -314,7 +314,7 @@ static void check_profile(const cg_xform_cfg_t *cfg, const cg_request_t *req,
     run_stream(&whole, cfg, req, in, len, NULL);
     /* Something always goes out: the input, [DONE] or the error event. */
     FZ_CHECK(split.out.len > 0 && whole.out.len > 0);
-    if (cfg->profile != CG_PROFILE_STRUCTURED) {
+    if (!cfg->profile->holds_stream) {
         check_passthrough(&split, cfg, in, len, seed);
     } else if (split.stats.passthrough || whole.stats.passthrough) {
         /* A stream longer than the hold cap goes through untouched, whole. */

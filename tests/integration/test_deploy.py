@@ -4,7 +4,7 @@ No Docker daemon or cluster is needed: the files are parsed (PyYAML, Debian
 python3-yaml) and checked against the repository: what the Dockerfile copies
 and compose mounts exists, the build stage runs what CI runs (.ci/run), probes
 and ports match the configured listeners, drain time fits in the grace
-periods, every variable is one citegate reads (the table in src/config.c),
+periods, every variable is one citegate reads (the table in src/core/config.c),
 and the Secret and HPA references resolve. With a built citegate
 (CITEGATE_BIN, or build/citegate) the configurations also go through
 `citegate --check` and the healthcheck script is run against a live admin
@@ -50,8 +50,8 @@ SANITIZER_LIB_RE = re.compile(r"^lib(a|ub|l|t|hwa)san\.so")
 # ---------------------------------------------------------------- helpers
 
 def config_vars():
-    """{name: default or None} from the variable table in src/config.c."""
-    text = (REPO / "src" / "config.c").read_text()
+    """{name: default or None} from the variable table in src/core/config.c."""
+    text = (REPO / "src" / "core" / "config.c").read_text()
     table = {}
     for m in re.finditer(r'\{\s*"([A-Z][A-Z0-9_]*)"\s*,\s*T_[A-Z]+\s*,\s*OFF\(\s*\w+\s*\)\s*,\s*'
                          r'("(?:[^"\\]|\\.)*"|NULL)', text):
@@ -364,7 +364,7 @@ def run_check(env):
 class VariableTable(unittest.TestCase):
     def test_table_parses(self):
         table = config_vars()
-        self.assertGreaterEqual(len(table), 20, "the variable table of src/config.c was not found")
+        self.assertGreaterEqual(len(table), 20, "the variable table of src/core/config.c was not found")
         for name in ("CITEGATE_LISTEN", "CITEGATE_ADMIN_LISTEN", "CITEGATE_SHUTDOWN_GRACE_MS",
                      "AZURE_AI_DATA_SOURCES", "SEMANTIC_MEMORY_DB_PATH"):
             self.assertIn(name, table)
@@ -523,7 +523,7 @@ class DockerignoreTest(unittest.TestCase):
 
     def test_keeps_sources(self):
         pats = dockerignore_patterns()
-        paths = ["Makefile", "CMakeLists.txt", ".ci/run", "src/config.c", "include/citegate/config.h",
+        paths = ["Makefile", "CMakeLists.txt", ".ci/run", "src/core/config.c", "include/citegate/config.h",
                  "third_party/llhttp/CMakeLists.txt", "tests/fixtures/azure_oyd_stream.sse",
                  "tests/sdk/package-lock.json", "tests/integration/test_deploy.py",
                  "docker/Dockerfile", "docker/healthcheck.sh", "README.md"]

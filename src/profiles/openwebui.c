@@ -1,10 +1,14 @@
 /*
- * Profile "openwebui": Open WebUI source events (SPEC §7). One chunk per
- * referenced citation after the last upstream event, each carrying
- * {"type":"source","data":SOURCE} in its top-level "event" member.
+ * Profile "openwebui": Open WebUI source events (SPEC §7). References with a
+ * URL become Markdown links; after the last upstream event, one chunk per
+ * referenced citation carries {"type":"source","data":SOURCE} in its
+ * top-level "event" member. A body gets a top-level "sources" array.
  */
-#include "xform_int.h"
+#include "openwebui.h"
 
+#include "core/emit.h"
+
+#include <stdint.h>
 #include <string.h>
 
 static void put_label(const cg_xform_t *x, cg_buf_t *b, const cg_citation_t *c)
@@ -30,13 +34,8 @@ static void put_member(cg_buf_t *b, const char *key, const char *value)
     cg_json_put_cstr(b, value);
 }
 
-void cg__openwebui_put_source(const cg_xform_t *x, cg_buf_t *b, const cg_citation_t *c)
-{
-    cg__openwebui_put_source_cut(x, b, c, SIZE_MAX);
-}
-
-void cg__openwebui_put_source_cut(const cg_xform_t *x, cg_buf_t *b, const cg_citation_t *c,
-                                  size_t max_doc)
+void cg__openwebui_put_source(const cg_xform_t *x, cg_buf_t *b, const cg_citation_t *c,
+                              size_t max_doc)
 {
     cg_buf_puts(b, "{\"source\":{\"id\":\"");
     put_label(x, b, c);
@@ -67,22 +66,42 @@ void cg__openwebui_put_source_cut(const cg_xform_t *x, cg_buf_t *b, const cg_cit
     cg_buf_putc(b, '}');
 }
 
-static void put_event(cg_xform_t *x, const cg_citation_t *c, void *arg)
+cg_span_t cg__openwebui_link(cg_xform_t *x, const cg_citation_t *c, cg_span_t text)
 {
-    (void)arg;
+    if (c->link == NULL)
+        return cg_span(NULL, 0);
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
-    cg__xform_chunk_open(x, &o->arena);
+    cg_buf_putc(&o->arena, '[');
+    cg_buf_put(&o->arena, text.p, text.n);
+    cg_buf_puts(&o->arena, "](");
+    cg_buf_puts(&o->arena, c->link);
+    cg_buf_putc(&o->arena, ')');
+    cg__emit_arena_since(o, from);
+    return cg_span(o->arena.p + from, o->arena.len - from);
+}
+
+static bool on_ref(cg_xform_t *x, cg_choice_t *ch, const cg_refrec_t *rec, const cg_citation_t *c,
+                   cg_span_t text)
+{
+    return cg__openwebui_link(x, c, text).n > 0;
+}
+
+static void put_event(cg_xform_t *x, const cg_citation_t *c, void *arg)
+{
+    cg_out_t *o = x->out;
+    size_t from = o->arena.len;
+    cg__emit_chunk_open(x, &o->arena);
     cg_buf_puts(&o->arena, ",\"choices\":[],\"event\":{\"type\":\"source\",\"data\":");
-    cg__openwebui_put_source(x, &o->arena, c);
+    cg__openwebui_put_source(x, &o->arena, c, SIZE_MAX);
     cg_buf_puts(&o->arena, "}}\n\n");
-    cg__out_arena_since(o, from);
+    cg__emit_arena_since(o, from);
     x->stats.events_out++;
 }
 
-bool cg__openwebui_stream_end(cg_xform_t *x)
+static bool stream_end(cg_xform_t *x)
 {
-    size_t n = cg__xform_each_cited(x, put_event, NULL);
+    size_t n = cg__emit_each_cited(x, put_event, NULL);
     x->stats.citations_emitted += n;
     return n > 0;
 }
@@ -93,16 +112,25 @@ static void put_array_item(cg_xform_t *x, const cg_citation_t *c, void *arg)
     cg_buf_t *b = &x->out->arena;
     if ((*count)++)
         cg_buf_putc(b, ',');
-    cg__openwebui_put_source(x, b, c);
+    cg__openwebui_put_source(x, b, c, SIZE_MAX);
 }
 
-void cg__openwebui_body_end(cg_xform_t *x, bool comma)
+static void body_end(cg_xform_t *x, bool comma)
 {
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
     cg_buf_puts(&o->arena, comma ? ",\"sources\":[" : "\"sources\":[");
     size_t count = 0;
-    x->stats.citations_emitted += cg__xform_each_cited(x, put_array_item, &count);
+    x->stats.citations_emitted += cg__emit_each_cited(x, put_array_item, &count);
     cg_buf_putc(&o->arena, ']');
-    cg__out_arena_since(o, from);
+    cg__emit_arena_since(o, from);
 }
+
+const cg_profile_t cg__profile_openwebui = {
+    .name = "openwebui",
+    .transforms = true,
+    .tracked = true,
+    .ref = on_ref,
+    .stream_end = stream_end,
+    .body_end = body_end,
+};

@@ -233,7 +233,9 @@ static void keys_free(doc_keys_t *k)
     free(k->content);
 }
 
-/* Which key pass (0: filepath+chunk, 1: title+chunk, 2: content) matches. */
+/* Whether a and b are the same document by the keys of one pass (0:
+ * filepath and chunk_id, 1: title and chunk_id, 2: the first 100 bytes of
+ * content). */
 static bool keys_match(const doc_keys_t *a, const doc_keys_t *b, int pass)
 {
     switch (pass) {
@@ -243,6 +245,8 @@ static bool keys_match(const doc_keys_t *a, const doc_keys_t *b, int pass)
     }
 }
 
+/* Gives each citation from `first` on the score of the retrieved document
+ * it is: the first pass that matches one decides. */
 static void merge_scores(cg_cites_t *c, size_t first, const cg_json_t *j, int context,
                          int cites)
 {

@@ -1,6 +1,8 @@
 /*
  * Stream transformer: SSE tokenizer -> JSON event view -> per-choice
- * reference finders -> profile output. See include/citegate/xform.h.
+ * reference finders -> the profile's hooks. See include/citegate/xform.h;
+ * the profile interface is include/citegate/profile.h. Nothing here names a
+ * profile: what differs between them is in their hooks and properties.
  *
  * Per event the steady path allocates nothing: the token array, segment
  * list and arena keep their capacity between events, and an unchanged event
@@ -10,10 +12,10 @@
 
 #include "citegate/json.h"
 #include "citegate/sse.h"
+#include "emit.h"
 #include "xform_int.h"
 
 #include <ctype.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,61 +45,6 @@ static void out_begin(cg_out_t *o)
         cg_buf_free(&o->arena);
     if (o->arena.cap == 0)
         cg_buf_reserve(&o->arena, 2048);
-}
-
-static cg_out_seg_t *out_push(cg_out_t *o)
-{
-    o->seg = cg_grow(o->seg, o->nseg, &o->cap, 64, sizeof(cg_out_seg_t));
-    return &o->seg[o->nseg++];
-}
-
-/* Appends a span of the caller's input (kept by reference). */
-void cg__out_span(cg_out_t *o, const char *p, size_t n)
-{
-    if (n == 0)
-        return;
-    if (o->nseg) {
-        cg_out_seg_t *last = &o->seg[o->nseg - 1];
-        if (last->p && last->p + last->n == p) {
-            last->n += n;
-            return;
-        }
-    }
-    cg_out_seg_t *s = out_push(o);
-    s->p = p;
-    s->off = 0;
-    s->n = n;
-}
-
-/* Marks arena bytes [from, arena.len) as the next output segment. */
-void cg__out_arena_since(cg_out_t *o, size_t from)
-{
-    size_t n = o->arena.len - from;
-    if (n == 0)
-        return;
-    if (o->nseg) {
-        cg_out_seg_t *last = &o->seg[o->nseg - 1];
-        if (last->p == NULL && last->off + last->n == from) {
-            last->n += n;
-            return;
-        }
-    }
-    cg_out_seg_t *s = out_push(o);
-    s->p = NULL;
-    s->off = from;
-    s->n = n;
-}
-
-void cg__out_copy(cg_out_t *o, const char *p, size_t n)
-{
-    size_t from = o->arena.len;
-    cg_buf_put(&o->arena, p, n);
-    cg__out_arena_since(o, from);
-}
-
-void cg__out_str(cg_out_t *o, const char *s)
-{
-    cg__out_copy(o, s, strlen(s));
 }
 
 /* A point to roll back to: an event written speculatively that turns out
@@ -130,38 +77,9 @@ static void out_end(cg_out_t *o)
 
 /* --- Configuration -------------------------------------------------------- */
 
-static const char *const profile_names[] = {
-    [CG_PROFILE_OFF] = "off",
-    [CG_PROFILE_OPENWEBUI] = "openwebui",
-    [CG_PROFILE_OPENAI] = "openai",
-    [CG_PROFILE_WEBCHAT] = "webchat",
-    [CG_PROFILE_STRUCTURED] = "structured",
-};
-
-bool cg_profile_parse(const char *name, cg_profile_t *out)
+void cg_xform_cfg_default(cg_xform_cfg_t *cfg, const cg_profile_t *profile)
 {
-    for (size_t i = 0; i < sizeof(profile_names) / sizeof(profile_names[0]); i++) {
-        if (profile_names[i] && strcmp(profile_names[i], name) == 0) {
-            *out = (cg_profile_t)i;
-            return true;
-        }
-    }
-    return false;
-}
-
-const char *cg_profile_name(cg_profile_t p)
-{
-    return profile_names[p];
-}
-
-const char *cg_profile_list(void)
-{
-    return "off, openwebui, openai, webchat, structured";
-}
-
-void cg_xform_cfg_default(cg_xform_cfg_t *cfg)
-{
-    cfg->profile = CG_PROFILE_OPENWEBUI;
+    cfg->profile = profile;
     cfg->style = CG_REF_ANY;
     cfg->max_doc_bytes = 8192;
     cfg->scores = true;
@@ -174,6 +92,8 @@ cg_xform_t *cg_xform_new(const cg_xform_cfg_t *cfg, const cg_request_t *req)
 {
     cg_xform_t *x = cg_xcalloc(1, sizeof(*x));
     x->cfg = *cfg;
+    if (cfg->profile->state_size)
+        x->state = cg_xcalloc(1, cfg->profile->state_size);
     x->req = req;
     cg_sse_init(&x->sse, cfg->max_event);
     cg_json_init(&x->json, CG_XFORM_MAX_TOKENS);
@@ -196,15 +116,17 @@ void cg_xform_free(cg_xform_t *x)
     cg_sse_free(&x->sse);
     cg_json_free(&x->json);
     cg_cites_free(&x->cites);
+    const cg_profile_t *p = x->cfg.profile;
     for (size_t i = 0; i < x->nchoices; i++) {
-        free(x->choices[i].used);
-        cg_buf_free(&x->choices[i].text);
-        cg_buf_free(&x->choices[i].fixed);
+        if (p->choice_free && x->choices[i].state)
+            p->choice_free(x->choices[i].state);
+        free(x->choices[i].state);
     }
+    if (p->state_free && x->state)
+        p->state_free(x->state);
+    free(x->state);
     free(x->choices);
     free(x->refs);
-    free(x->annots);
-    free(x->bypos);
     cg_buf_free(&x->hold);
     cg_buf_free(&x->scratch);
     cg_buf_free(&x->tpl);
@@ -231,9 +153,11 @@ static cg_choice_t *choice_at(cg_xform_t *x, double index)
     size_t i = (size_t)index;
     if (i >= x->nchoices) {
         x->choices = cg_xrealloc(x->choices, (i + 1) * sizeof(cg_choice_t));
+        size_t size = x->cfg.profile->choice_size;
         for (size_t k = x->nchoices; k <= i; k++) {
             memset(&x->choices[k], 0, sizeof(cg_choice_t));
             cg_ref_init(&x->choices[k].ref, x->style);
+            x->choices[k].state = size ? cg_xcalloc(1, size) : NULL;
         }
         x->nchoices = i + 1;
     }
@@ -307,40 +231,6 @@ static void learn_meta(cg_xform_t *x, const cg_json_t *j)
     remember(&x->meta_model, j, cg_json_get(j, 0, "model"));
 }
 
-void cg__xform_chunk_open(const cg_xform_t *x, cg_buf_t *b)
-{
-    cg_buf_puts(b, "data: {");
-    cg__xform_put_meta(x, b);
-}
-
-void cg__xform_content_open(const cg_xform_t *x, cg_buf_t *b, size_t index)
-{
-    cg__xform_chunk_open(x, b);
-    cg_buf_printf(b, ",\"choices\":[{\"index\":%zu,\"delta\":{\"content\":\"", index);
-}
-
-const char cg__xform_content_close[] = "\"},\"finish_reason\":null}]}\n\n";
-
-/* Writes the "id", "object", "created", "model" members for our own chunks. */
-void cg__xform_put_meta(const cg_xform_t *x, cg_buf_t *b)
-{
-    cg_buf_puts(b, "\"id\":");
-    if (x->meta_id.len)
-        cg_buf_put(b, x->meta_id.p, x->meta_id.len);
-    else
-        cg_buf_puts(b, "\"\"");
-    cg_buf_puts(b, ",\"object\":\"chat.completion.chunk\",\"created\":");
-    if (x->meta_created.len)
-        cg_buf_put(b, x->meta_created.p, x->meta_created.len);
-    else
-        cg_buf_putc(b, '0');
-    cg_buf_puts(b, ",\"model\":");
-    if (x->meta_model.len)
-        cg_buf_put(b, x->meta_model.p, x->meta_model.len);
-    else
-        cg_buf_puts(b, "\"\"");
-}
-
 /* --- References ------------------------------------------------------------ */
 
 /* Records a reference in first-reference order (bounded, see xform.h). */
@@ -359,27 +249,7 @@ static cg_refrec_t *record_ref(cg_xform_t *x, cg_ref_style_t kind, unsigned n)
     cg_refrec_t *r = &x->refs[x->nrefs++];
     r->code = code;
     r->count = 1;
-    r->pos = 0;
     return r;
-}
-
-/* UTF-16 code units of JSON string bytes (escapes and UTF-8 as they are in
- * the JSON text): what a JavaScript client counts as the string's length.
- * Callers pass whole escapes: the finder never cuts one, since it only
- * splits before a '['. */
-static uint64_t utf16_units(const char *p, size_t n)
-{
-    uint64_t u = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char b = (unsigned char)p[i];
-        if (b == '\\') {
-            i += (i + 1 < n && p[i + 1] == 'u') ? 5 : 1;
-            u++;
-        } else if ((b & 0xC0) != 0x80) {
-            u += b >= 0xF0 ? 2 : 1;
-        }
-    }
-    return u;
 }
 
 /* Keeps the first bytes of a choice's upstream content. */
@@ -392,134 +262,35 @@ static void note_head(cg_choice_t *ch, const char *p, size_t n)
     ch->headlen = (uint8_t)(ch->headlen + n);
 }
 
-/* Bookkeeping for content bytes that went out as they came. */
-static void note_text(cg_xform_t *x, const char *p, size_t n)
-{
-    cg_choice_t *ch = x->cur_ch;
-    if (ch == NULL || n == 0)
-        return;
-    ch->after_ref = false;
-    ch->last = p[n - 1];
-    if (x->cfg.profile == CG_PROFILE_OPENAI)
-        ch->u16 += utf16_units(p, n);
-}
-
 static void split_room(cg_xform_t *x);
 
-/* webchat: Markdown would read a badge followed by "[", "(" or ":" as part
- * of a longer link or a definition; U+200B between them keeps it a badge. */
-static void webchat_guard(cg_xform_t *x, const char *p, size_t n)
+/* Content bytes that go out as they came; the profile sees them first. */
+static void put_text(cg_xform_t *x, const char *p, size_t n, bool by_ref)
 {
-    cg_choice_t *ch = x->cur_ch;
-    if (x->cfg.profile != CG_PROFILE_WEBCHAT || ch == NULL || !ch->after_ref || n == 0 ||
-        (p[0] != '[' && p[0] != '(' && p[0] != ':'))
-        return;
+    const cg_profile_t *prof = x->cfg.profile;
     if (x->splitting)
         split_room(x);
-    cg__out_str(x->out, "\xE2\x80\x8B");
-    x->changed = true;
+    if (prof->text && prof->text(x, x->cur_ch, p, n))
+        x->changed = true;
+    if (by_ref)
+        cg__emit_span(x->out, p, n);
+    else
+        cg__emit_copy(x->out, p, n);
 }
 
 static void sink_text(void *ctx, const char *p, size_t n, bool stable)
 {
     cg_xform_t *x = ctx;
-    webchat_guard(x, p, n);
     while (n > 0) {
-        size_t take = n;
-        if (x->splitting) {
-            split_room(x);
-            take = cg__json_safe_cut(p, n, CG_XFORM_SPLIT_CHUNK);
-        }
-        if (stable && x->content_stable)
-            cg__out_span(x->out, p, take);
-        else
-            cg__out_copy(x->out, p, take);
-        note_text(x, p, take);
+        size_t take = x->splitting ? cg_json_safe_cut(p, n, CG_XFORM_SPLIT_CHUNK) : n;
+        put_text(x, p, take, stable && x->content_stable);
         p += take;
         n -= take;
     }
 }
 
-static void put_ref_as_is(cg_xform_t *x, const char *text, size_t len)
+static void count_ref(cg_xform_t *x, const cg_citation_t *c)
 {
-    webchat_guard(x, text, len);
-    if (x->splitting)
-        split_room(x);
-    cg__out_copy(x->out, text, len);
-    note_text(x, text, len);
-}
-
-/* openwebui, openai: `[` + the reference + `](LINK)`. */
-static void put_link(cg_xform_t *x, const cg_citation_t *c, const char *text, size_t len)
-{
-    cg_out_t *o = x->out;
-    x->changed = true;
-    if (x->splitting)
-        split_room(x);
-    size_t from = o->arena.len;
-    cg_buf_putc(&o->arena, '[');
-    cg_buf_put(&o->arena, text, len);
-    cg_buf_puts(&o->arena, "](");
-    cg_buf_puts(&o->arena, c->link);
-    cg_buf_putc(&o->arena, ')');
-    cg__out_arena_since(o, from);
-    cg_choice_t *ch = x->cur_ch;
-    if (x->cfg.profile != CG_PROFILE_OPENAI || ch == NULL)
-        return;
-    uint64_t start = ch->u16;
-    ch->u16 += utf16_units(o->arena.p + from, o->arena.len - from);
-    if (x->nannots == CG_XFORM_MAX_ANNOTATIONS)
-        return;
-    x->annots = cg_grow(x->annots, x->nannots, &x->annots_cap, 8, sizeof(cg_annot_t));
-    x->annots[x->nannots++] = (cg_annot_t){c, (size_t)(ch - x->choices), start, ch->u16};
-}
-
-/* webchat: `[P]`, P the citation's position in first-reference order, with
- * U+200B after a "]" so Markdown doesn't read `[1][2]` (or `[x][2]`) as a
- * link labelled 1 pointing at definition 2. */
-static void put_position(cg_xform_t *x, cg_refrec_t *rec, const cg_citation_t *c,
-                         const char *text, size_t len)
-{
-    if (rec == NULL || (rec->pos == 0 && x->npos == CG_XFORM_MAX_REFS)) {
-        put_ref_as_is(x, text, len);
-        return;
-    }
-    if (rec->pos == 0) {
-        x->bypos = cg_grow(x->bypos, x->npos, &x->bypos_cap, 8, sizeof(*x->bypos));
-        x->bypos[x->npos++] = c;
-        rec->pos = (uint32_t)x->npos;
-    }
-    cg_out_t *o = x->out;
-    cg_choice_t *ch = x->cur_ch;
-    x->changed = true;
-    if (x->splitting)
-        split_room(x);
-    size_t from = o->arena.len;
-    if (ch && ch->last == ']')
-        cg_buf_puts(&o->arena, "\xE2\x80\x8B");
-    cg_buf_printf(&o->arena, "[%u]", rec->pos);
-    cg__out_arena_since(o, from);
-    if (ch == NULL)
-        return;
-    ch->after_ref = true;
-    ch->last = ']';
-    if (ch->used == NULL)
-        ch->used = cg_xcalloc(CG_XFORM_MAX_REFS / 8, 1);
-    ch->used[(rec->pos - 1) / 8] |= (uint8_t)(1u << ((rec->pos - 1) % 8));
-}
-
-static void sink_ref(void *ctx, cg_ref_style_t kind, unsigned n, const char *text, size_t len)
-{
-    cg_xform_t *x = ctx;
-    if (kind != x->style) {
-        /* A form this stream does not use (style still open: remember it). */
-        if (x->style == CG_REF_ANY)
-            record_ref(x, kind, n);
-        put_ref_as_is(x, text, len);
-        return;
-    }
-    cg_refrec_t *rec = record_ref(x, kind, n);
-    const cg_citation_t *c = x->cites_set ? cg_cites_find(&x->cites, n) : NULL;
     if (c == NULL) {
         if (x->cites_set)
             x->stats.refs_out_of_range++;
@@ -530,12 +301,31 @@ static void sink_ref(void *ctx, cg_ref_style_t kind, unsigned n, const char *tex
     } else {
         x->stats.refs_linked++;
     }
-    if (c && x->cfg.profile == CG_PROFILE_WEBCHAT)
-        put_position(x, rec, c, text, len);
-    else if (c == NULL || c->link == NULL || x->cfg.profile == CG_PROFILE_OFF)
-        put_ref_as_is(x, text, len);
-    else
-        put_link(x, c, text, len);
+}
+
+static void sink_ref(void *ctx, cg_ref_style_t kind, unsigned n, const char *text, size_t len)
+{
+    cg_xform_t *x = ctx;
+    if (kind != x->style) {
+        /* A form this stream does not use (style still open: remember it). */
+        if (x->style == CG_REF_ANY)
+            record_ref(x, kind, n);
+        put_text(x, text, len, false);
+        return;
+    }
+    cg_refrec_t *rec = record_ref(x, kind, n);
+    const cg_citation_t *c = x->cites_set ? cg_cites_find(&x->cites, n) : NULL;
+    count_ref(x, c);
+    const cg_profile_t *p = x->cfg.profile;
+    if (c && p->ref) {
+        if (x->splitting)
+            split_room(x);
+        if (p->ref(x, x->cur_ch, rec, c, cg_span(text, len))) {
+            x->changed = true;
+            return;
+        }
+    }
+    put_text(x, text, len, false);
 }
 
 static void ref_sink(cg_xform_t *x, cg_ref_sink_t *s)
@@ -553,14 +343,14 @@ static void flush_choice(cg_xform_t *x, size_t index)
         return;
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
-    cg__xform_content_open(x, &o->arena, index);
-    cg__out_arena_since(o, from);
+    cg__emit_content_open(x, &o->arena, index);
+    cg__emit_arena_since(o, from);
     cg_ref_sink_t sink;
     ref_sink(x, &sink);
     x->content_stable = false;
     x->cur_ch = ch;
     cg_ref_flush(&ch->ref, &sink);
-    cg__out_str(o, cg__xform_content_close);
+    cg__emit_str(o, cg__emit_content_close);
     x->stats.events_out++;
     x->last_raw = false;
 }
@@ -571,35 +361,15 @@ static void flush_all(cg_xform_t *x)
         flush_choice(x, i);
 }
 
-/* The profile's own chunks at the end of a stream; true if any went out. */
-static bool profile_stream_end(cg_xform_t *x)
-{
-    switch (x->cfg.profile) {
-    case CG_PROFILE_OPENWEBUI: return cg__openwebui_stream_end(x);
-    case CG_PROFILE_OPENAI: return cg__openai_stream_end(x);
-    case CG_PROFILE_WEBCHAT: return cg__webchat_stream_end(x);
-    default: return false;
-    }
-}
-
-/* The profile's own members at the end of a body. */
-static void profile_body_end(cg_xform_t *x, bool comma)
-{
-    switch (x->cfg.profile) {
-    case CG_PROFILE_OPENWEBUI: cg__openwebui_body_end(x, comma); break;
-    case CG_PROFILE_OPENAI: cg__openai_body_end(x, comma); break;
-    case CG_PROFILE_WEBCHAT: cg__webchat_body_end(x, comma); break;
-    default: break;
-    }
-}
-
 /* Emits the profile's citation events and ends the stream. */
 static void end_stream(cg_xform_t *x, bool done_event)
 {
     flush_all(x);
-    x->last_raw &= !profile_stream_end(x);
+    const cg_profile_t *p = x->cfg.profile;
+    if (p->stream_end && p->stream_end(x))
+        x->last_raw = false;
     if (done_event) {
-        cg__out_str(x->out, "data: [DONE]\n\n");
+        cg__emit_str(x->out, "data: [DONE]\n\n");
         x->stats.events_out++;
     }
     x->ended = true;
@@ -610,9 +380,9 @@ static void end_stream(cg_xform_t *x, bool done_event)
 static void put_ev(cg_xform_t *x, const char *p, size_t n)
 {
     if (x->ev_stable)
-        cg__out_span(x->out, p, n);
+        cg__emit_span(x->out, p, n);
     else
-        cg__out_copy(x->out, p, n);
+        cg__emit_copy(x->out, p, n);
 }
 
 static void pass_raw(cg_xform_t *x, const cg_sse_event_t *ev)
@@ -622,32 +392,12 @@ static void pass_raw(cg_xform_t *x, const cg_sse_event_t *ev)
     x->stats.events_out++;
 }
 
-/* Copies data[x->cur, to) to the output, minus the removed member range. */
-static void put_data_until(cg_xform_t *x, size_t to)
-{
-    const char *d = x->json.js;
-    size_t from = x->cur;
-    if (x->cut_end > x->cut_start && from < x->cut_end && to > x->cut_start) {
-        if (from < x->cut_start)
-            x->put(x, d + from, x->cut_start - from);
-        from = x->cut_end < to ? x->cut_end : to;
-    }
-    if (to > from)
-        x->put(x, d + from, to - from);
-    x->cur = to;
-}
-
-void cg__xform_put_until(cg_xform_t *x, size_t to)
-{
-    put_data_until(x, to);
-}
-
 static void put_data_ev(cg_xform_t *x, const char *p, size_t n)
 {
     if (x->data_stable)
         put_ev(x, p, n);
     else
-        cg__out_copy(x->out, p, n);
+        cg__emit_copy(x->out, p, n);
 }
 
 /* Finds the top-level "event" member and the byte range that removes it. */
@@ -679,67 +429,25 @@ static void find_cut(cg_xform_t *x, const cg_json_t *j)
     }
 }
 
-/* structured: the first content of a choice carries the whole corrected
- * answer, later ones none. A body is checked here; a held stream was
- * checked before its replay. */
-static void structured_check(cg_xform_t *x, cg_choice_t *ch, const char *text, size_t n)
-{
-    unsigned removed = 0;
-    ch->fix_set = cg__structured_fix(x->req, text, n, &ch->fixed, &removed);
-    if (ch->fix_set) {
-        x->stats.structured = true;
-        x->stats.citations_removed += removed;
-    }
-}
-
-/* The content string goes out as "" (its bytes went, or go, elsewhere). */
-static void drop_content(cg_xform_t *x, int content)
-{
-    put_data_until(x, (size_t)x->json.tok[content].start);
-    x->cur = (size_t)x->json.tok[content].end;
-    x->changed = true;
-}
-
-static void structured_content(cg_xform_t *x, cg_choice_t *ch, int content)
-{
-    const cg_json_t *j = &x->json;
-    if (x->body_mode && !ch->fix_set) {
-        size_t n;
-        char *text = cg_json_strdup(j, content, &n);
-        structured_check(x, ch, text, n);
-        free(text);
-    }
-    if (!ch->fix_set)
-        return; /* not a structured answer: its content goes out as it came */
-    drop_content(x, content);
-    if (!ch->fix_sent) {
-        /* put_data_until stopped at the opening quote: the answer goes there. */
-        cg_out_t *o = x->out;
-        size_t from = o->arena.len;
-        cg_json_put_escaped(&o->arena, ch->fixed.p, ch->fixed.len);
-        cg__out_arena_since(o, from);
-        ch->fix_sent = true;
-    }
-}
-
-/* Runs one choice's content through its finder, writing the new content. */
+/* Writes one choice's new content: the profile's own, or what the choice's
+ * finder and the profile's hooks make of it. */
 static void rewrite_content(cg_xform_t *x, cg_choice_t *ch, int content, bool finished)
 {
     const cg_json_t *j = &x->json;
-    if (x->cfg.profile == CG_PROFILE_STRUCTURED) {
-        structured_content(x, ch, content);
+    if (x->cfg.profile->content) {
+        x->cfg.profile->content(x, ch, content);
         return;
     }
     if (ch->emptied) {
         /* Its bytes went out just before this event: the event keeps "". */
-        drop_content(x, content);
+        cg__emit_drop_content(x, content);
         ch->emptied = false;
         return;
     }
     x->cur_ch = ch;
     cg_ref_sink_t sink;
     ref_sink(x, &sink);
-    put_data_until(x, (size_t)j->tok[content].start);
+    cg__emit_data_until(x, (size_t)j->tok[content].start);
     x->content_stable = x->data_stable && x->ev_stable;
     if (cg_ref_held(&ch->ref))
         x->changed = true;
@@ -752,21 +460,16 @@ static void rewrite_content(cg_xform_t *x, cg_choice_t *ch, int content, bool fi
         else
             x->changed = true; /* bytes held for the next event */
     }
-    if (x->body_mode && x->cfg.profile == CG_PROFILE_WEBCHAT && ch->used) {
-        /* The Markdown definitions end the message's own content. */
-        size_t from = x->out->arena.len;
-        cg__webchat_put_defs(x, ch, &x->out->arena);
-        cg__out_arena_since(x->out, from);
-        x->changed = true;
-    }
     x->cur = (size_t)j->tok[content].end;
 }
 
-/* Walks the choices of a parsed chunk or body. Returns true if any content
- * or member changed (the output since `mark` is then the new data). */
+/* Walks the choices of a parsed chunk or body and writes their contents;
+ * the data before each one goes out on the way (up to x->cur). Sets
+ * x->changed when the event's data must be rewritten. */
 static void walk_choices(cg_xform_t *x, int choices, const char *msg_key)
 {
     const cg_json_t *j = &x->json;
+    const cg_profile_t *p = x->cfg.profile;
     int n = j->tok[choices].size;
     for (int k = 0, c = choices + 1; k < n; k++, c = cg_json_skip(j, c)) {
         if (cg_json_type(j, c) != JSMN_OBJECT)
@@ -783,13 +486,11 @@ static void walk_choices(cg_xform_t *x, int choices, const char *msg_key)
         if (cg_json_is_str(j, content)) {
             adopt_request_sources(x);
             rewrite_content(x, ch, content, finished || x->body_mode);
-            if (x->body_mode && x->cfg.profile == CG_PROFILE_OPENAI)
-                cg__openai_body_message(x, msg, (size_t)(ch - x->choices));
+            if (x->body_mode && p->body_message)
+                p->body_message(x, ch, msg);
         }
-        if (finished) {
-            ch->finished = true;
+        if (finished)
             x->stats.saw_finish = true;
-        }
     }
 }
 
@@ -935,7 +636,7 @@ static bool fast_event(cg_xform_t *x, const cg_sse_event_t *ev)
     x->data_stable = true;
     x->content_stable = x->ev_stable;
     x->changed = cg_ref_held(&ch->ref) > 0;
-    cg__out_str(o, "data: ");
+    cg__emit_str(o, "data: ");
     put_ev(x, d.p, pre);
     note_head(ch, d.p + pre, (size_t)body);
     cg_ref_feed(&ch->ref, d.p + pre, (size_t)body, &sink);
@@ -946,7 +647,7 @@ static bool fast_event(cg_xform_t *x, const cg_sse_event_t *ev)
         return true;
     }
     put_ev(x, d.p + pre + body, post);
-    cg__out_str(o, "\n\n");
+    cg__emit_str(o, "\n\n");
     x->last_raw = false;
     x->stats.events_out++;
     return true;
@@ -983,25 +684,6 @@ static bool may_overflow(cg_xform_t *x, size_t others, cg_span_t s)
     return base + brackets * per_ref > CG_XFORM_LINE_MAX;
 }
 
-/* A cut point at most max bytes into a run of JSON string bytes that splits
- * neither an escape nor a UTF-8 sequence (runs start at a clean point). */
-size_t cg__json_safe_cut(const char *p, size_t n, size_t max)
-{
-    if (n <= max)
-        return n;
-    size_t i = 0, last = 0;
-    while (i < n && i <= max) {
-        last = i;
-        if (p[i] == '\\')
-            i += (i + 1 < n && p[i + 1] == 'u') ? 6 : 2;
-        else
-            i++;
-        while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80)
-            i++;
-    }
-    return last ? last : (i < n ? i : n);
-}
-
 /* Opens a chunk of our own for the content being split, or closes a full one
  * and opens the next. */
 static void split_room(cg_xform_t *x)
@@ -1010,12 +692,12 @@ static void split_room(cg_xform_t *x)
     if (x->split_open && cg_out_len(x->out) - x->split_from < CG_XFORM_SPLIT_CHUNK)
         return;
     if (x->split_open) {
-        cg__out_str(x->out, cg__xform_content_close);
+        cg__emit_str(x->out, cg__emit_content_close);
         x->stats.events_out++;
     }
     size_t from = a->len;
-    cg__xform_content_open(x, a, x->split_index);
-    cg__out_arena_since(x->out, from);
+    cg__emit_content_open(x, a, x->split_index);
+    cg__emit_arena_since(x->out, from);
     x->split_open = true;
     x->split_from = cg_out_len(x->out);
 }
@@ -1034,7 +716,7 @@ static void split_content(cg_xform_t *x, cg_choice_t *ch, size_t index, cg_span_
     if (finished)
         cg_ref_flush(&ch->ref, &sink);
     if (x->split_open) {
-        cg__out_str(x->out, cg__xform_content_close);
+        cg__emit_str(x->out, cg__emit_content_close);
         x->stats.events_out++;
         x->last_raw = false;
     }
@@ -1045,8 +727,8 @@ static void split_content(cg_xform_t *x, cg_choice_t *ch, size_t index, cg_span_
 static void split_long_contents(cg_xform_t *x, int choices)
 {
     const cg_json_t *j = &x->json;
-    if (x->cfg.profile == CG_PROFILE_STRUCTURED)
-        return;
+    if (x->cfg.profile->content)
+        return; /* the profile writes content itself, not through the finder */
     int n = j->tok[choices].size;
     for (int k = 0, c = choices + 1; k < n; k++, c = cg_json_skip(j, c)) {
         int content = cg_json_get(j, cg_json_get(j, c, "delta"), "content");
@@ -1085,7 +767,7 @@ static void on_json_event(cg_xform_t *x, const cg_sse_event_t *ev)
     x->changed = x->cut_end > x->cut_start;
     if (ev->nother)
         put_other_lines(x, ev);
-    cg__out_str(o, "data: ");
+    cg__emit_str(o, "data: ");
     x->cur = 0;
     if (has_choices)
         walk_choices(x, choices, "delta");
@@ -1096,8 +778,8 @@ static void on_json_event(cg_xform_t *x, const cg_sse_event_t *ev)
         pass_raw(x, ev);
         return;
     }
-    put_data_until(x, j->len);
-    cg__out_str(o, "\n\n");
+    cg__emit_data_until(x, j->len);
+    cg__emit_str(o, "\n\n");
     x->last_raw = false;
     x->stats.events_out++;
 }
@@ -1139,8 +821,8 @@ static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
         pass_raw(x, ev);
         return;
     }
-    if (x->cfg.profile != CG_PROFILE_STRUCTURED && fast_event(x, ev))
-        return;
+    if (!x->cfg.profile->content && fast_event(x, ev))
+        return; /* the template fast path feeds the finder */
     if (!parse_event(x, ev)) {
         x->stats.malformed++;
         pass_raw(x, ev);
@@ -1161,11 +843,11 @@ static void go_passthrough(cg_xform_t *x, const char *in, size_t len)
     if (!x->ended)
         flush_all(x);
     cg_span_t pending = cg_sse_pending(&x->sse);
-    cg__out_copy(x->out, pending.p, pending.n);
-    cg__out_span(x->out, in, len);
+    cg__emit_copy(x->out, pending.p, pending.n);
+    cg__emit_span(x->out, in, len);
 }
 
-/* structured: the stream is held to its end (SPEC §7), up to max_event
+/* A profile that holds the stream gets it whole at its end, up to max_event
  * bytes; a longer one goes through unchanged from the first byte. */
 static void hold_feed(cg_xform_t *x, const char *in, size_t len)
 {
@@ -1174,8 +856,8 @@ static void hold_feed(cg_xform_t *x, const char *in, size_t len)
         return;
     }
     x->stats.passthrough = true;
-    cg__out_copy(x->out, x->hold.p, x->hold.len);
-    cg__out_span(x->out, in, len);
+    cg__emit_copy(x->out, x->hold.p, x->hold.len);
+    cg__emit_span(x->out, in, len);
     cg_buf_free(&x->hold);
 }
 
@@ -1196,8 +878,8 @@ static void each_held_event(cg_xform_t *x, void (*fn)(cg_xform_t *, const cg_sse
     cg_sse_free(&sse);
 }
 
-/* First pass: each choice's content, decoded. */
-static void collect_content(cg_xform_t *x, const cg_sse_event_t *ev)
+/* First pass over a held stream: the profile sees every content. */
+static void show_held_content(cg_xform_t *x, const cg_sse_event_t *ev)
 {
     if (ev->ndata == 0 || cg_span_eq(ev->data, "[DONE]") || !parse_event(x, ev))
         return;
@@ -1211,11 +893,8 @@ static void collect_content(cg_xform_t *x, const cg_sse_event_t *ev)
         double index = k;
         cg_json_number(j, cg_json_get(j, c, "index"), &index);
         cg_choice_t *ch = cg_json_is_str(j, content) ? choice_at(x, index) : NULL;
-        if (ch == NULL)
-            continue;
-        cg_span_t raw = cg_json_raw(j, content);
-        char *dst = cg_buf_reserve(&ch->text, raw.n);
-        ch->text.len += cg_json_unescape(raw.p, raw.n, dst);
+        if (ch)
+            x->cfg.profile->held_content(x, ch, cg_json_raw(j, content));
     }
 }
 
@@ -1225,15 +904,15 @@ static void replay_event(cg_xform_t *x, const cg_sse_event_t *ev)
     on_event(x, ev);
 }
 
-/* Checks each held answer, then replays the stream with the corrections. */
-static void structured_replay(cg_xform_t *x)
+/* The held stream is complete: the profile sees all of it, then it goes
+ * through as if it had just arrived. */
+static void replay_held(cg_xform_t *x)
 {
-    each_held_event(x, collect_content);
-    for (size_t i = 0; i < x->nchoices; i++) {
-        cg_choice_t *ch = &x->choices[i];
-        structured_check(x, ch, ch->text.p ? ch->text.p : "", ch->text.len);
-        cg_buf_free(&ch->text);
-    }
+    const cg_profile_t *p = x->cfg.profile;
+    if (p->held_content)
+        each_held_event(x, show_held_content);
+    if (p->held_end)
+        p->held_end(x);
     each_held_event(x, replay_event);
     cg_buf_free(&x->hold);
 }
@@ -1243,12 +922,12 @@ int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
     out_begin(out);
     x->out = out;
     x->put = put_data_ev;
-    if (x->cfg.profile == CG_PROFILE_OFF || x->stats.passthrough) {
-        cg__out_span(out, in, len);
+    if (!x->cfg.profile->transforms || x->stats.passthrough) {
+        cg__emit_span(out, in, len);
         out_end(out);
         return 0;
     }
-    if (x->cfg.profile == CG_PROFILE_STRUCTURED) {
+    if (x->cfg.profile->holds_stream) {
         hold_feed(x, in, len);
         out_end(out);
         return 0;
@@ -1277,11 +956,12 @@ int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
     x->out = out;
     cg_span_t pending = cg_sse_pending(&x->sse);
     if (x->sse.lead && pending.n && x->last_raw && !x->stats.passthrough)
-        cg__out_copy(out, pending.p, x->sse.lead); /* the LF that ends the last event */
+        cg__emit_copy(out, pending.p, x->sse.lead); /* the LF that ends the last event */
     x->put = put_data_ev;
-    if (x->cfg.profile == CG_PROFILE_STRUCTURED && !x->stats.passthrough && !x->ended)
-        structured_replay(x);
-    if (x->cfg.profile != CG_PROFILE_OFF && !x->stats.passthrough && !x->ended) {
+    const cg_profile_t *p = x->cfg.profile;
+    if (p->holds_stream && !x->stats.passthrough && !x->ended)
+        replay_held(x);
+    if (p->transforms && !x->stats.passthrough && !x->ended) {
         if (x->stats.saw_finish) {
             end_stream(x, true);
         } else {
@@ -1298,7 +978,7 @@ int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
             cg_json_put_cstr(&out->arena, why_text[why]);
             cg_buf_puts(&out->arena,
                         ",\"type\":\"upstream_error\",\"code\":\"upstream_closed\"}}\n\n");
-            cg__out_arena_since(out, from);
+            cg__emit_arena_since(out, from);
             x->stats.events_out++;
         }
     }
@@ -1310,7 +990,7 @@ int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
 
 static void put_body(cg_xform_t *x, const char *p, size_t n)
 {
-    cg__out_span(x->out, p, n);
+    cg__emit_span(x->out, p, n);
 }
 
 int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
@@ -1321,14 +1001,15 @@ int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
     x->body_mode = true;
     x->data_stable = x->ev_stable = true;
     cg_json_t *j = &x->json;
-    if (x->cfg.profile == CG_PROFILE_OFF) {
-        cg__out_span(out, body, len);
+    const cg_profile_t *p = x->cfg.profile;
+    if (!p->transforms) {
+        cg__emit_span(out, body, len);
         out_end(out);
         return 0;
     }
     if (cg_json_parse(j, body, len) != CG_JSON_OK || j->tok[0].type != JSMN_OBJECT) {
         x->stats.malformed++;
-        cg__out_span(out, body, len);
+        cg__emit_span(out, body, len);
         out_end(out);
         return -1;
     }
@@ -1340,29 +1021,12 @@ int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
     if (cg_json_type(j, choices) == JSMN_ARRAY)
         walk_choices(x, choices, "message");
     /* Additions go just before the root object's closing brace. */
-    put_data_until(x, cg_json_end(j, 0) - 1);
+    cg__emit_data_until(x, cg_json_end(j, 0) - 1);
     int members = j->tok[0].size - (x->cut_end > x->cut_start ? 1 : 0);
-    profile_body_end(x, members > 0);
-    put_data_until(x, len);
+    if (p->body_end)
+        p->body_end(x, members > 0);
+    cg__emit_data_until(x, len);
     x->ended = true;
     out_end(out);
     return 0;
-}
-
-size_t cg__xform_each_cited(cg_xform_t *x, cg__cited_fn fn, void *arg)
-{
-    size_t n = 0;
-    if (!x->cites_set)
-        return 0;
-    for (size_t i = 0; i < x->nrefs; i++) {
-        if ((x->refs[i].code >> 16) != (uint32_t)x->style)
-            continue;
-        const cg_citation_t *c = cg_cites_find(&x->cites, x->refs[i].code & 0xFFFF);
-        if (c == NULL)
-            continue;
-        if (fn)
-            fn(x, c, arg);
-        n++;
-    }
-    return n;
 }

@@ -7,6 +7,7 @@
 
 #include "citegate/json.h"
 #include "citegate/xform.h"
+#include "profiles.h"
 #include "view.h"
 
 #include <stdio.h>
@@ -24,7 +25,7 @@ static char *fixture(const char *name, size_t *n)
 static char *xf(const char *s, const cg_request_t *req)
 {
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
+    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
     cg_buf_t out = {0};
     run_stream(&cfg, req, s, strlen(s), NULL, 0, &out);
     cg_buf_putc(&out, '\0');
@@ -66,7 +67,7 @@ static void golden(const char *expected_name)
     char *body = fixture(fx, &bn);
 
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
+    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
     view_t v;
     cg_buf_t out = {0};
     if (body[0] == '{') {
@@ -136,7 +137,7 @@ static void test_malformed_counted(void **state)
 {
     (void)state;
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
+    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
     cg_xform_t *x = cg_xform_new(&cfg, NULL);
     cg_out_t out = {0};
     const char *s = "data: {oops\n\ndata: {\"a\":1} x\n\ndata: \"str\"\n\n";
@@ -300,7 +301,7 @@ static void test_oversized_event_passes_through(void **state)
 {
     (void)state;
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
+    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
     cfg.max_event = 64;
     cg_buf_t in = {0};
     cg_buf_puts(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"[doc\"}}]}\n\n");
@@ -327,8 +328,7 @@ static void test_profile_off_is_identity(void **state)
     size_t n;
     char *body = fixture("azure_oyd_stream.sse", &n);
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
-    cfg.profile = CG_PROFILE_OFF;
+    cg_xform_cfg_default(&cfg, profile_named("off"));
     cg_buf_t out = {0};
     size_t sizes[] = {1, 3, 100};
     run_stream(&cfg, NULL, body, n, sizes, 3, &out);
@@ -344,7 +344,7 @@ static void test_body_event_key_and_sources(void **state)
     const char *body = "{\"event\":1,\"choices\":[{\"index\":0,\"message\":{\"content\":\"[doc1]\","
                        "\"context\":{\"citations\":[{\"url\":\"https://u.example/a\"}]}}}]}";
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
+    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
     cg_xform_t *x = cg_xform_new(&cfg, NULL);
     cg_out_t out = {0};
     assert_int_equal(cg_xform_body(x, body, strlen(body), &out), 0);
@@ -367,7 +367,7 @@ static void test_stats(void **state)
     size_t n;
     char *body = fixture("azure_oyd_stream.sse", &n);
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
+    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
     cg_xform_t *x = cg_xform_new(&cfg, NULL);
     cg_out_t out = {0};
     cg_xform_feed(x, body, n, &out);

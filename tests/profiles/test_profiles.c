@@ -10,6 +10,7 @@
 #include "citegate/json.h"
 #include "citegate/request.h"
 #include "citegate/xform.h"
+#include "profiles.h"
 #include "view.h"
 
 #include <stdio.h>
@@ -35,11 +36,10 @@ static char *stream_of(const char *content_events, const char *snippet3)
     return b.p;
 }
 
-static void run(cg_profile_t p, const char *in, const cg_request_t *req, view_t *v, cg_buf_t *out)
+static void run(const char *profile, const char *in, const cg_request_t *req, view_t *v, cg_buf_t *out)
 {
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
-    cfg.profile = p;
+    cg_xform_cfg_default(&cfg, profile_named(profile));
     run_stream(&cfg, req, in, strlen(in), NULL, 0, out);
     view_of_stream(v, out->p, out->len);
 }
@@ -92,7 +92,7 @@ static void test_openai_offsets_are_utf16(void **state)
     char *in = stream_of(events.p, NULL);
     view_t v;
     cg_buf_t out = {0};
-    run(CG_PROFILE_OPENAI, in, NULL, &v, &out);
+    run("openai", in, NULL, &v, &out);
     const char *content = v.content[0].p;
     size_t n = v.content[0].len;
     const char *link = "[[doc1]](https://x.example/a%20b)";
@@ -138,8 +138,7 @@ static void test_openai_body_annotations_in_message(void **state)
         "{\"id\":\"b\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
         "\"See [doc1].\",\"context\":{\"citations\":[{\"title\":\"One\",\"url\":\"https://x.example/1\"}]}}}]}";
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
-    cfg.profile = CG_PROFILE_OPENAI;
+    cg_xform_cfg_default(&cfg, profile_named("openai"));
     cg_xform_t *x = cg_xform_new(&cfg, NULL);
     cg_out_t out = {0};
     assert_int_equal(cg_xform_body(x, body, strlen(body), &out), 0);
@@ -175,7 +174,7 @@ static void test_webchat_renumbers_and_separates(void **state)
     char *in = stream_of(c, NULL);
     view_t v;
     cg_buf_t out = {0};
-    run(CG_PROFILE_WEBCHAT, in, NULL, &v, &out);
+    run("webchat", in, NULL, &v, &out);
     cg_buf_putc(&v.content[0], '\0');
     assert_string_equal(v.content[0].p,
                         "A [1]\xE2\x80\x8B[2] B [2] [doc7] [doc0]\n\n"
@@ -210,7 +209,7 @@ static void test_webchat_escapes_titles_and_cuts_abstracts(void **state)
     char *in = stream_of(c, snippet);
     view_t v;
     cg_buf_t out = {0};
-    run(CG_PROFILE_WEBCHAT, in, NULL, &v, &out);
+    run("webchat", in, NULL, &v, &out);
     cg_buf_putc(&v.content[0], '\0');
     const char *def = strstr(v.content[0].p, "[1]: cite:1 \"");
     assert_non_null(def);
@@ -232,7 +231,7 @@ static void test_webchat_escapes_titles_and_cuts_abstracts(void **state)
         "\"Say \\\"hi\\\" \\\\ there\\nnow\",\"url\":\"https://q.example/\"}]}}}]}\n\n"
         "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Q[doc1]\"}}]}\n\n"
         "data: [DONE]\n\n";
-    run(CG_PROFILE_WEBCHAT, ctx, NULL, &v, &out);
+    run("webchat", ctx, NULL, &v, &out);
     cg_buf_putc(&v.content[0], '\0');
     assert_string_equal(v.content[0].p,
                         "Q[1]\n\n[1]: https://q.example/ \"Say \\\"hi\\\" \\\\ there now\"");
@@ -247,7 +246,7 @@ static void test_webchat_nothing_cited_adds_nothing(void **state)
     char *in = stream_of(c, NULL);
     view_t v;
     cg_buf_t out = {0};
-    run(CG_PROFILE_WEBCHAT, in, NULL, &v, &out);
+    run("webchat", in, NULL, &v, &out);
     cg_buf_putc(&v.content[0], '\0');
     assert_string_equal(v.content[0].p, "No references [doc9].");
     assert_int_equal(v.extras.len, 0);
@@ -277,8 +276,7 @@ static char *structured(const char *answer, unsigned *removed, bool *checked)
     cg_json_put_cstr(&body, answer);
     cg_buf_puts(&body, "}}]}");
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
-    cfg.profile = CG_PROFILE_STRUCTURED;
+    cg_xform_cfg_default(&cfg, profile_named("structured"));
     cg_xform_t *x = cg_xform_new(&cfg, &req);
     cg_out_t out = {0};
     assert_int_equal(cg_xform_body(x, body.p, body.len, &out), 0);
@@ -353,8 +351,7 @@ static void test_structured_stream_is_held_then_replayed(void **state)
         "[\\\"/b.pdf\\\",\\\"D(2)\\\"]]}\"},\"finish_reason\":\"stop\"}]}\n\n"
         "data: [DONE]\n\n";
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
-    cfg.profile = CG_PROFILE_STRUCTURED;
+    cg_xform_cfg_default(&cfg, profile_named("structured"));
     cg_xform_t *x = cg_xform_new(&cfg, &req);
     cg_out_t out = {0};
     cg_xform_feed(x, in, strlen(in), &out);
@@ -402,22 +399,21 @@ static void test_long_content_lines_stay_short(void **state)
     cg_buf_puts(&want, "[[doc1]](");
     cg_buf_put(&want, url.p, url.len);
     cg_buf_putc(&want, ')');
-    static const cg_profile_t profiles[] = {CG_PROFILE_OPENWEBUI, CG_PROFILE_OPENAI, CG_PROFILE_WEBCHAT};
+    static const char *const profiles[] = {"openwebui", "openai", "webchat"};
     static const size_t reads[] = {0, 4093, 65536};
     for (size_t p = 0; p < 3; p++) {
         view_t first = {0};
         for (size_t r = 0; r < 3; r++) {
             cg_xform_cfg_t cfg;
-            cg_xform_cfg_default(&cfg);
-            cfg.profile = profiles[p];
+            cg_xform_cfg_default(&cfg, profile_named(profiles[p]));
             cg_buf_t out = {0};
             run_stream(&cfg, NULL, in.p, in.len, reads[r] ? &reads[r] : NULL, reads[r] ? 1 : 0, &out);
             view_t v;
             view_of_stream(&v, out.p, out.len);
             if (v.max_line > 65536)
-                fail_msg("%s read %zu: line of %zu bytes", cg_profile_name(profiles[p]), reads[r], v.max_line);
+                fail_msg("%s read %zu: line of %zu bytes", profiles[p], reads[r], v.max_line);
             assert_true(v.ends_done);
-            if (profiles[p] != CG_PROFILE_WEBCHAT) {
+            if (strcmp(profiles[p], "webchat") != 0) {
                 assert_int_equal(v.content[0].len, want.len);
                 assert_memory_equal(v.content[0].p, want.p, want.len);
             } else {
@@ -459,7 +455,7 @@ static void test_short_event_many_links_stays_short(void **state)
     }
     cg_buf_puts(&in, "data: [DONE]\n\n");
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
+    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
     cg_buf_t out = {0};
     run_stream(&cfg, NULL, in.p, in.len, NULL, 0, &out);
     view_t v;
@@ -476,13 +472,14 @@ static void test_short_event_many_links_stays_short(void **state)
 static void test_profile_names(void **state)
 {
     (void)state;
-    for (int p = 0; p < CG_PROFILE_COUNT; p++) {
-        cg_profile_t got;
-        assert_true(cg_profile_parse(cg_profile_name((cg_profile_t)p), &got));
-        assert_int_equal(got, p);
-        assert_non_null(strstr(cg_profile_list(), cg_profile_name((cg_profile_t)p)));
+    for (size_t p = 0; p < cg_profile_count(); p++) {
+        const cg_profile_t *want = cg_profile_at(p), *got = NULL;
+        assert_true(cg_profile_parse(want->name, &got));
+        assert_ptr_equal(got, want);
+        assert_int_equal(cg_profile_index(got), p);
+        assert_non_null(strstr(cg_profile_list(), want->name));
     }
-    cg_profile_t got;
+    const cg_profile_t *got;
     assert_false(cg_profile_parse("OpenAI", &got));
     assert_false(cg_profile_parse("", &got));
 }

@@ -2,6 +2,7 @@
 #include "citegate/config.h"
 
 #include "citegate/json.h"
+#include "citegate/profile.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -10,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum { T_STR, T_ADDR, T_URL, T_UINT, T_SIZE, T_BOOL, T_ENUM, T_JSON } vtype_t;
+typedef enum { T_STR, T_ADDR, T_URL, T_UINT, T_SIZE, T_BOOL, T_ENUM, T_PROFILE, T_JSON } vtype_t;
 
 typedef struct var {
     const char *name;
@@ -24,7 +25,6 @@ typedef struct var {
 static const char *const protocol_names[] = {"auto", "h2", "http1.1", NULL};
 static const char *const format_names[] = {"text", "json", NULL};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
-static const char *const profile_words[] = {"off", "openwebui", "openai", "webchat", "structured", NULL};
 static const char *const style_words[] = {"auto", "doc", "numeric", NULL};
 
 #define OFF(f) offsetof(cg_config_t, f)
@@ -45,7 +45,7 @@ static const var_t vars[] = {
     {"CITEGATE_MAX_EVENT_BYTES", T_SIZE, OFF(max_event_bytes), "4194304", 1024, 1u << 30, NULL},
     {"CITEGATE_CORS_ORIGINS", T_STR, OFF(cors_origins), NULL, 0, 0, NULL},
     {"CITEGATE_WORKERS", T_UINT, OFF(workers), "1", 1, 256, NULL},
-    {"CITEGATE_PROFILE", T_ENUM, OFF(profile), "openwebui", 0, 0, profile_words},
+    {"CITEGATE_PROFILE", T_PROFILE, OFF(profile), "openwebui", 0, 0, NULL},
     {"CITEGATE_REF_STYLE", T_ENUM, OFF(ref_style), "auto", 0, 0, style_words},
     {"CITEGATE_MAX_DOC_BYTES", T_SIZE, OFF(max_doc_bytes), "8192", 1, 1u << 24, NULL},
     {"CITEGATE_MAX_REQUEST_BYTES", T_SIZE, OFF(max_request_bytes), "8388608", 1, 1u << 30, NULL},
@@ -126,6 +126,16 @@ static bool valid_url(const char *s)
     return rest[0] != '\0' && rest[0] != '/' && rest[0] != ':';
 }
 
+/* Writes "VAR: 'value' is not one of: WORDS" into err. */
+static int not_one_of(char *err, size_t errlen, const char *var, const char *value,
+                      const char *words)
+{
+    char msg[200];
+    snprintf(msg, sizeof(msg), "'%.40s' is not one of: %s", value, words);
+    snprintf(err, errlen, "%s: %s", var, msg);
+    return -1;
+}
+
 static int set_enum(const var_t *v, void *field, const char *value, char *err, size_t errlen)
 {
     for (int i = 0; v->names[i]; i++) {
@@ -144,10 +154,7 @@ static int set_enum(const var_t *v, void *field, const char *value, char *err, s
         strncat(words, i ? ", " : "", sizeof(words) - strlen(words) - 1);
         strncat(words, v->names[i], sizeof(words) - strlen(words) - 1);
     }
-    char msg[200];
-    snprintf(msg, sizeof(msg), "'%.40s' is not one of: %s", value, words);
-    snprintf(err, errlen, "%s: %s", v->name, msg);
-    return -1;
+    return not_one_of(err, errlen, v->name, value, words);
 }
 
 static int set_number(const var_t *v, void *field, const char *value, char *err, size_t errlen)
@@ -211,6 +218,10 @@ static int apply(cg_config_t *c, const var_t *v, const char *value, char *err, s
         return 0;
     case T_ENUM:
         return set_enum(v, field, value, err, errlen);
+    case T_PROFILE:
+        if (!cg_profile_parse(value, (const cg_profile_t **)field))
+            return not_one_of(err, errlen, v->name, value, cg_profile_list());
+        return 0;
     case T_JSON:
         return set_json(v, (char **)field, value, err, errlen);
     }
@@ -254,8 +265,7 @@ void cg_config_free(cg_config_t *c)
 
 void cg_config_xform(const cg_config_t *c, cg_xform_cfg_t *x)
 {
-    cg_xform_cfg_default(x);
-    x->profile = c->profile;
+    cg_xform_cfg_default(x, c->profile);
     x->style = c->ref_style;
     x->max_doc_bytes = c->max_doc_bytes;
     x->scores = c->include_search_scores;

@@ -78,8 +78,7 @@ static void describe(const cg_xform_t *x, const uint32_t *per, cg_track_t *t)
 void cg_track_answer(const cg_xform_t *x, cg_track_t *t)
 {
     memset(t, 0, sizeof(*t));
-    cg_profile_t p = x->cfg.profile;
-    t->tracked = p == CG_PROFILE_OPENWEBUI || p == CG_PROFILE_OPENAI || p == CG_PROFILE_WEBCHAT;
+    t->tracked = x->cfg.profile->tracked;
     if (!t->tracked)
         return;
     t->skipped = starts_dont_know(x);

@@ -12,6 +12,7 @@
 
 #include "citegate/json.h"
 #include "citegate/xform.h"
+#include "profiles.h"
 #include "view.h"
 
 #include <stdio.h>
@@ -39,8 +40,7 @@ static const struct {
 };
 
 /* Every profile that transforms; each fixture runs through all of them. */
-static const cg_profile_t profiles[] = {CG_PROFILE_OPENWEBUI, CG_PROFILE_OPENAI, CG_PROFILE_WEBCHAT,
-                                        CG_PROFILE_STRUCTURED};
+static const char *const profiles[] = {"openwebui", "openai", "webchat", "structured"};
 
 static char *fixture(const char *name, size_t *n)
 {
@@ -85,7 +85,7 @@ static void check_output_shape(const char *in, size_t n, const cg_buf_t *out, co
     }
 }
 
-static void run_fixture(size_t f, cg_profile_t profile, bool every_byte)
+static void run_fixture(size_t f, const char *profile, bool every_byte)
 {
     size_t bn, rn;
     char *body = fixture(fixtures[f].body, &bn);
@@ -94,8 +94,7 @@ static void run_fixture(size_t f, cg_profile_t profile, bool every_byte)
     cg_request_t req;
     assert_int_equal(cg_request_parse(&req, rbody, rn, &o), 0);
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
-    cfg.profile = profile;
+    cg_xform_cfg_default(&cfg, profile_named(profile));
 
     cg_buf_t whole = {0}, out = {0};
     run_stream(&cfg, &req, body, bn, NULL, 0, &whole);
@@ -121,7 +120,7 @@ static void run_fixture(size_t f, cg_profile_t profile, bool every_byte)
         view_t got;
         view_of_stream(&got, out.p, out.len);
         if (!view_equal(&want, &got, why, sizeof(why)))
-            fail_msg("%s/%s split %zu (%s): %s", fixtures[f].body, cg_profile_name(profile), k,
+            fail_msg("%s/%s split %zu (%s): %s", fixtures[f].body, profile, k,
                      every_byte ? "byte" : "random", why);
         check_output_shape(body, bn, &out, fixtures[f].body);
         view_free(&got);
@@ -203,7 +202,7 @@ static void test_generated_against_oracle(void **state)
 {
     (void)state;
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
+    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
     for (int round = 0; round < 3000; round++) {
         cg_buf_t text = {0}, in = {0}, out = {0}, want = {0}, cited = {0};
         gen_text(&text);
@@ -275,7 +274,7 @@ static void test_only_prefixes_held(void **state)
     size_t bn;
     char *body = fixture("azure_oyd_stream.sse", &bn);
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
+    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
     cg_xform_t *x = cg_xform_new(&cfg, NULL);
     cg_out_t out = {0};
     cg_buf_t sofar = {0};

@@ -4,12 +4,30 @@
  * one of the request's tool calls. Invalid citations are removed and the
  * inline [k] markers renumbered, so [k] always points at the k-th citation
  * that is left: removing one never shifts the others onto the wrong source.
+ *
+ * A response header reports how many were removed, so a stream is held to
+ * its end (holds_stream): the first content of each choice then carries the
+ * whole corrected answer, later ones "". State per choice: the decoded
+ * answer of a held stream and its correction.
  */
-#include "xform_int.h"
+#include "core/emit.h"
+#include "core/xform_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+typedef struct structured_choice {
+    cg_buf_t text;  /* the decoded content of a held stream */
+    cg_buf_t fixed; /* the corrected content, when there is one */
+    bool fix_set, fix_sent;
+} structured_choice_t;
+
+static void choice_free(void *state)
+{
+    structured_choice_t *sc = state;
+    cg_buf_free(&sc->text);
+    cg_buf_free(&sc->fixed);
+}
 
 /* True when s occurs in the text of one tool message. */
 static bool in_tool(const cg_span_t *tool, const char *s, size_t n)
@@ -126,8 +144,10 @@ static void put_fixed(const cg_json_t *j, int resp, int cits, const cg_buf_t *te
     cg_buf_putc(o, '}');
 }
 
-bool cg__structured_fix(const cg_request_t *req, const char *content, size_t n, cg_buf_t *out,
-                        unsigned *removed)
+/* The corrected {response, citations} object of one answer's content;
+ * false when the content does not have that shape. */
+static bool fix(const cg_request_t *req, const char *content, size_t n, cg_buf_t *out,
+                unsigned *removed)
 {
     cg_json_t j;
     cg_json_init(&j, CG_XFORM_MAX_TOKENS);
@@ -158,3 +178,66 @@ out:
     cg_json_free(&j);
     return ok;
 }
+
+/* Checks one answer; a body's at its content, a held stream's before its
+ * replay. */
+static void check(cg_xform_t *x, structured_choice_t *sc, const char *text, size_t n)
+{
+    unsigned removed = 0;
+    sc->fix_set = fix(x->req, text, n, &sc->fixed, &removed);
+    if (sc->fix_set) {
+        x->stats.structured = true;
+        x->stats.citations_removed += removed;
+    }
+}
+
+static void held_content(cg_xform_t *x, cg_choice_t *ch, cg_span_t raw)
+{
+    structured_choice_t *sc = ch->state;
+    char *dst = cg_buf_reserve(&sc->text, raw.n);
+    sc->text.len += cg_json_unescape(raw.p, raw.n, dst);
+}
+
+static void held_end(cg_xform_t *x)
+{
+    for (size_t i = 0; i < x->nchoices; i++) {
+        structured_choice_t *sc = x->choices[i].state;
+        check(x, sc, sc->text.p ? sc->text.p : "", sc->text.len);
+        cg_buf_free(&sc->text);
+    }
+}
+
+/* The first content of a choice carries the whole corrected answer, later
+ * ones none; content that is not a structured answer goes out as it came. */
+static void on_content(cg_xform_t *x, cg_choice_t *ch, int content)
+{
+    structured_choice_t *sc = ch->state;
+    if (x->body_mode && !sc->fix_set) {
+        size_t n;
+        char *text = cg_json_strdup(&x->json, content, &n);
+        check(x, sc, text, n);
+        free(text);
+    }
+    if (!sc->fix_set)
+        return;
+    cg__emit_drop_content(x, content);
+    if (!sc->fix_sent) {
+        /* The data went out through the opening quote: the answer goes there. */
+        cg_out_t *o = x->out;
+        size_t from = o->arena.len;
+        cg_json_put_escaped(&o->arena, sc->fixed.p, sc->fixed.len);
+        cg__emit_arena_since(o, from);
+        sc->fix_sent = true;
+    }
+}
+
+const cg_profile_t cg__profile_structured = {
+    .name = "structured",
+    .transforms = true,
+    .holds_stream = true,
+    .choice_size = sizeof(structured_choice_t),
+    .choice_free = choice_free,
+    .content = on_content,
+    .held_content = held_content,
+    .held_end = held_end,
+};

@@ -130,7 +130,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.max_event_bytes, 4194304);
     assert_null(c.cors_origins);
     assert_int_equal(c.workers, 1);
-    assert_int_equal(c.profile, CG_PROFILE_OPENWEBUI);
+    assert_string_equal(c.profile->name, "openwebui");
     assert_int_equal(c.ref_style, CG_REF_ANY);
     assert_int_equal(c.max_doc_bytes, 8192);
     assert_int_equal(c.max_request_bytes, 8388608);
@@ -151,7 +151,7 @@ static void test_defaults(void **state)
 
     cg_xform_cfg_t x;
     cg_config_xform(&c, &x);
-    assert_int_equal(x.profile, CG_PROFILE_OPENWEBUI);
+    assert_string_equal(x.profile->name, "openwebui");
     assert_int_equal(x.style, CG_REF_ANY);
     assert_int_equal(x.max_doc_bytes, 8192);
     assert_true(x.scores);
@@ -391,10 +391,10 @@ static void test_enums(void **state)
     (void)state;
     cg_config_t c;
     accept_val(&c, "CITEGATE_PROFILE", "off");
-    assert_int_equal(c.profile, CG_PROFILE_OFF);
+    assert_string_equal(c.profile->name, "off");
     cg_config_free(&c);
     accept_val(&c, "CITEGATE_PROFILE", "openwebui");
-    assert_int_equal(c.profile, CG_PROFILE_OPENWEBUI);
+    assert_string_equal(c.profile->name, "openwebui");
     cg_config_free(&c);
     reject_val("CITEGATE_PROFILE", "bogus");
     reject_val("CITEGATE_PROFILE", "");
@@ -477,7 +477,7 @@ static void test_many_at_once(void **state)
     char err[256] = "";
     assert_int_equal(cg_config_from_env(&c, err, sizeof(err)), 0);
     assert_int_equal(c.workers, 3);
-    assert_int_equal(c.profile, CG_PROFILE_OFF);
+    assert_string_equal(c.profile->name, "off");
     assert_int_equal(c.log_level, CG_LOG_DEBUG);
     assert_false(c.semantic_memory);
     assert_string_equal(c.upstream, "https://up.example");
@@ -510,7 +510,7 @@ static void test_set_overrides(void **state)
     assert_int_equal(cg_config_set(&c, "CITEGATE_WORKERS", "8", err, sizeof(err)), 0);
     assert_int_equal(c.workers, 8);
     assert_int_equal(cg_config_set(&c, "CITEGATE_PROFILE", "openwebui", err, sizeof(err)), 0);
-    assert_int_equal(c.profile, CG_PROFILE_OPENWEBUI);
+    assert_string_equal(c.profile->name, "openwebui");
     assert_int_equal(
         cg_config_set(&c, "CITEGATE_UPSTREAM", "https://flag.example", err, sizeof(err)), 0);
     assert_string_equal(c.upstream, "https://flag.example");
@@ -543,7 +543,7 @@ static void test_set_overrides(void **state)
     cg_config_free(&c);
     assert_int_equal(cg_config_from_env(&c, err, sizeof(err)), 0);
     assert_int_equal(c.workers, 4);
-    assert_int_equal(c.profile, CG_PROFILE_OFF);
+    assert_string_equal(c.profile->name, "off");
     cg_config_free(&c);
     clear_env(NULL);
 }

@@ -7,6 +7,7 @@
 
 #include "citegate/track.h"
 #include "citegate/xform.h"
+#include "profiles.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +22,10 @@ static const char *CTX =
     "{\"title\":\"A\",\"filepath\":\"a\",\"chunk_id\":\"0\",\"rerank_score\":2.0},"
     "{\"title\":\"C\",\"filepath\":\"c\",\"chunk_id\":\"0\",\"rerank_score\":3.0}]}}}]}\n\n";
 
-static void track(cg_profile_t profile, const char *ctx, const char *content, cg_track_t *t)
+static void track(const char *profile, const char *ctx, const char *content, cg_track_t *t)
 {
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg);
-    cfg.profile = profile;
+    cg_xform_cfg_default(&cfg, profile_named(profile));
     cg_xform_t *x = cg_xform_new(&cfg, NULL);
     cg_out_t out = {0};
     cg_buf_t in = {0};
@@ -47,7 +47,7 @@ static void test_counts_repeats_and_unique_citations(void **state)
 {
     (void)state;
     cg_track_t t;
-    track(CG_PROFILE_OPENWEBUI, CTX, "x [doc3] y [doc1][doc3] z [doc3] [doc9] [doc0] [1]", &t);
+    track("openwebui", CTX, "x [doc3] y [doc1][doc3] z [doc3] [doc9] [doc0] [1]", &t);
     assert_true(t.tracked);
     assert_false(t.skipped);
     assert_int_equal(t.available, 3);
@@ -68,7 +68,7 @@ static void test_no_citations_available(void **state)
 {
     (void)state;
     cg_track_t t;
-    track(CG_PROFILE_WEBCHAT, NULL, "Nothing to cite [doc1] [1].", &t);
+    track("webchat", NULL, "Nothing to cite [doc1] [1].", &t);
     assert_true(t.tracked);
     assert_int_equal(t.available, 0);
     assert_int_equal(t.cited, 0);
@@ -82,10 +82,10 @@ static void test_dont_know_is_skipped(void **state)
 {
     (void)state;
     cg_track_t t;
-    track(CG_PROFILE_OPENAI, CTX, "I do not know. [doc1]", &t);
+    track("openai", CTX, "I do not know. [doc1]", &t);
     assert_true(t.skipped);
     cg_track_free(&t);
-    track(CG_PROFILE_OPENAI, CTX, "I do know [doc1].", &t);
+    track("openai", CTX, "I do know [doc1].", &t);
     assert_false(t.skipped);
     assert_int_equal(t.cited, 1);
     cg_track_free(&t);
@@ -95,7 +95,7 @@ static void test_profiles_without_references_are_not_tracked(void **state)
 {
     (void)state;
     cg_track_t t;
-    track(CG_PROFILE_STRUCTURED, CTX, "[doc1]", &t);
+    track("structured", CTX, "[doc1]", &t);
     assert_false(t.tracked);
     cg_track_free(&t);
 }

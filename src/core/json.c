@@ -381,6 +381,23 @@ static bool needs_escape(unsigned char c)
     return c < 0x20 || c == '"' || c == '\\';
 }
 
+size_t cg_json_safe_cut(const char *p, size_t n, size_t max)
+{
+    if (n <= max)
+        return n;
+    size_t i = 0, last = 0;
+    while (i < n && i <= max) {
+        last = i;
+        if (p[i] == '\\')
+            i += (i + 1 < n && p[i + 1] == 'u') ? 6 : 2;
+        else
+            i++;
+        while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80)
+            i++;
+    }
+    return last ? last : (i < n ? i : n);
+}
+
 void cg_json_put_escaped(cg_buf_t *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";

@@ -1,0 +1,139 @@
+/* Writing a transformer's output: see emit.h. */
+#include "emit.h"
+
+#include <string.h>
+
+/* --- Output segments ------------------------------------------------------ */
+
+static cg_out_seg_t *out_push(cg_out_t *o)
+{
+    o->seg = cg_grow(o->seg, o->nseg, &o->cap, 64, sizeof(cg_out_seg_t));
+    return &o->seg[o->nseg++];
+}
+
+void cg__emit_span(cg_out_t *o, const char *p, size_t n)
+{
+    if (n == 0)
+        return;
+    if (o->nseg) {
+        cg_out_seg_t *last = &o->seg[o->nseg - 1];
+        if (last->p && last->p + last->n == p) {
+            last->n += n;
+            return;
+        }
+    }
+    cg_out_seg_t *s = out_push(o);
+    s->p = p;
+    s->off = 0;
+    s->n = n;
+}
+
+void cg__emit_arena_since(cg_out_t *o, size_t from)
+{
+    size_t n = o->arena.len - from;
+    if (n == 0)
+        return;
+    if (o->nseg) {
+        cg_out_seg_t *last = &o->seg[o->nseg - 1];
+        if (last->p == NULL && last->off + last->n == from) {
+            last->n += n;
+            return;
+        }
+    }
+    cg_out_seg_t *s = out_push(o);
+    s->p = NULL;
+    s->off = from;
+    s->n = n;
+}
+
+void cg__emit_copy(cg_out_t *o, const char *p, size_t n)
+{
+    size_t from = o->arena.len;
+    cg_buf_put(&o->arena, p, n);
+    cg__emit_arena_since(o, from);
+}
+
+void cg__emit_str(cg_out_t *o, const char *s)
+{
+    cg__emit_copy(o, s, strlen(s));
+}
+
+/* --- Chunks of our own ------------------------------------------------------ */
+
+/* Writes the "id", "object", "created", "model" members, copied from the
+ * upstream's chunks (raw JSON values) or empty ones. */
+static void put_meta(const cg_xform_t *x, cg_buf_t *b)
+{
+    cg_buf_puts(b, "\"id\":");
+    if (x->meta_id.len)
+        cg_buf_put(b, x->meta_id.p, x->meta_id.len);
+    else
+        cg_buf_puts(b, "\"\"");
+    cg_buf_puts(b, ",\"object\":\"chat.completion.chunk\",\"created\":");
+    if (x->meta_created.len)
+        cg_buf_put(b, x->meta_created.p, x->meta_created.len);
+    else
+        cg_buf_putc(b, '0');
+    cg_buf_puts(b, ",\"model\":");
+    if (x->meta_model.len)
+        cg_buf_put(b, x->meta_model.p, x->meta_model.len);
+    else
+        cg_buf_puts(b, "\"\"");
+}
+
+void cg__emit_chunk_open(const cg_xform_t *x, cg_buf_t *b)
+{
+    cg_buf_puts(b, "data: {");
+    put_meta(x, b);
+}
+
+void cg__emit_content_open(const cg_xform_t *x, cg_buf_t *b, size_t index)
+{
+    cg__emit_chunk_open(x, b);
+    cg_buf_printf(b, ",\"choices\":[{\"index\":%zu,\"delta\":{\"content\":\"", index);
+}
+
+const char cg__emit_content_close[] = "\"},\"finish_reason\":null}]}\n\n";
+
+/* --- The current event's data ---------------------------------------------- */
+
+void cg__emit_data_until(cg_xform_t *x, size_t to)
+{
+    const char *d = x->json.js;
+    size_t from = x->cur;
+    if (x->cut_end > x->cut_start && from < x->cut_end && to > x->cut_start) {
+        if (from < x->cut_start)
+            x->put(x, d + from, x->cut_start - from);
+        from = x->cut_end < to ? x->cut_end : to;
+    }
+    if (to > from)
+        x->put(x, d + from, to - from);
+    x->cur = to;
+}
+
+void cg__emit_drop_content(cg_xform_t *x, int content)
+{
+    cg__emit_data_until(x, (size_t)x->json.tok[content].start);
+    x->cur = (size_t)x->json.tok[content].end;
+    x->changed = true;
+}
+
+/* --- Cited citations --------------------------------------------------------- */
+
+size_t cg__emit_each_cited(cg_xform_t *x, cg__cited_fn fn, void *arg)
+{
+    size_t n = 0;
+    if (!x->cites_set)
+        return 0;
+    for (size_t i = 0; i < x->nrefs; i++) {
+        if ((x->refs[i].code >> 16) != (uint32_t)x->style)
+            continue;
+        const cg_citation_t *c = cg_cites_find(&x->cites, x->refs[i].code & 0xFFFF);
+        if (c == NULL)
+            continue;
+        if (fn)
+            fn(x, c, arg);
+        n++;
+    }
+    return n;
+}

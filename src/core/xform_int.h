@@ -1,0 +1,76 @@
+/*
+ * Transformer internals: the per-stream state that the transformer
+ * (xform.c), the writers it shares with the profiles (emit.c), the profile
+ * hooks (src/profiles/) and tracking (track.c) read. Only xform.c changes
+ * the fields of the stream itself; profiles keep what is theirs in their own
+ * state (`state` below and cg_choice_t.state).
+ */
+#ifndef CITEGATE_XFORM_INT_H
+#define CITEGATE_XFORM_INT_H
+
+#include "citegate/json.h"
+#include "citegate/sse.h"
+#include "citegate/xform.h"
+
+#define CG_XFORM_TEMPLATE_MAX 4096
+
+typedef struct cg_choice {
+    cg_ref_t ref;
+    bool emptied;  /* this event's content already went out in chunks of our own */
+    char head[16]; /* the first content bytes (tracking skips "I do not know") */
+    uint8_t headlen;
+    void *state; /* the profile's choice_size bytes, or NULL */
+} cg_choice_t;
+
+/* A distinct reference: (form << 16 | N), and how often it was seen. */
+typedef struct cg_refrec {
+    uint32_t code;
+    uint32_t count;
+} cg_refrec_t;
+
+struct cg_xform {
+    cg_xform_cfg_t cfg;
+    const cg_request_t *req;
+    cg_sse_t sse;
+    cg_json_t json;
+    cg_cites_t cites;
+    bool cites_set;
+    cg_ref_style_t style; /* CG_REF_ANY until the citations' kind is known */
+
+    cg_choice_t *choices;
+    size_t nchoices;
+    cg_refrec_t *refs; /* first-reference order */
+    size_t nrefs, refs_cap;
+    cg_buf_t hold;   /* a holds_stream profile's stream, until its end */
+    size_t max_link; /* longest citation link, once citations are known */
+    bool max_link_known;
+    /* Splitting a huge content into chunks of our own (SPEC §6 Fidelity 5). */
+    bool splitting, split_open;
+    size_t split_index, split_from;
+
+    cg_buf_t meta_id, meta_created, meta_model; /* raw JSON text */
+    cg_buf_t scratch;                           /* multi-line data, LF -> space */
+    cg_buf_t tpl;       /* bytes around the content string of the last plain chunk */
+    size_t tpl_prefix;  /* tpl[0..tpl_prefix) precedes the content string */
+    size_t tpl_choice;
+    bool tpl_valid;
+    cg_xform_stats_t stats;
+    bool ended;     /* citation events and the end of stream went out */
+    bool body_mode; /* a non-streaming body */
+
+    /* Per call / per event. */
+    cg_out_t *out;
+    cg_choice_t *cur_ch;        /* the choice whose content is being written */
+    void (*put)(cg_xform_t *x, const char *p, size_t n); /* data bytes out */
+    size_t cur;                 /* next data byte to copy */
+    size_t cut_start, cut_end;  /* data bytes of the removed "event" member */
+    bool changed;               /* this event's data must be rewritten */
+    bool ev_stable;             /* the event lies in the caller's input */
+    bool data_stable;           /* data is a span of the event (one data line) */
+    bool content_stable;        /* content bytes may be passed by reference */
+    bool last_raw;              /* the previous event went out unchanged */
+
+    void *state; /* the profile's state_size bytes, or NULL */
+};
+
+#endif
