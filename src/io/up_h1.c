@@ -17,6 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An idle pooled connection is closed after this long unused (nginx's
+ * keepalive_timeout); the pool's sweep looks every SWEEP_MS. */
+#define IDLE_CLOSE_MS 60000
+#define SWEEP_MS      1000
+
 typedef struct h1pool h1pool_t;
 
 typedef struct h1conn {
@@ -27,6 +32,7 @@ typedef struct h1conn {
     cg_exchange_t *ex;
     struct h1conn *prev, *next; /* in the idle list */
     bool idle, reused, got_bytes, done;
+    uint64_t idle_since;
 } h1conn_t;
 
 struct h1pool {
@@ -35,6 +41,7 @@ struct h1pool {
     unsigned conns;
     cg_waitq_t waiting;
     cg_defer_t serve; /* the queue is served at a safe point */
+    uv_timer_t sweep; /* closes connections idle for IDLE_CLOSE_MS */
     bool draining;
 };
 
@@ -63,6 +70,7 @@ static void idle_push(h1conn_t *u)
 {
     h1pool_t *p = u->pool;
     u->idle = true;
+    u->idle_since = uv_now(p->base.w->loop);
     u->prev = NULL;
     u->next = p->idle;
     if (p->idle)
@@ -339,10 +347,28 @@ static void pause_ex(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
         cg_conn_read_start(&u->conn);
 }
 
+/* The idle list is newest first: the oldest are at its end. */
+static void on_sweep(uv_timer_t *t)
+{
+    h1pool_t *p = t->data;
+    uint64_t now = uv_now(t->loop);
+    h1conn_t *u = p->idle;
+    while (u && u->next)
+        u = u->next;
+    while (u && now - u->idle_since >= IDLE_CLOSE_MS) {
+        h1conn_t *older = u->prev;
+        idle_remove(u);
+        cg_conn_close(&u->conn, CG_OK);
+        u = older;
+    }
+}
+
 static void drain(cg_upstream_t *up)
 {
     h1pool_t *p = pool_of(up);
     p->draining = true;
+    if (!uv_is_closing((uv_handle_t *)&p->sweep))
+        uv_close((uv_handle_t *)&p->sweep, NULL);
     while (p->idle) {
         h1conn_t *u = p->idle;
         idle_remove(u);
@@ -374,5 +400,9 @@ cg_upstream_t *cg_up_h1_new(cg_worker_t *w)
     p->base.ops = &ops;
     p->base.w = w;
     cg_waitq_init(&p->waiting);
+    uv_timer_init(w->loop, &p->sweep);
+    p->sweep.data = p;
+    uv_timer_start(&p->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    uv_unref((uv_handle_t *)&p->sweep);
     return &p->base;
 }

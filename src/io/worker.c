@@ -160,15 +160,12 @@ static int setup_upstream(cg_worker_t *w)
               (cfg->upstream_protocol == CG_PROTO_AUTO && w->target.url.tls);
     if (w->target.url.tls && upstream_tls(w, h2) != 0)
         return -1;
-    cg_upstream_t *h1 = cg_up_h1_new(w);
     if (!h2) {
-        w->up = h1;
+        w->up = cg_up_h1_new(w);
         return 0;
     }
     bool fallback = cfg->upstream_protocol == CG_PROTO_AUTO;
-    w->up = cg_up_h2_new(w, fallback ? h1 : NULL);
-    if (!fallback)
-        h1->ops->free(h1);
+    w->up = cg_up_h2_new(w, fallback ? cg_up_h1_new(w) : NULL);
     return 0;
 }
 
