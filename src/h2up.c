@@ -9,6 +9,7 @@
  */
 #include "server.h"
 
+#include "fault.h"
 #include "log.h"
 #include "metrics.h"
 #include "tls.h"
@@ -289,7 +290,7 @@ static void send_bytes(h2up_t *u, const void *p, size_t n)
     upwrite_t *wr = cg_xmalloc(sizeof(upwrite_t) + n);
     memcpy(wr->data, p, n);
     uv_buf_t b = uv_buf_init(wr->data, (unsigned)n);
-    if (uv_write(&wr->req, (uv_stream_t *)&u->tcp, &b, 1, on_write) != 0) {
+    if (cg_fault_write() || uv_write(&wr->req, (uv_stream_t *)&u->tcp, &b, 1, on_write) != 0) {
         free(wr);
         conn_fail(u, CG_UERR_RESET);
     }

@@ -7,6 +7,7 @@
 #include "server.h"
 
 #include "citegate/json.h"
+#include "fault.h"
 #include "log.h"
 #include "metrics.h"
 #include "tls.h"
@@ -208,7 +209,7 @@ void cg_client_write_raw(cg_client_t *c, const uv_buf_t *bufs, unsigned n)
      * an upstream read never have to outlive this call. */
     size_t done = 0;
     if (c->queued == 0) {
-        int r = uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
+        int r = cg_fault_write() ? UV_EPIPE : uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
         if (r > 0)
             done = (size_t)r;
         else if (r < 0 && r != UV_EAGAIN) {
@@ -235,7 +236,7 @@ void cg_client_write_raw(cg_client_t *c, const uv_buf_t *bufs, unsigned n)
     }
     c->queued += rest;
     uv_buf_t b = uv_buf_init(w->data, (unsigned)rest);
-    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+    if ((cg_fault_write() ? UV_EPIPE : uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write)) < 0) {
         c->queued -= rest;
         free(w);
         cg_client_close(c);

@@ -1,6 +1,8 @@
 /* TLS memory pipe over mbedTLS: see tls.h. */
 #include "tls.h"
 
+#include "fault.h"
+
 #include <mbedtls/error.h>
 #include <stdio.h>
 #include <string.h>
@@ -177,6 +179,8 @@ int cg_tls_read(cg_tls_t *t, char *buf, size_t len)
 
 int cg_tls_write(cg_tls_t *t, const char *p, size_t n)
 {
+    if (cg_fault_tls())
+        return CG_TLS_ERROR;
     while (n > 0) {
         int rc = mbedtls_ssl_write(&t->ssl, (const unsigned char *)p, n);
         if (rc < 0)

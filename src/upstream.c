@@ -9,6 +9,7 @@
  */
 #include "server.h"
 
+#include "fault.h"
 #include "log.h"
 #include "metrics.h"
 #include "tls.h"
@@ -307,7 +308,7 @@ static bool send_bytes(cg_upconn_t *u, const char *p, size_t n)
     wr->len = n;
     memcpy(wr->data, p, n);
     uv_buf_t b = uv_buf_init(wr->data, (unsigned)n);
-    if (uv_write(&wr->req, (uv_stream_t *)&u->tcp, &b, 1, on_write) != 0) {
+    if (cg_fault_write() || uv_write(&wr->req, (uv_stream_t *)&u->tcp, &b, 1, on_write) != 0) {
         free(wr);
         return false;
     }
