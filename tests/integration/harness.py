@@ -7,6 +7,8 @@
 - request(): a small HTTP/1.1 client on http.client
 - RawClient / RawResponse: raw-socket HTTP/1.1 client that decodes the response
   body incrementally and records the arrival time of every read
+- sanitizer_reports(): the ASan/UBSan/LSan reports in a stderr text (first line,
+  first frames, SUMMARY)
 
 Everything is bounded by timeouts; nothing here waits forever.
 """
@@ -309,6 +311,19 @@ class Citegate:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
+    def pause(self, timeout=2.0):
+        """SIGSTOP, and wait until the kernel shows the process stopped."""
+        self.proc.send_signal(signal.SIGSTOP)
+        if not wait_for(lambda: process_state(self.proc.pid) in ("T", "t", None), timeout, 0.001):
+            raise RuntimeError("citegate did not stop")
+
+    def resume(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def sanitizer_reports(self):
+        return sanitizer_reports(self.stderr())
+
     def wait(self, timeout=10.0):
         try:
             return self.proc.wait(timeout=timeout)
@@ -346,6 +361,38 @@ def describe_exit(rc):
         except ValueError:
             return f"killed by signal {-rc}"
     return f"exit status {rc}"
+
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer",
+                   "ERROR: UndefinedBehaviorSanitizer")
+
+
+def sanitizer_reports(text, frames=6):
+    """The sanitizer reports in a stderr text, each as its first line, the first `frames`
+    frames of its stack and its SUMMARY line ([] when there is none)."""
+    out, cur, nframes = [], None, 0
+    for line in text.splitlines():
+        if any(m in line for m in SANITIZER_MARKS) and not line.startswith("SUMMARY:"):
+            cur, nframes = [line.strip()], 0
+            out.append(cur)
+        elif cur is not None and line.startswith("SUMMARY:"):
+            cur.append(line.strip())
+            cur = None
+        elif cur is not None and line.lstrip().startswith("#") and nframes < frames:
+            cur.append(line.strip())
+            nframes += 1
+        elif cur is not None and nframes and not line.strip():
+            nframes = frames  # the first stack ended: keep only the SUMMARY
+    return ["\n".join(r) for r in out]
+
+
+def process_state(pid):
+    """The state letter of /proc/PID/stat ('R', 'S', 'T' (stopped), ...), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def run_citegate(args, env=None, timeout=20.0, binary=None):
