@@ -225,6 +225,9 @@ class Citegate:
         self.admin_port = free_port()
         while self.admin_port == self.port:
             self.admin_port = free_port()
+        # Ports picked here may be taken by someone else before citegate binds them
+        # (tests run side by side): start() then picks new ones, unless env fixed them.
+        self.own_ports = not {"CITEGATE_LISTEN", "CITEGATE_ADMIN_LISTEN"} & set(env or {})
         e = {k: v for k, v in os.environ.items() if not k.startswith(self.CLEAN_PREFIXES)}
         e.update({
             "CITEGATE_LISTEN": f"127.0.0.1:{self.port}",
@@ -242,6 +245,20 @@ class Citegate:
         self.stdout_path = os.path.join(self.dir, "stdout.log")
 
     def start(self, timeout=DEFAULT_TIMEOUT):
+        for attempt in range(3):
+            try:
+                return self._start(timeout)
+            except StartError as e:
+                if not (self.own_ports and attempt < 2 and "address already in use" in str(e)):
+                    raise
+            self.port = free_port()
+            self.admin_port = free_port()
+            while self.admin_port == self.port:
+                self.admin_port = free_port()
+            self.env["CITEGATE_LISTEN"] = f"127.0.0.1:{self.port}"
+            self.env["CITEGATE_ADMIN_LISTEN"] = f"127.0.0.1:{self.admin_port}"
+
+    def _start(self, timeout):
         if not os.access(self.binary, os.X_OK):
             raise StartError(f"citegate binary not found or not executable: {self.binary}")
         self._err = open(self.stderr_path, "wb")
