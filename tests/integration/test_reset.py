@@ -142,7 +142,11 @@ class ResetCase(unittest.TestCase):
         else:
             self.cg.cleanup()
 
-    def died(self, what):
+    def died(self, what, settle=0.0):
+        """A description of citegate's state for a failure message; with settle, first give a
+        dying process (a sanitizer report takes a while to print) that long to exit."""
+        if settle:
+            H.wait_for(lambda: self.cg.proc.poll() is not None, settle)
         rc = self.cg.proc.poll()
         reports = self.cg.sanitizer_reports()
         return (f"{what}: citegate {H.describe_exit(rc)}; sanitizer reports: "
@@ -187,7 +191,7 @@ class ResetCase(unittest.TestCase):
                     s = c.response(c.request("POST", CHAT, PLAIN_BODY, hdrs))
                     st, body = s.status, bytes(s.body)
         except (OSError, http.client.HTTPException) as e:
-            self.fail(self.died(f"{what}: clean request over {proto} failed ({e!r})"))
+            self.fail(self.died(f"{what}: clean request over {proto} failed ({e!r})", settle=5))
         self.assertEqual(st, 200, f"{what}: {body[:300]!r}")
         v = client_view.view(body.decode("utf-8", "replace"))
         if self.baseline is not None:
