@@ -1,51 +1,35 @@
-/* Failure injection: see fault.h. */
+/* Failure injection for the tests: see fault.h. Depends on libc only. */
 #include "fault.h"
 
 #ifdef CITEGATE_FAULTS
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
-typedef struct counter {
-    const char *var;
-    long target; /* 0: never; -1: count only */
-    long seen;
-    bool read;
-} counter_t;
-
-static counter_t writes = {"CITEGATE_FAULT_WRITE", 0, 0, false};
-static counter_t tls = {"CITEGATE_FAULT_TLS", 0, 0, false};
+static long want_write, want_tls; /* N: the Nth attempt fails; 0: never; < 0: count only */
+static unsigned long writes, tls;
 
 static void report(void)
 {
-    fprintf(stderr, "citegate-fault: pid=%d writes=%ld tls=%ld\n", (int)getpid(), writes.seen,
-            tls.seen);
+    fprintf(stderr, "citegate-fault: writes=%lu tls=%lu\n", writes, tls);
 }
 
-static bool hit(counter_t *c)
+__attribute__((constructor)) static void fault_init(void)
 {
-    if (!c->read) {
-        const char *v = getenv(c->var);
-        c->target = v ? strtol(v, NULL, 10) : 0;
-        c->read = true;
-        static bool reporting;
-        if (c->target < 0 && !reporting) {
-            reporting = true;
-            atexit(report);
-        }
-    }
-    if (c->target == 0)
-        return false;
-    return ++c->seen == c->target;
+    const char *w = getenv("CITEGATE_FAULT_WRITE");
+    const char *t = getenv("CITEGATE_FAULT_TLS");
+    want_write = w ? strtol(w, NULL, 10) : 0;
+    want_tls = t ? strtol(t, NULL, 10) : 0;
+    if (want_write || want_tls)
+        atexit(report);
 }
 
 bool cg_fault_write(void)
 {
-    return hit(&writes);
+    return ++writes == (unsigned long)want_write && want_write > 0;
 }
 
 bool cg_fault_tls(void)
 {
-    return hit(&tls);
+    return ++tls == (unsigned long)want_tls && want_tls > 0;
 }
 #endif

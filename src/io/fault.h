@@ -2,7 +2,8 @@
  * Failure injection for tests (CMake option CITEGATE_FAULTS): with
  * CITEGATE_FAULT_WRITE=N the Nth socket write attempt of the process fails
  * as if the peer had reset; with CITEGATE_FAULT_TLS=N the Nth TLS encrypt
- * fails. N = -1 counts without failing and prints the counts at exit.
+ * fails. N = -1 counts without failing; with either set, the counts are
+ * printed at exit ("citegate-fault: writes=W tls=T").
  * Without the option both checks are constant false.
  */
 #ifndef CITEGATE_IO_FAULT_H

@@ -7,6 +7,8 @@
 - request(): a small HTTP/1.1 client on http.client
 - RawClient / RawResponse: raw-socket HTTP/1.1 client that decodes the response
   body incrementally and records the arrival time of every read
+- sanitizer_reports(): the ASan/UBSan/LSan reports in a stderr text (first line,
+  first frames, SUMMARY)
 
 Everything is bounded by timeouts; nothing here waits forever.
 """
@@ -223,6 +225,9 @@ class Citegate:
         self.admin_port = free_port()
         while self.admin_port == self.port:
             self.admin_port = free_port()
+        # Ports picked here may be taken by someone else before citegate binds them
+        # (tests run side by side): start() then picks new ones, unless env fixed them.
+        self.own_ports = not {"CITEGATE_LISTEN", "CITEGATE_ADMIN_LISTEN"} & set(env or {})
         e = {k: v for k, v in os.environ.items() if not k.startswith(self.CLEAN_PREFIXES)}
         e.update({
             "CITEGATE_LISTEN": f"127.0.0.1:{self.port}",
@@ -240,6 +245,20 @@ class Citegate:
         self.stdout_path = os.path.join(self.dir, "stdout.log")
 
     def start(self, timeout=DEFAULT_TIMEOUT):
+        for attempt in range(3):
+            try:
+                return self._start(timeout)
+            except StartError as e:
+                if not (self.own_ports and attempt < 2 and "address already in use" in str(e)):
+                    raise
+            self.port = free_port()
+            self.admin_port = free_port()
+            while self.admin_port == self.port:
+                self.admin_port = free_port()
+            self.env["CITEGATE_LISTEN"] = f"127.0.0.1:{self.port}"
+            self.env["CITEGATE_ADMIN_LISTEN"] = f"127.0.0.1:{self.admin_port}"
+
+    def _start(self, timeout):
         if not os.access(self.binary, os.X_OK):
             raise StartError(f"citegate binary not found or not executable: {self.binary}")
         self._err = open(self.stderr_path, "wb")
@@ -309,6 +328,19 @@ class Citegate:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
+    def pause(self, timeout=2.0):
+        """SIGSTOP, and wait until the kernel shows the process stopped."""
+        self.proc.send_signal(signal.SIGSTOP)
+        if not wait_for(lambda: process_state(self.proc.pid) in ("T", "t", None), timeout, 0.001):
+            raise RuntimeError("citegate did not stop")
+
+    def resume(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def sanitizer_reports(self):
+        return sanitizer_reports(self.stderr())
+
     def wait(self, timeout=10.0):
         try:
             return self.proc.wait(timeout=timeout)
@@ -346,6 +378,38 @@ def describe_exit(rc):
         except ValueError:
             return f"killed by signal {-rc}"
     return f"exit status {rc}"
+
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer",
+                   "ERROR: UndefinedBehaviorSanitizer")
+
+
+def sanitizer_reports(text, frames=6):
+    """The sanitizer reports in a stderr text, each as its first line, the first `frames`
+    frames of its stack and its SUMMARY line ([] when there is none)."""
+    out, cur, nframes = [], None, 0
+    for line in text.splitlines():
+        if any(m in line for m in SANITIZER_MARKS) and not line.startswith("SUMMARY:"):
+            cur, nframes = [line.strip()], 0
+            out.append(cur)
+        elif cur is not None and line.startswith("SUMMARY:"):
+            cur.append(line.strip())
+            cur = None
+        elif cur is not None and line.lstrip().startswith("#") and nframes < frames:
+            cur.append(line.strip())
+            nframes += 1
+        elif cur is not None and nframes and not line.strip():
+            nframes = frames  # the first stack ended: keep only the SUMMARY
+    return ["\n".join(r) for r in out]
+
+
+def process_state(pid):
+    """The state letter of /proc/PID/stat ('R', 'S', 'T' (stopped), ...), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def run_citegate(args, env=None, timeout=20.0, binary=None):

@@ -275,20 +275,21 @@ int main(int argc, char **argv)
     nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
-    conn_t conns[MAX_CONNS];
+    conn_t *conns[MAX_CONNS]; /* each at a fixed address: it is its session's user data */
     int n = 0;
     for (;;) {
         struct pollfd p[MAX_CONNS + 1];
         p[0] = (struct pollfd){lfd, POLLIN, 0};
         for (int i = 0; i < n; i++)
-            p[i + 1] = (struct pollfd){conns[i].fd, POLLIN, 0};
+            p[i + 1] = (struct pollfd){conns[i]->fd, POLLIN, 0};
         poll(p, (nfds_t)n + 1, delay_ms ? 5 : 1000);
         if ((p[0].revents & POLLIN) && n < MAX_CONNS) {
             int fd = accept(lfd, NULL, NULL);
             if (fd >= 0) {
                 fcntl(fd, F_SETFL, O_NONBLOCK);
-                conn_t *c = &conns[n++];
-                memset(c, 0, sizeof(*c));
+                conn_t *c = calloc(1, sizeof(*c));
+                conns[n++] = c;
+                p[n] = (struct pollfd){fd, POLLIN, 0}; /* nothing polled for it yet */
                 c->fd = fd;
                 nghttp2_session_server_new(&c->s, cbs, c);
                 nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams};
@@ -298,7 +299,7 @@ int main(int argc, char **argv)
             }
         }
         for (int i = 0; i < n; i++) {
-            conn_t *c = &conns[i];
+            conn_t *c = conns[i];
             int dead = 0;
             if (p[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) {
                 char buf[65536];
@@ -319,7 +320,10 @@ int main(int argc, char **argv)
                     free(st);
                 }
                 nghttp2_session_del(c->s);
-                conns[i--] = conns[--n];
+                free(c);
+                conns[i] = conns[--n];
+                p[i + 1] = p[n + 1]; /* the moved connection's poll result */
+                i--;
             }
         }
     }
