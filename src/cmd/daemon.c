@@ -160,7 +160,8 @@ static int validate(const cg_config_t *cfg, char *err, size_t el)
             return -1;
     }
     if (cfg->upstream_ca && access(cfg->upstream_ca, R_OK) != 0) {
-        snprintf(err, el, "CITEGATE_UPSTREAM_CA: cannot read %s: %s", cfg->upstream_ca, strerror(errno));
+        snprintf(err, el, "CITEGATE_UPSTREAM_CA: cannot read %s: %s", cfg->upstream_ca,
+                 strerror(errno));
         return -1;
     }
     return 0;
@@ -168,14 +169,14 @@ static int validate(const cg_config_t *cfg, char *err, size_t el)
 
 static void startup_line(const cg_config_t *cfg)
 {
-    const char *proto = cfg->upstream_protocol == CG_PROTO_H2 ? "h2"
+    const char *proto = cfg->upstream_protocol == CG_PROTO_H2      ? "h2"
                         : cfg->upstream_protocol == CG_PROTO_HTTP1 ? "http1.1"
                                                                    : "auto";
     bool demo = cfg->demo || cfg->upstream == NULL;
-    cg_log_info(NULL, "citegate %s listening on %s (admin %s), upstream %s (%s), profile %s, workers %u",
-                CITEGATE_VERSION, cfg->listen, cfg->admin_listen,
-                demo ? "embedded demo" : cfg->upstream, demo ? "in-process" : proto,
-                cfg->profile->name, cfg->workers);
+    cg_log_info(
+        NULL, "citegate %s listening on %s (admin %s), upstream %s (%s), profile %s, workers %u",
+        CITEGATE_VERSION, cfg->listen, cfg->admin_listen, demo ? "embedded demo" : cfg->upstream,
+        demo ? "in-process" : proto, cfg->profile->name, cfg->workers);
     if (demo) {
         char host[300];
         snprintf(host, sizeof(host), "%s", cfg->listen);
@@ -184,7 +185,8 @@ static void startup_line(const cg_config_t *cfg)
         fprintf(stderr,
                 "citegate: no upstream configured, serving the embedded demo. Try:\n"
                 "  curl -sN http://%s/v1/chat/completions -H 'Content-Type: application/json' "
-                "-d '{\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"How do I charge the X100?\"}]}'\n",
+                "-d '{\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"How do I "
+                "charge the X100?\"}]}'\n",
                 host);
     }
     if (cfg->upstream_insecure)

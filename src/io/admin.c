@@ -92,7 +92,8 @@ static void patterns(cg_worker_t *w, const char *url, size_t len, cg_admin_resp_
             cg_memwriter_flush(w->memory);
         if (w->memory_read == NULL)
             w->memory_read = cg_memory_open(w->cfg->memory_db_path, err, sizeof(err));
-        if (w->memory_read == NULL || cg_memory_recall(w->memory_read, q ? q : "", k, &r->body) != 0) {
+        if (w->memory_read == NULL ||
+            cg_memory_recall(w->memory_read, q ? q : "", k, &r->body) != 0) {
             cg_log_warn(NULL, "semantic memory: %s",
                         w->memory_read ? cg_memory_errmsg(w->memory_read) : err);
             cg_metrics->tracking_failures++;
@@ -110,11 +111,10 @@ void cg_admin_close(cg_worker_t *w)
     w->memory_read = NULL;
 }
 
-void cg_admin_respond(cg_worker_t *w, int method, const char *url, size_t len,
-                      cg_admin_resp_t *r)
+void cg_admin_respond(cg_worker_t *w, int method, const char *url, size_t len, cg_admin_resp_t *r)
 {
-    static const char *const known[] = {"/healthz", "/readyz", "/metrics", "/v1/citations/stats",
-                                        "/v1/citations/patterns", NULL};
+    static const char *const known[] = {
+        "/healthz", "/readyz", "/metrics", "/v1/citations/stats", "/v1/citations/patterns", NULL};
     memset(r, 0, sizeof(*r));
     r->status = 200;
     r->ctype = "application/json";

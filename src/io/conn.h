@@ -42,8 +42,8 @@ struct cg_conn {
     struct cg_tls *tls; /* NULL on plain connections */
     const cg_conn_ops_t *ops;
     void *owner;
-    size_t queued;  /* bytes accepted but not yet written */
-    cg_err_t err;   /* why it closed: CG_OK when the owner closed it */
+    size_t queued; /* bytes accepted but not yet written */
+    cg_err_t err;  /* why it closed: CG_OK when the owner closed it */
     bool reading, closing, blocked, ready;
     bool shutting; /* closing after a FIN, once queued bytes are written */
     bool outgoing; /* we connected (an upstream), or accepted (a client) */

@@ -5,10 +5,9 @@
 
 static const struct {
     const char *name, *label, *message;
-} table[CG_E_COUNT] = {
-    [CG_OK] = {"OK", NULL, "no error"},
+} table[CG_E_COUNT] = {[CG_OK] = {"OK", NULL, "no error"},
 #define CG_ERR_ROW(code, lbl, msg) [CG_E_##code] = {#code, lbl, msg},
-    CG_ERRORS(CG_ERR_ROW)
+                       CG_ERRORS(CG_ERR_ROW)
 #undef CG_ERR_ROW
 };
 

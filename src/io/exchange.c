@@ -231,7 +231,8 @@ void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const c
 static void respond_busy(cg_exchange_t *ex, int reason)
 {
     cg_metrics->queue_rejections[reason]++;
-    cg_log_warn(ex->rid, "%s", cg_err_message(reason == CG_QUEUE_FULL ? CG_E_BUSY : CG_E_QUEUE_TIMEOUT));
+    cg_log_warn(ex->rid, "%s",
+                cg_err_message(reason == CG_QUEUE_FULL ? CG_E_BUSY : CG_E_QUEUE_TIMEOUT));
     respond_error(ex, 503, "server_error", "upstream_busy",
                   cg_err_message(reason == CG_QUEUE_FULL ? CG_E_BUSY : CG_E_QUEUE_TIMEOUT));
 }
@@ -368,8 +369,8 @@ static bool drop_response_header(const cg_exchange_t *ex, const cg_hdrs_t *h, cg
     /* With CORS on, citegate alone speaks it. */
     if (ex->w->cfg->cors_origins && name.n > 15 && strncasecmp(name.p, "access-control-", 15) == 0)
         return true;
-    return ex->is_sse && (cg_span_ieq(name, "cache-control") ||
-                          cg_span_ieq(name, "x-accel-buffering"));
+    return ex->is_sse &&
+           (cg_span_ieq(name, "cache-control") || cg_span_ieq(name, "x-accel-buffering"));
 }
 
 /* Sends the response head: the upstream's end-to-end headers, ours, and
@@ -445,8 +446,8 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
     arm_timer(ex, w->cfg->idle_timeout_ms);
     /* A body to transform, or a stream held to its end, goes out with its
      * head later: the head reports what the transformer did. */
-    bool hold = ex->mode == CG_MODE_BODY ||
-                (ex->mode == CG_MODE_STREAM && ex->profile->holds_stream);
+    bool hold =
+        ex->mode == CG_MODE_BODY || (ex->mode == CG_MODE_STREAM && ex->profile->holds_stream);
     if (!hold) {
         send_head(ex, h, ex->mode == CG_MODE_PASS ? pass_length(h) : -1);
         return;
@@ -689,9 +690,8 @@ static void account(cg_exchange_t *ex)
         if (!ex->gone && !s->truncated && !s->passthrough && finished)
             cg_tracking_answer(w, ex->rid, ex->xf, &ex->req);
     }
-    const char *method = ex->msg.method >= 0
-                             ? llhttp_method_name((llhttp_method_t)ex->msg.method)
-                             : "?";
+    const char *method =
+        ex->msg.method >= 0 ? llhttp_method_name((llhttp_method_t)ex->msg.method) : "?";
     cg_log_info(ex->rid, "%s %.*s -> %d in %llu ms, %zu upstream bytes", method,
                 (int)(ex->msg.url.len > 200 ? 200 : ex->msg.url.len),
                 ex->msg.url.p ? ex->msg.url.p : "", ex->status,

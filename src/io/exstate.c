@@ -11,8 +11,8 @@ static const unsigned legal[CG_EX_NSTATES] = {
     [CG_EX_CONNECTING] = BIT(CG_EX_WAITING) | BIT(CG_EX_DONE),
     /* WAITING -> QUEUED: a stream refused unprocessed, or a reused
      * connection that closed, is sent again. */
-    [CG_EX_WAITING] = BIT(CG_EX_QUEUED) | BIT(CG_EX_HOLDING) | BIT(CG_EX_STREAMING) |
-                      BIT(CG_EX_DONE),
+    [CG_EX_WAITING] =
+        BIT(CG_EX_QUEUED) | BIT(CG_EX_HOLDING) | BIT(CG_EX_STREAMING) | BIT(CG_EX_DONE),
     [CG_EX_HOLDING] = BIT(CG_EX_STREAMING) | BIT(CG_EX_DONE),
     [CG_EX_STREAMING] = BIT(CG_EX_DONE),
     [CG_EX_DONE] = 0,

@@ -29,8 +29,7 @@ static size_t pending_max(const cg_client_t *c)
 
 /* --- responses ------------------------------------------------------------------- */
 
-static void send_simple(cg_client_t *c, int status, const char *ctype, const char *body,
-                        size_t len)
+static void send_simple(cg_client_t *c, int status, const char *ctype, const char *body, size_t len)
 {
     cg_buf_t h = {0};
     cg_buf_printf(&h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", status,
@@ -39,7 +38,8 @@ static void send_simple(cg_client_t *c, int status, const char *ctype, const cha
         cg_buf_puts(&h, "Connection: close\r\n");
     cg_buf_puts(&h, "\r\n");
     bool head = c->h1.method == HTTP_HEAD;
-    uv_buf_t bufs[2] = {uv_buf_init(h.p, (unsigned)h.len), uv_buf_init((char *)body, (unsigned)len)};
+    uv_buf_t bufs[2] = {uv_buf_init(h.p, (unsigned)h.len),
+                        uv_buf_init((char *)body, (unsigned)len)};
     cg_conn_write(&c->conn, bufs, head ? 1 : 2);
     cg_buf_free(&h);
 }
@@ -294,9 +294,10 @@ static void parse(cg_client_t *c, const char *data, size_t n)
     h->method = h->msg.method;
     int status = h->reject ? h->reject : 400;
     const char *reason = llhttp_get_error_reason(&h->parser);
-    reject(c, status, status == 400 ? (reason ? reason : "malformed HTTP request")
-                      : status == 413 ? "request body too large"
-                                      : "request headers too large");
+    reject(c, status,
+           status == 400   ? (reason ? reason : "malformed HTTP request")
+           : status == 413 ? "request body too large"
+                           : "request headers too large");
 }
 
 static void h1_read(cg_client_t *c, const char *p, size_t n)

@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_STREAMS 256
+#define MAX_STREAMS     256
 #define MAX_HEADER_LIST 65536 /* SETTINGS_MAX_HEADER_LIST_SIZE we advertise */
-#define MAX_431 3             /* requests answered 431 before the connection goes */
+#define MAX_431         3     /* requests answered 431 before the connection goes */
 /* A header block decoding to more than this many times its wire size (and
  * past BOMB_FLOOR) is an HPACK bomb: one table entry referenced over and
  * over. Decoding stops there; a merely large block is answered 431. */
@@ -48,8 +48,8 @@ typedef struct cg_h2conn {
     double budget;      /* control frames left (FLOOD_BURST at most) */
     uint64_t budget_at; /* when it was last refilled, ms */
     bool calm;          /* GOAWAY(ENHANCE_YOUR_CALM) is on its way */
-    cg_buf_t out;     /* frames gathered for one write */
-    cg_defer_t flush; /* frames to send at the next safe point */
+    cg_buf_t out;       /* frames gathered for one write */
+    cg_defer_t flush;   /* frames to send at the next safe point */
 } cg_h2conn_t;
 
 struct cg_h2stream {
@@ -59,7 +59,7 @@ struct cg_h2stream {
     cg_exchange_t *ex;
     cg_buf_t out; /* answer bytes not yet taken by nghttp2, from off on */
     size_t off;
-    int reject;   /* 413 or 431 instead of an exchange */
+    int reject;          /* 413 or 431 instead of an exchange */
     size_t header_bytes; /* of the header block, as RFC 9113 counts them */
     bool eof, deferred, closed;
     cg_h2stream_t *prev, *next;
@@ -95,8 +95,8 @@ static void stream_free(cg_h2stream_t *st)
 
 /* --- the h2 side of an exchange ----------------------------------------------- */
 
-static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
-                         uint32_t *flags, nghttp2_data_source *src, void *ud)
+static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                         nghttp2_data_source *src, void *ud)
 {
     (void)s;
     (void)id;
@@ -146,8 +146,8 @@ static void h2_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h, long long
     }
     if (clen >= 0 && status >= 200 && status != 204) {
         snprintf(len_text, sizeof(len_text), "%lld", clen);
-        nva[k++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)len_text, 14,
-                                strlen(len_text), 0};
+        nva[k++] =
+            (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)len_text, 14, strlen(len_text), 0};
     }
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
     bool nobody = cg_status_no_body(status, st->msg.method);
@@ -241,8 +241,8 @@ static int method_of(const uint8_t *v, size_t n)
     static const struct {
         const char *name;
         int method;
-    } map[] = {{"GET", HTTP_GET},       {"POST", HTTP_POST},   {"HEAD", HTTP_HEAD},
-               {"PUT", HTTP_PUT},       {"DELETE", HTTP_DELETE}, {"PATCH", HTTP_PATCH},
+    } map[] = {{"GET", HTTP_GET},        {"POST", HTTP_POST},     {"HEAD", HTTP_HEAD},
+               {"PUT", HTTP_PUT},        {"DELETE", HTTP_DELETE}, {"PATCH", HTTP_PATCH},
                {"OPTIONS", HTTP_OPTIONS}};
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
         if (strlen(map[i].name) == n && memcmp(map[i].name, v, n) == 0)
@@ -340,8 +340,9 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
         h->block_wire = hd->length;
     else if (hd->type == NGHTTP2_CONTINUATION)
         h->block_wire += hd->length;
-    bool control = hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_CONTINUATION &&
-                   !(hd->type == NGHTTP2_DATA && (hd->length > 0 || (hd->flags & NGHTTP2_FLAG_END_STREAM)));
+    bool control =
+        hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_CONTINUATION &&
+        !(hd->type == NGHTTP2_DATA && (hd->length > 0 || (hd->flags & NGHTTP2_FLAG_END_STREAM)));
     if (!control)
         return 0;
     uint64_t now = uv_now(h->c->w->loop);

@@ -108,9 +108,16 @@ static bool list_has(cg_span_t list, cg_span_t name)
 
 bool cg_hdr_is_hop(const cg_hdrs_t *h, cg_span_t name)
 {
-    static const char *const hop[] = {"connection", "keep-alive", "proxy-connection",
-                                      "proxy-authenticate", "proxy-authorization", "te",
-                                      "trailer", "transfer-encoding", "upgrade", NULL};
+    static const char *const hop[] = {"connection",
+                                      "keep-alive",
+                                      "proxy-connection",
+                                      "proxy-authenticate",
+                                      "proxy-authorization",
+                                      "te",
+                                      "trailer",
+                                      "transfer-encoding",
+                                      "upgrade",
+                                      NULL};
     for (int i = 0; hop[i]; i++)
         if (cg_span_ieq(name, hop[i]))
             return true;

@@ -49,8 +49,8 @@ void cg_log(cg_log_level_t level, const char *rid, const char *fmt, ...)
 
     cg_buf_t b = {0};
     if (log_json) {
-        cg_buf_printf(&b, "{\"ts\":\"%s\",\"level\":\"%s\",\"worker\":%d,", ts,
-                      level_names[level], log_worker);
+        cg_buf_printf(&b, "{\"ts\":\"%s\",\"level\":\"%s\",\"worker\":%d,", ts, level_names[level],
+                      log_worker);
         if (rid) {
             cg_buf_puts(&b, "\"request_id\":");
             cg_json_put_cstr(&b, rid);

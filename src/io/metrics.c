@@ -15,7 +15,7 @@ cg_metrics_slot_t *cg_metrics = &fallback;
 
 const double cg_seconds_buckets[CG_HIST_N] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                               0.5,   1,    2.5,   5,    10,  30};
-const double cg_rate_buckets[CG_HIST_N] = {0.05, 0.1, 0.2, 0.3, 0.4, 0.5,
+const double cg_rate_buckets[CG_HIST_N] = {0.05, 0.1, 0.2, 0.3, 0.4,  0.5,
                                            0.6,  0.7, 0.8, 0.9, 0.95, 1};
 const double cg_lag_buckets[CG_HIST_N] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
                                           0.05,   0.1,   0.2,   0.5,   1,    5};
@@ -112,21 +112,26 @@ static void render_overload(cg_buf_t *b)
     static const char *const queue[] = {"full", "timeout"};
     static const char *const pass[] = {"encoded", "body_too_large"};
     static const char *const goaway[] = {"shutdown", "enhance_your_calm", "protocol_error"};
-    header(b, "upstream_queue_length", "gauge", "Requests waiting for an upstream connection or stream.");
-    cg_buf_printf(b, "citegate_upstream_queue_length %lld\n", (long long)SUM(upstream_queue_length));
+    header(b, "upstream_queue_length", "gauge",
+           "Requests waiting for an upstream connection or stream.");
+    cg_buf_printf(b, "citegate_upstream_queue_length %lld\n",
+                  (long long)SUM(upstream_queue_length));
     header(b, "upstream_queue_rejections_total", "counter", "Requests answered 503 upstream_busy.");
     labelled(b, "upstream_queue_rejections_total", "reason", queue,
              offsetof(cg_metrics_slot_t, queue_rejections), CG_NQUEUE_REASONS);
     header(b, "client_connections", "gauge", "Open client connections.");
     cg_buf_printf(b, "citegate_client_connections %lld\n", (long long)SUM(client_connections));
-    header(b, "sse_oversized_total", "counter", "Upstream SSE events over CITEGATE_MAX_EVENT_BYTES, forwarded unchanged.");
+    header(b, "sse_oversized_total", "counter",
+           "Upstream SSE events over CITEGATE_MAX_EVENT_BYTES, forwarded unchanged.");
     cg_buf_printf(b, "citegate_sse_oversized_total %llu\n", (unsigned long long)SUM(sse_oversized));
-    header(b, "passthrough_total", "counter", "Answers on transformed routes forwarded unchanged, by reason.");
+    header(b, "passthrough_total", "counter",
+           "Answers on transformed routes forwarded unchanged, by reason.");
     labelled(b, "passthrough_total", "reason", pass, offsetof(cg_metrics_slot_t, passthrough),
              CG_NPASS_REASONS);
-    header(b, "http2_goaway_sent_total", "counter", "GOAWAY frames sent to HTTP/2 clients, by reason.");
-    labelled(b, "http2_goaway_sent_total", "reason", goaway, offsetof(cg_metrics_slot_t, goaway_sent),
-             CG_NGOAWAY_REASONS);
+    header(b, "http2_goaway_sent_total", "counter",
+           "GOAWAY frames sent to HTTP/2 clients, by reason.");
+    labelled(b, "http2_goaway_sent_total", "reason", goaway,
+             offsetof(cg_metrics_slot_t, goaway_sent), CG_NGOAWAY_REASONS);
 }
 
 /* One series per kind label; errors that share a label add up. */
@@ -136,7 +141,8 @@ static void render_upstream_errors(cg_buf_t *b)
         const char *label = cg_err_label((cg_err_t)e);
         bool first = label != NULL;
         for (int k = 0; first && k < e; k++)
-            first = cg_err_label((cg_err_t)k) == NULL || strcmp(cg_err_label((cg_err_t)k), label) != 0;
+            first =
+                cg_err_label((cg_err_t)k) == NULL || strcmp(cg_err_label((cg_err_t)k), label) != 0;
         if (!first)
             continue;
         uint64_t sum = 0;
@@ -166,7 +172,8 @@ void cg_metrics_render(cg_buf_t *b)
                   (long long)SUM(upstream_connections[CG_PROTO_LABEL_HTTP1]));
     cg_buf_printf(b, "citegate_upstream_connections{protocol=\"h2\"} %lld\n",
                   (long long)SUM(upstream_connections[CG_PROTO_LABEL_H2]));
-    hist(b, "upstream_request_duration_seconds", "Upstream request duration, first byte sent to last byte received.",
+    hist(b, "upstream_request_duration_seconds",
+         "Upstream request duration, first byte sent to last byte received.",
          offsetof(cg_metrics_slot_t, upstream_duration), cg_seconds_buckets);
     hist(b, "time_to_first_byte_seconds", "Client request to first response byte.",
          offsetof(cg_metrics_slot_t, ttfb), cg_seconds_buckets);
@@ -175,7 +182,8 @@ void cg_metrics_render(cg_buf_t *b)
                   (unsigned long long)SUM(sse_in));
     cg_buf_printf(b, "citegate_sse_events_total{direction=\"out\"} %llu\n",
                   (unsigned long long)SUM(sse_out));
-    header(b, "sse_malformed_total", "counter", "Upstream SSE events whose data is not a JSON object.");
+    header(b, "sse_malformed_total", "counter",
+           "Upstream SSE events whose data is not a JSON object.");
     cg_buf_printf(b, "citegate_sse_malformed_total %llu\n", (unsigned long long)SUM(sse_malformed));
     header(b, "citation_refs_total", "counter", "References found in answers, by result.");
     cg_buf_printf(b, "citegate_citation_refs_total{result=\"linked\"} %llu\n",
@@ -190,19 +198,21 @@ void cg_metrics_render(cg_buf_t *b)
             continue;
         const char *name = cg_profile_at(p)->name;
         cg_buf_printf(b, "citegate_citations_emitted_total{profile=\"%s\"} %llu\n", name,
-                          (unsigned long long)SUM(citations_emitted[p]));
+                      (unsigned long long)SUM(citations_emitted[p]));
     }
     hist(b, "event_loop_lag_seconds",
          "How late a worker's 10 ms loop tick fired: time the loop spent blocked.",
          offsetof(cg_metrics_slot_t, loop_lag), cg_lag_buckets);
     hist(b, "citation_rate", "Per answer: cited citations / available citations.",
          offsetof(cg_metrics_slot_t, citation_rate), cg_rate_buckets);
-    header(b, "tracking_failures_total", "counter", "Citation tracking failures (answers unaffected).");
+    header(b, "tracking_failures_total", "counter",
+           "Citation tracking failures (answers unaffected).");
     cg_buf_printf(b, "citegate_tracking_failures_total %llu\n",
                   (unsigned long long)SUM(tracking_failures));
     header(b, "upstream_errors_total", "counter", "Upstream failures by kind.");
     render_upstream_errors(b);
-    header(b, "client_disconnects_total", "counter", "Clients that went away before their response ended.");
+    header(b, "client_disconnects_total", "counter",
+           "Clients that went away before their response ended.");
     cg_buf_printf(b, "citegate_client_disconnects_total %llu\n",
                   (unsigned long long)SUM(client_disconnects));
     render_overload(b);

@@ -34,7 +34,8 @@ static int conf_common(cg_tls_conf_t *c, int endpoint, char *err, size_t el)
         return -1;
     }
     mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
-    mbedtls_ssl_conf_min_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_min_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
+                                 MBEDTLS_SSL_MINOR_VERSION_3);
     c->alpn[0] = "http/1.1";
     c->alpn[1] = NULL;
     mbedtls_ssl_conf_alpn_protocols(&c->conf, c->alpn);

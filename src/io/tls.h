@@ -26,10 +26,10 @@ typedef struct cg_tls_conf {
 
 typedef struct cg_tls {
     mbedtls_ssl_context ssl;
-    cg_buf_t in;   /* ciphertext received, from in_off on not yet read */
+    cg_buf_t in; /* ciphertext received, from in_off on not yet read */
     size_t in_off;
-    cg_buf_t out;  /* ciphertext to send */
-    bool done;     /* handshake finished */
+    cg_buf_t out; /* ciphertext to send */
+    bool done;    /* handshake finished */
 } cg_tls_t;
 
 /* Client configuration: verify against ca_file (NULL: the system bundle)

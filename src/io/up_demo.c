@@ -25,20 +25,25 @@ typedef struct demo_run {
 
 static const char *const CONTEXT =
     "{\"citations\":["
-    "{\"content\":\"The X100 charges over USB-C in about two hours; a full charge lasts 14 hours.\","
+    "{\"content\":\"The X100 charges over USB-C in about two hours; a full charge lasts 14 "
+    "hours.\","
     "\"title\":\"X100 User Manual\",\"url\":\"https://docs.example.com/x100/manual.pdf\","
     "\"filepath\":\"x100/manual.pdf\",\"chunk_id\":\"0\"},"
-    "{\"content\":\"Every device carries a two-year limited warranty against manufacturing defects.\","
-    "\"title\":\"Warranty FAQ\",\"url\":null,\"filepath\":\"faq/warranty.html\",\"chunk_id\":\"1\"},"
+    "{\"content\":\"Every device carries a two-year limited warranty against manufacturing "
+    "defects.\","
+    "\"title\":\"Warranty "
+    "FAQ\",\"url\":null,\"filepath\":\"faq/warranty.html\",\"chunk_id\":\"1\"},"
     "{\"content\":\"Batteries can be replaced at any authorised service centre.\","
     "\"title\":null,\"url\":\"https://docs.example.com/service/battery swap.html\","
     "\"filepath\":null,\"chunk_id\":\"4\"}],"
     "\"intent\":\"[\\\"x100 charging\\\"]\","
     "\"all_retrieved_documents\":["
-    "{\"content\":\"The X100 charges over USB-C in about two hours; a full charge lasts 14 hours.\","
+    "{\"content\":\"The X100 charges over USB-C in about two hours; a full charge lasts 14 "
+    "hours.\","
     "\"title\":\"X100 User Manual\",\"filepath\":\"x100/manual.pdf\",\"chunk_id\":\"0\","
     "\"original_search_score\":41.2,\"rerank_score\":3.4},"
-    "{\"content\":\"Every device carries a two-year limited warranty against manufacturing defects.\","
+    "{\"content\":\"Every device carries a two-year limited warranty against manufacturing "
+    "defects.\","
     "\"title\":\"Warranty FAQ\",\"filepath\":\"faq/warranty.html\",\"chunk_id\":\"1\","
     "\"original_search_score\":17.9,\"rerank_score\":2.6},"
     "{\"content\":\"Batteries can be replaced at any authorised service centre.\","
@@ -46,10 +51,12 @@ static const char *const CONTEXT =
 
 /* The answer, cut into tokens; note "[doc" + "1]" split across chunks. */
 static const char *const TOKENS[] = {
-    "The", " X100", " charges", " over", " USB-C", " in", " about", " two", " hours", " [doc",
-    "1]", ".", " It", " is", " covered", " by", " a", " two-year", " warranty", " [doc2]", ",",
-    " and", " its", " battery", " can", " be", " swapped", " at", " a", " service", " centre",
-    " [doc3][doc1]", ".", NULL};
+    "The",       " X100",         " charges", " over", " USB-C", " in",
+    " about",    " two",          " hours",   " [doc", "1]",     ".",
+    " It",       " is",           " covered", " by",   " a",     " two-year",
+    " warranty", " [doc2]",       ",",        " and",  " its",   " battery",
+    " can",      " be",           " swapped", " at",   " a",     " service",
+    " centre",   " [doc3][doc1]", ".",        NULL};
 
 static const char *const HEAD =
     "{\"id\":\"chatcmpl-demo\",\"object\":\"chat.completion.chunk\",\"created\":1757592280,"
@@ -68,7 +75,8 @@ static void add_piece(demo_run_t *d)
 static void build_stream(demo_run_t *d)
 {
     cg_buf_t *b = &d->chunks;
-    cg_buf_printf(b, "data: %s{\"role\":\"assistant\",\"context\":%s},\"finish_reason\":null}]}\n\n",
+    cg_buf_printf(b,
+                  "data: %s{\"role\":\"assistant\",\"context\":%s},\"finish_reason\":null}]}\n\n",
                   HEAD, CONTEXT);
     add_piece(d);
     for (int i = 0; TOKENS[i]; i++) {
@@ -84,9 +92,10 @@ static void build_stream(demo_run_t *d)
 static void build_body(demo_run_t *d)
 {
     cg_buf_t *b = &d->chunks;
-    cg_buf_puts(b, "{\"id\":\"chatcmpl-demo\",\"object\":\"chat.completion\",\"created\":1757592280,"
-                   "\"model\":\"citegate-demo\",\"choices\":[{\"index\":0,\"finish_reason\":\"stop\","
-                   "\"message\":{\"role\":\"assistant\",\"content\":\"");
+    cg_buf_puts(b,
+                "{\"id\":\"chatcmpl-demo\",\"object\":\"chat.completion\",\"created\":1757592280,"
+                "\"model\":\"citegate-demo\",\"choices\":[{\"index\":0,\"finish_reason\":\"stop\","
+                "\"message\":{\"role\":\"assistant\",\"content\":\"");
     for (int i = 0; TOKENS[i]; i++)
         cg_json_put_escaped(b, TOKENS[i], strlen(TOKENS[i]));
     cg_buf_printf(b, "\",\"context\":%s}}]}", CONTEXT);

@@ -215,8 +215,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     if (st == NULL || st->ex == NULL)
         return 0;
     if (f->hd.type == NGHTTP2_HEADERS && !st->head_done && st->status >= 100 && st->status < 200 &&
-        st->status != 100 &&
-        st->status != 103) {
+        st->status != 100 && st->status != 103) {
         cg_log_warn(st->ex->rid, "upstream answered %d: not an answer to relay", st->status);
         nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_PROTOCOL_ERROR);
         stream_end(st, CG_E_PROTOCOL);
@@ -269,8 +268,8 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
     return 0;
 }
 
-static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
-                         uint32_t *flags, nghttp2_data_source *src, void *ud)
+static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                         nghttp2_data_source *src, void *ud)
 {
     (void)s;
     (void)id;

@@ -106,7 +106,8 @@ static int resolve(cg_upstream_target_t *t)
     snprintf(port, sizeof(port), "%d", t->url.port);
     int r = getaddrinfo(t->url.host, port, &hints, &res);
     if (r != 0) {
-        cg_log_error(NULL, "CITEGATE_UPSTREAM: cannot resolve %s: %s", t->url.host, gai_strerror(r));
+        cg_log_error(NULL, "CITEGATE_UPSTREAM: cannot resolve %s: %s", t->url.host,
+                     gai_strerror(r));
         return -1;
     }
     memcpy(&t->addr, res->ai_addr, res->ai_addrlen);
@@ -139,8 +140,9 @@ static int upstream_tls(cg_worker_t *w, bool h2)
     bool literal = inet_pton(AF_INET, host, &ip) == 1 || inet_pton(AF_INET6, host, &ip) == 1;
     w->target.sni = literal ? NULL : host;
     if (literal && !cfg->upstream_insecure)
-        cg_log_warn(NULL, "CITEGATE_UPSTREAM: %s is an IP address: its certificate chain is "
-                          "verified, its name is not (use a host name for full checks)",
+        cg_log_warn(NULL,
+                    "CITEGATE_UPSTREAM: %s is an IP address: its certificate chain is "
+                    "verified, its name is not (use a host name for full checks)",
                     host);
     return 0;
 }

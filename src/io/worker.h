@@ -28,16 +28,16 @@ typedef struct cg_worker {
     struct cg_tls_conf *srv_tls; /* TLS on the client listener */
     cg_client_t *clients;        /* every open client connection */
     size_t nclients;
-    size_t nserving;             /* of them, on the client listener (capped) */
-    bool accept_paused;          /* a connection waits in the listener: at the cap */
-    uv_timer_t client_sweep;     /* request deadlines (slowloris) */
-    size_t active; /* exchanges not yet done */
+    size_t nserving;         /* of them, on the client listener (capped) */
+    bool accept_paused;      /* a connection waits in the listener: at the cap */
+    uv_timer_t client_sweep; /* request deadlines (slowloris) */
+    size_t active;           /* exchanges not yet done */
 
     /* upstream side */
     cg_upstream_target_t target;
     cg_upstream_t *up;    /* the pool in use: HTTP/1.1, h2 or the demo */
     cg_upstream_t *owned; /* the pool the worker frees (h2 frees its fallback) */
-    char *data_sources; /* AZURE_AI_DATA_SOURCES, normalised to an array */
+    char *data_sources;   /* AZURE_AI_DATA_SOURCES, normalised to an array */
 
     /* Called at a safe point when `active` drops to zero while draining. */
     cg_defer_t quiet;

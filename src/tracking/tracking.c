@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define QUEUE_CAP 4096 /* patterns waiting for the writer, per worker */
+#define QUEUE_CAP        4096 /* patterns waiting for the writer, per worker */
 #define FD_TABLE_PREGROW 32768
 
 /* Once a process has a second thread, every growth of its descriptor table
@@ -46,7 +46,8 @@ void cg_tracking_start(cg_worker_t *w)
     pregrow_fd_table();
     w->memory = cg_memwriter_start(cfg->memory_db_path, (int)cfg->prune_age_days, QUEUE_CAP);
     if (w->memory == NULL)
-        cg_log_warn(NULL, "semantic memory: cannot start the writer thread; patterns are not stored");
+        cg_log_warn(NULL,
+                    "semantic memory: cannot start the writer thread; patterns are not stored");
     /* The reader for /v1/citations/patterns is opened here, before the loop
      * runs, so the endpoint never waits on an open (a failure is retried,
      * and logged, at the first request). */
@@ -73,8 +74,9 @@ static void poll_writer(cg_worker_t *w)
     if (w->memory_bad == 0) {
         char err[512] = "";
         if (cg_memwriter_status(w->memory, err, sizeof(err)) < 0)
-            cg_log_warn(NULL, "semantic memory: %s (SEMANTIC_MEMORY_DB_PATH=%s); answers are not affected",
-                        err, w->cfg->memory_db_path);
+            cg_log_warn(
+                NULL, "semantic memory: %s (SEMANTIC_MEMORY_DB_PATH=%s); answers are not affected",
+                err, w->cfg->memory_db_path);
         else
             cg_log_warn(NULL, "semantic memory: %llu patterns dropped (writer queue full)",
                         (unsigned long long)dropped);

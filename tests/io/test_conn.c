@@ -99,7 +99,8 @@ static void open_pair(pair_t *p)
     struct sockaddr_storage ss;
     int len = sizeof(ss);
     uv_tcp_getsockname(&p->listener, (struct sockaddr *)&ss, &len);
-    cg_conn_connect(&p->client.conn, &p->loop, (struct sockaddr *)&ss, NULL, NULL, &ops, &p->client);
+    cg_conn_connect(&p->client.conn, &p->loop, (struct sockaddr *)&ss, NULL, NULL, &ops,
+                    &p->client);
     run_until(p, connected);
 }
 
