@@ -338,9 +338,12 @@ class Faults(unittest.TestCase):
         type(self).summary.append(line)
         if failed:
             self.fail(f"{var} {config}: {len(failed)} of {k} runs failed:\n" + describe(failed))
-        # Every N below the dry run's count must have been reached (the matrix is sequential,
-        # so attempts before the failing one are the same in every run).
-        self.assertLessEqual(len(not_fired), max(1, k // 10), f"{var} {config}: the Nth attempt "
+        # Nearly every N below the dry run's count must have been reached (the matrix is
+        # sequential). HTTP/2 connections gather the frames of one loop turn into one write,
+        # so how many writes an h2 matrix makes depends a little on timing: a few of its
+        # last N may not be reached in a run.
+        slack = k // 4 if "h2" in config else k // 10
+        self.assertLessEqual(len(not_fired), max(1, slack), f"{var} {config}: the Nth attempt "
                              f"was never made for N in {not_fired}: the matrix is not deterministic")
 
     # --- the tests ------------------------------------------------------------------
