@@ -44,28 +44,34 @@ def chat(cg, stream=True, headers=None, timeout=10):
 
 
 class Neighbour:
-    """A well-behaved client asking for /v1/models every 50 ms in a thread; records
-    each status and latency."""
+    """A well-behaved client asking for /v1/models every 10 ms in a thread; records
+    each status and latency. admin=True asks the admin listener's /healthz instead (for
+    cases that hold every upstream connection on purpose): the same worker's loop."""
 
-    def __init__(self, cg):
-        self.cg, self.results, self.stop_flag = cg, [], threading.Event()
+    def __init__(self, cg, admin=False):
+        self.cg, self.admin, self.results, self.stop_flag = cg, admin, [], threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def run(self):
         while not self.stop_flag.is_set():
             t = time.monotonic()
             try:
-                status, _, _ = self.cg.request("GET", "/v1/models", timeout=5)
+                if self.admin:
+                    status, _, _ = self.cg.admin("GET", "/healthz", timeout=5)
+                else:
+                    status, _, _ = self.cg.request("GET", "/v1/models", timeout=5)
             except OSError:
                 status = None
             self.results.append((status, time.monotonic() - t))
-            time.sleep(0.05)
+            time.sleep(0.01)
 
     def __enter__(self):
         self.thread.start()
         return self
 
     def __exit__(self, *exc):
+        # A short attack still gets a few of the neighbour's requests beside it.
+        H.wait_for(lambda: len(self.results) >= 3, 5)
         self.stop_flag.set()
         self.thread.join(10)
 
@@ -101,6 +107,11 @@ class QueueFull(Case):
            "CITEGATE_UPSTREAM_QUEUE_TIMEOUT_MS": "5000"}
 
     def test_full_queue_gets_503_upstream_busy(self):
+        with Neighbour(self.cg, admin=True) as n:
+            self.full_queue()
+        n.check(self, 1.0)
+
+    def full_queue(self):
         MOCK.reset()
         hold = H.RawClient(self.cg.port)
         hold.send_request("POST", CHAT, body=H.chat_body(stream=True),
@@ -132,6 +143,11 @@ class QueueTimeout(Case):
            "CITEGATE_CONNECT_TIMEOUT_MS": "5000"}
 
     def test_wait_beyond_queue_timeout_gets_503_not_connect_error(self):
+        with Neighbour(self.cg, admin=True) as n:
+            self.timed_out()
+        n.check(self, 1.0)
+
+    def timed_out(self):
         MOCK.reset()
         hold = H.RawClient(self.cg.port)
         hold.send_request("POST", CHAT, body=H.chat_body(stream=True),
@@ -214,6 +230,11 @@ class ClientCap(Case):
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def test_accept_pauses_at_cap(self):
+        with Neighbour(self.cg, admin=True) as n:
+            self.at_cap()
+        n.check(self, 1.0)
+
+    def at_cap(self):
         held = [H.RawClient(self.cg.port) for _ in range(4)]
         for c in held:
             c.send_request("GET", "/v1/models")
@@ -268,10 +289,13 @@ class StrictHTTP1(Case):
                          % CHAT.encode(),
         }
         MOCK.reset()
-        for name, data in cases.items():
-            with self.subTest(name):
-                self.assertEqual(self.raw_status(data), b"HTTP/1.1 400 Bad Request")
-        self.assertEqual(MOCK.stats()["requests"], 0, "a refused request reached the upstream")
+        with Neighbour(self.cg) as n:
+            for name, data in cases.items():
+                with self.subTest(name):
+                    self.assertEqual(self.raw_status(data), b"HTTP/1.1 400 Bad Request")
+        n.check(self, 1.0)
+        refused = [r for r in MOCK.requests() if r["path"] != "/v1/models"]
+        self.assertEqual(refused, [], "a refused request reached the upstream")
         # the same shapes done right are served
         status, _, _ = self.cg.request("GET", "/v1/models")
         self.assertEqual(status, 200)
@@ -279,11 +303,13 @@ class StrictHTTP1(Case):
 
 class UpstreamInterim(Case):
     def test_101_and_102_are_502(self):
-        for code in (101, 102):
-            with self.subTest(code):
-                status, _, body = chat(self.cg, headers={"X-Mock-Fault": f"interim:{code}"})
-                self.assertEqual(status, 502)
-                self.assertEqual(json.loads(body)["error"]["type"], "upstream_error")
+        with Neighbour(self.cg) as n:
+            for code in (101, 102):
+                with self.subTest(code):
+                    status, _, body = chat(self.cg, headers={"X-Mock-Fault": f"interim:{code}"})
+                    self.assertEqual(status, 502)
+                    self.assertEqual(json.loads(body)["error"]["type"], "upstream_error")
+        n.check(self, 1.0)
 
     def test_100_and_103_are_waited_out(self):
         for code in (100, 103):
@@ -297,13 +323,16 @@ class EncodedAnswer(Case):
     def test_gzip_answer_is_forwarded_unchanged(self):
         import gzip
         before = metric(self.cg, "passthrough_total", '{reason="encoded"}')
-        for stream in (True, False):
-            with self.subTest(stream=stream):
-                status, headers, body = chat(self.cg, stream=stream, headers={"X-Mock-Fault": "gzip"})
-                self.assertEqual(status, 200)
-                self.assertEqual(headers.get("Content-Encoding"), "gzip")
-                fixture = "azure_oyd_stream.sse" if stream else "azure_oyd_response.json"
-                self.assertEqual(gzip.decompress(body), H.fixture_bytes(fixture))
+        with Neighbour(self.cg) as n:
+            for stream in (True, False):
+                with self.subTest(stream=stream):
+                    status, headers, body = chat(self.cg, stream=stream,
+                                                 headers={"X-Mock-Fault": "gzip"})
+                    self.assertEqual(status, 200)
+                    self.assertEqual(headers.get("Content-Encoding"), "gzip")
+                    fixture = "azure_oyd_stream.sse" if stream else "azure_oyd_response.json"
+                    self.assertEqual(gzip.decompress(body), H.fixture_bytes(fixture))
+        n.check(self, 1.0)
         self.assertEqual(metric(self.cg, "passthrough_total", '{reason="encoded"}'), before + 2)
 
 
