@@ -146,7 +146,11 @@ static void on_sweep(uv_timer_t *t)
         if (c->deadline == 0 || now < c->deadline || uv_is_closing((uv_handle_t *)&c->conn.tcp))
             continue;
         cg_log_debug(NULL, "client sent no request in %u ms: closing", w->cfg->request_timeout_ms);
-        cg_conn_close(&c->conn, CG_E_TIMEOUT);
+        c->deadline = 0;
+        if (c->proto && cg_conn_usable(&c->conn))
+            c->proto->expire(c);
+        else
+            cg_conn_close(&c->conn, CG_E_TIMEOUT);
     }
 }
 

@@ -29,6 +29,8 @@ typedef struct cg_proto {
     void (*drain)(cg_client_t *c);
     /* Drain time is over: end what is in flight now. */
     void (*shutdown)(cg_client_t *c);
+    /* No request came in time (CITEGATE_REQUEST_TIMEOUT_MS): close. */
+    void (*expire)(cg_client_t *c);
 } cg_proto_t;
 
 /* HTTP/1.1: one request at a time. */

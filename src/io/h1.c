@@ -379,5 +379,10 @@ static void h1_shutdown(cg_client_t *c)
         cg_exchange_shutdown(c->h1.ex);
 }
 
-const cg_proto_t cg_h1_proto = {h1_start, h1_read,  h1_drained, h1_closed,
-                                h1_busy,  h1_drain, h1_shutdown};
+static void h1_expire(cg_client_t *c)
+{
+    cg_conn_close(&c->conn, CG_E_TIMEOUT);
+}
+
+const cg_proto_t cg_h1_proto = {h1_start, h1_read,  h1_drained,  h1_closed,
+                                h1_busy,  h1_drain, h1_shutdown, h1_expire};

@@ -524,5 +524,21 @@ static void h2_shutdown(cg_client_t *c)
             cg_exchange_shutdown(st->ex);
 }
 
-const cg_proto_t cg_h2_proto = {h2_start, h2_read,  h2_drained, h2_closed,
-                                h2_busy,  h2_drain, h2_shutdown};
+/* An idle connection past its deadline: GOAWAY(NO_ERROR) says the client
+ * may open a new one, then a FIN once it is written. */
+static void h2_expire(cg_client_t *c)
+{
+    cg_h2conn_t *h = c->h2;
+    if (h->s == NULL) {
+        cg_conn_close(&c->conn, CG_E_TIMEOUT);
+        return;
+    }
+    nghttp2_session_terminate_session(h->s, NGHTTP2_NO_ERROR);
+    flush_now(h);
+    cg_conn_read_stop(&c->conn);
+    cg_conn_shutdown(&c->conn);
+    cg_client_expect_request(c, true); /* a client that never reads is closed next time */
+}
+
+const cg_proto_t cg_h2_proto = {h2_start, h2_read,  h2_drained,  h2_closed,
+                                h2_busy,  h2_drain, h2_shutdown, h2_expire};

@@ -211,6 +211,17 @@ class SilentClients(Case):
             th.join(5)
         n.check(self, 1.0)
 
+    def test_idle_h2_connection_gets_goaway(self):
+        import h2frames as F
+        c = F.H2Client(self.cg.port)
+        c.wait_settings()
+        t = time.monotonic()
+        c.read_until(lambda: c.eof, 3.0)
+        self.assertTrue(c.eof, "an idle h2 connection stayed open")
+        self.assertLess(time.monotonic() - t, 2.0)
+        self.assertEqual(c.goaway and c.goaway[1], F.NO_ERROR)
+        c.close()
+
     def test_idle_keepalive_is_closed(self):
         c = H.RawClient(self.cg.port)
         resp = c.request("GET", "/v1/models")
