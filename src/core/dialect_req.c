@@ -14,6 +14,7 @@
 
 #include "citegate/json.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -190,15 +191,25 @@ static int unsupported(const ctx_t *c, cg_dialect_err_t *e, const char *param, c
                 cg_dialect_name(c->d), where ? " (" : "", where ? where : "", where ? ")" : "");
 }
 
-/* A content part of an unsupported type, named by its type (decoded, cut). */
+/* A content part of an unsupported type: named by its type when that is a
+ * plain name ([A-Za-z0-9_.-], at most 40 bytes), which every real one is;
+ * any other type (empty, long, odd bytes) by its place, so that the error
+ * always names something and never echoes arbitrary bytes. */
 static int unsupported_part(const ctx_t *c, cg_dialect_err_t *e, int type, const char *where)
 {
-    size_t n;
-    char *name = cg_json_strdup(c->j, type, &n);
-    name[cg_utf8_cut(name, n < 40 ? n : 40)] = '\0';
-    int rc = unsupported(c, e, name, NULL, where);
-    free(name);
-    return rc;
+    char name[6 * 40]; /* decoded in place: an escape is at most 6 bytes per byte */
+    cg_span_t raw = cg_json_raw(c->j, type);
+    size_t n = raw.n <= sizeof(name) ? cg_json_unescape(raw.p, raw.n, name) : 0;
+    bool plain = n > 0 && n <= 40;
+    for (size_t i = 0; plain && i < n; i++)
+        plain = isalnum((unsigned char)name[i]) || memchr("_.-", name[i], 3) != NULL;
+    if (!plain) {
+        char path[80];
+        snprintf(path, sizeof(path), "%s.type", where);
+        return unsupported(c, e, path, NULL, NULL);
+    }
+    name[n] = '\0';
+    return unsupported(c, e, name, NULL, where);
 }
 
 static int check_part(const ctx_t *c, int part, const char *where, cg_dialect_err_t *e)

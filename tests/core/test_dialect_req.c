@@ -588,16 +588,22 @@ static void test_refusal_messages(void **state)
         assert_int_equal(run(cases[i].d, cases[i].body, &out, &err), -1);
         assert_string_equal(err.message, cases[i].message);
     }
-    /* An unknown part type is named, cut to 40 bytes on a character boundary. */
-    cg_buf_t b = {0};
-    cg_buf_puts(&b, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"");
-    for (int i = 0; i < 25; i++)
-        cg_buf_puts(&b, "\xc3\xa9");
-    cg_buf_puts(&b, "\"}]}]}");
-    cg_buf_putc(&b, '\0');
-    assert_int_equal(run(A, b.p, &out, &err), -1);
-    assert_int_equal(strlen(err.param), 40);
-    cg_buf_free(&b);
+    /* A part type that is not a plain name is named by its place. */
+    static const char *const odd[] = {"", "\xc3\xa9", "a b", "\\u0000",
+                                      "abcdefghijabcdefghijabcdefghijabcdefghijx"};
+    for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+        char body[256];
+        snprintf(body, sizeof(body),
+                 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"%s\"}]}]}", odd[i]);
+        assert_int_equal(run(A, body, &out, &err), -1);
+        assert_string_equal(err.code, "unsupported_parameter");
+        assert_string_equal(err.param, "messages[0].content[0].type");
+        assert_string_equal(err.message, "messages[0].content[0].type is not supported with the "
+                                         "anthropic upstream dialect");
+    }
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                 "\"abcdefghijabcdefghijabcdefghijabcdefghij\"}]}]}",
+                 "unsupported_parameter", "abcdefghijabcdefghijabcdefghijabcdefghij");
     /* Top-level refusals come first, then the messages in order. */
     assert_int_equal(
         run(R, "{\"messages\":[{\"role\":\"tool\"}],\"n\":2,\"tools\":[{}]}", &out, &err), -1);
