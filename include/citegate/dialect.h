@@ -63,8 +63,9 @@ typedef struct cg_dialect_err {
      * message is a user or assistant message. */
     const char *code;
     /* The parameter: its name for unsupported_parameter ("tools",
-     * "tool_calls", "image_url", ...; message says where), else a path such
-     * as "messages[2].content"; "" when none. */
+     * "tool_calls", "image_url", ...; message says where; a content part
+     * type that is not a plain name: its path, "messages[1].content[0].type"),
+     * else a path such as "messages[2].content"; "" when none. */
     char param[64];
     char message[256]; /* one sentence that names param */
 } cg_dialect_err_t;
