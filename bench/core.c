@@ -21,11 +21,16 @@
  * time (-Wl,--wrap=...), which also catches the calls inside
  * libcitegate_core.a.
  *
+ * A second, small measurement: the upstream dialects' request translation
+ * (cg_dialect_request) of a typical 4 KB chat body, per request, next to
+ * cg_request_parse of the same body (what every chat request already costs).
+ *
  * Usage: core [--read N] [--mib N] [--rounds N] [--events N] [--seed N]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "citegate/dialect.h"
 #include "citegate/xform.h"
 
 #include <errno.h>
@@ -467,6 +472,106 @@ static const char *cpu_model(void)
     return model;
 }
 
+/* --- Dialect request translation ------------------------------------------- */
+
+/* A typical Open WebUI RAG request, about 4 KB: the template's system
+ * message with three <source> tags, two earlier turns, the question, and
+ * the usual members. */
+static void dialect_body(cg_buf_t *b)
+{
+    cg_buf_puts(b, "{\"model\":\"claude-sonnet-4-5\",\"stream\":true,"
+                   "\"stream_options\":{\"include_usage\":true},\"temperature\":0.3,"
+                   "\"max_tokens\":1024,\"user\":\"u-42\",\"metadata\":{\"chat_id\":\"c-7\"},"
+                   "\"messages\":[{\"role\":\"system\",\"content\":\"### Task:\\nRespond using "
+                   "the provided context, adding inline citations [id] only when the <source> "
+                   "tag explicitly contains an id attribute (e.g., <source id=\\\"1\\\">).\\n\\n"
+                   "<context>\\n");
+    for (int i = 0; i < 3; i++) {
+        const doc_t *d = &docs[i];
+        cg_buf_printf(b, "<source id=\\\"%d\\\" name=\\\"%s\\\">", i + 1, d->url);
+        for (int k = 0; k < 8; k++)
+            cg_buf_printf(b, "%s ", d->content);
+        cg_buf_puts(b, "</source>\\n");
+    }
+    cg_buf_puts(b, "</context>\"},"
+                   "{\"role\":\"user\",\"content\":\"How long does the X100 take to charge?\"},"
+                   "{\"role\":\"assistant\",\"content\":\"About 2 hours with the supplied 30 W "
+                   "adapter [1].\"},"
+                   "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"And is a "
+                   "battery swap covered by the warranty? Caf\\u00e9 question: "
+                   "\\\"yes\\\"/no\"}]}]}");
+}
+
+typedef int (*dialect_fn)(const char *body, size_t len, const cg_request_t *req);
+
+static int run_parse(const char *body, size_t len, const cg_request_t *req)
+{
+    (void)req;
+    cg_cite_opts_t o = {8192, true};
+    cg_request_t r;
+    int rc = cg_request_parse(&r, body, len, &o);
+    cg_request_free(&r);
+    return rc;
+}
+
+static int run_translate(cg_dialect_t d, const char *body, size_t len, const cg_request_t *req)
+{
+    cg_dialect_req_t out;
+    cg_dialect_err_t err;
+    int rc = cg_dialect_request(d, body, len, req, cg_span(NULL, 0), &out, &err);
+    cg_dialect_req_free(&out);
+    return rc;
+}
+
+static int run_anthropic(const char *body, size_t len, const cg_request_t *req)
+{
+    return run_translate(CG_DIALECT_ANTHROPIC, body, len, req);
+}
+
+static int run_responses(const char *body, size_t len, const cg_request_t *req)
+{
+    return run_translate(CG_DIALECT_RESPONSES, body, len, req);
+}
+
+/* Median ns per call over ROUNDS alternating rounds of ITERS calls each,
+ * and heap allocations per call. */
+static void bench_dialect(void)
+{
+    enum { ROUNDS = 7, ITERS = 4000, NFN = 3 };
+    static const dialect_fn fns[NFN] = {run_parse, run_anthropic, run_responses};
+    cg_buf_t b = {0};
+    dialect_body(&b);
+    cg_cite_opts_t o = {8192, true};
+    cg_request_t req;
+    if (cg_request_parse(&req, b.p, b.len, &o) != 0 || req.sources.n != 3)
+        die("dialect body does not parse");
+    double t[NFN][ROUNDS];
+    uint64_t allocs[NFN] = {0};
+    for (int f = 0; f < NFN; f++)
+        if (fns[f](b.p, b.len, &req) != 0) /* warm-up, and a check */
+            die("dialect translation refused the benchmark body");
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int f = 0; f < NFN; f++) {
+            uint64_t a0 = g_allocs, t0 = now_ns();
+            for (int i = 0; i < ITERS; i++)
+                fns[f](b.p, b.len, &req);
+            t[f][r] = (double)(now_ns() - t0) / ITERS;
+            allocs[f] += g_allocs - a0;
+        }
+    }
+    double med[NFN];
+    for (int f = 0; f < NFN; f++) {
+        qsort(t[f], ROUNDS, sizeof(double), cmp_double);
+        med[f] = pct(t[f], ROUNDS, 50);
+    }
+    printf("dialect_req: body_bytes=%zu request_parse_ns=%.0f anthropic_ns=%.0f "
+           "responses_ns=%.0f (median of %d rounds x %d calls; allocs/call %.1f / %.1f / %.1f)\n",
+           b.len, med[0], med[1], med[2], ROUNDS, ITERS, (double)allocs[0] / (ROUNDS * ITERS),
+           (double)allocs[1] / (ROUNDS * ITERS), (double)allocs[2] / (ROUNDS * ITERS));
+    cg_request_free(&req);
+    cg_buf_free(&b);
+}
+
 /* --- Main ------------------------------------------------------------------ */
 
 static unsigned long parse_num(const char *opt, const char *v)
@@ -656,6 +761,7 @@ int main(int argc, char **argv)
            x_mbps >= 1000 ? "PASS" : "MISS", ratio >= 0.10 ? "PASS" : "MISS",
            ns_ev <= 1000 ? "PASS" : "MISS", allocs_steady == 0 ? "PASS" : "MISS",
            bad ? "FAIL" : "OK");
+    bench_dialect();
     printf("core: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
            "allocs_per_event=%.4f\n",
            x_mbps, m_mbps, ratio, ns_ev, a_steady);

@@ -11,7 +11,18 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum { T_STR, T_ADDR, T_URL, T_UINT, T_SIZE, T_BOOL, T_ENUM, T_PROFILE, T_JSON } vtype_t;
+typedef enum {
+    T_STR,
+    T_ADDR,
+    T_URL,
+    T_UINT,
+    T_SIZE,
+    T_BOOL,
+    T_ENUM,
+    T_PROFILE,
+    T_DIALECT,
+    T_JSON
+} vtype_t;
 
 typedef struct var {
     const char *name;
@@ -40,6 +51,7 @@ static const var_t vars[] = {
     {"CITEGATE_UPSTREAM_MAX_CONNECTIONS", T_UINT, OFF(upstream_max_connections), "1024", 1, 65535, NULL},
     {"CITEGATE_UPSTREAM_MAX_PENDING", T_UINT, OFF(upstream_max_pending), "1024", 0, 1000000, NULL},
     {"CITEGATE_UPSTREAM_QUEUE_TIMEOUT_MS", T_UINT, OFF(upstream_queue_timeout_ms), "10000", 1, 3600000, NULL},
+    {"CITEGATE_UPSTREAM_DIALECT", T_DIALECT, OFF(upstream_dialect), "openai", 0, 0, NULL},
     {"CITEGATE_MAX_CLIENT_CONNECTIONS", T_UINT, OFF(max_client_connections), "16384", 1, 1000000, NULL},
     {"CITEGATE_REQUEST_TIMEOUT_MS", T_UINT, OFF(request_timeout_ms), "30000", 1, 3600000, NULL},
     {"CITEGATE_MAX_EVENT_BYTES", T_SIZE, OFF(max_event_bytes), "4194304", 1024, 1u << 30, NULL},
@@ -221,6 +233,10 @@ static int apply(cg_config_t *c, const var_t *v, const char *value, char *err, s
     case T_PROFILE:
         if (!cg_profile_parse(value, (const cg_profile_t **)field))
             return not_one_of(err, errlen, v->name, value, cg_profile_list());
+        return 0;
+    case T_DIALECT:
+        if (!cg_dialect_parse(value, (cg_dialect_t *)field))
+            return not_one_of(err, errlen, v->name, value, CG_DIALECT_NAMES);
         return 0;
     case T_JSON:
         return set_json(v, (char **)field, value, err, errlen);

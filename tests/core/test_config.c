@@ -24,6 +24,7 @@ static const char *const all_vars[] = {
     "CITEGATE_UPSTREAM_CA",
     "CITEGATE_UPSTREAM_INSECURE",
     "CITEGATE_UPSTREAM_MAX_CONNECTIONS",
+    "CITEGATE_UPSTREAM_DIALECT",
     "CITEGATE_WORKERS",
     "CITEGATE_PROFILE",
     "CITEGATE_REF_STYLE",
@@ -125,6 +126,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.upstream_max_connections, 1024);
     assert_int_equal(c.upstream_max_pending, 1024);
     assert_int_equal(c.upstream_queue_timeout_ms, 10000);
+    assert_int_equal(c.upstream_dialect, CG_DIALECT_OPENAI);
     assert_int_equal(c.max_client_connections, 16384);
     assert_int_equal(c.request_timeout_ms, 30000);
     assert_int_equal(c.max_event_bytes, 4194304);
@@ -429,6 +431,27 @@ static void test_enums(void **state)
     reject_val("CITEGATE_UPSTREAM_PROTOCOL", "http/1.1");
     reject_val("CITEGATE_UPSTREAM_PROTOCOL", "");
 
+    static const struct {
+        const char *s;
+        cg_dialect_t v;
+    } dialects[] = {{"openai", CG_DIALECT_OPENAI},
+                    {"anthropic", CG_DIALECT_ANTHROPIC},
+                    {"responses", CG_DIALECT_RESPONSES}};
+    for (size_t i = 0; i < sizeof(dialects) / sizeof(dialects[0]); i++) {
+        accept_val(&c, "CITEGATE_UPSTREAM_DIALECT", dialects[i].s);
+        assert_int_equal(c.upstream_dialect, dialects[i].v);
+        cg_config_free(&c);
+    }
+    reject_val("CITEGATE_UPSTREAM_DIALECT", "Anthropic");
+    reject_val("CITEGATE_UPSTREAM_DIALECT", "claude");
+    reject_val("CITEGATE_UPSTREAM_DIALECT", "chat");
+    reject_val("CITEGATE_UPSTREAM_DIALECT", "responses ");
+    reject_val("CITEGATE_UPSTREAM_DIALECT", "");
+    char err[256];
+    assert_int_equal(load_with(&c, "CITEGATE_UPSTREAM_DIALECT", "bedrock", err, sizeof(err)), -1);
+    assert_string_equal(err, "CITEGATE_UPSTREAM_DIALECT: 'bedrock' is not one of: openai, "
+                             "anthropic, responses");
+
     accept_val(&c, "CITEGATE_LOG_FORMAT", "text");
     assert_false(c.log_json);
     cg_config_free(&c);
@@ -518,6 +541,12 @@ static void test_set_overrides(void **state)
     assert_string_equal(c.listen, "0.0.0.0:2222");
     assert_int_equal(cg_config_set(&c, "CITEGATE_REF_STYLE", "numeric", err, sizeof(err)), 0);
     assert_int_equal(c.ref_style, CG_REF_NUMERIC);
+    assert_int_equal(
+        cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "responses", err, sizeof(err)), 0);
+    assert_int_equal(c.upstream_dialect, CG_DIALECT_RESPONSES);
+    assert_int_equal(cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "x", err, sizeof(err)), -1);
+    assert_int_equal(strncmp(err, "CITEGATE_UPSTREAM_DIALECT:", 26), 0);
+    assert_int_equal(c.upstream_dialect, CG_DIALECT_RESPONSES); /* unchanged */
     assert_int_equal(cg_config_set(&c, "ENABLE_CITATION_TRACKING", "off?", err, sizeof(err)), -1);
     assert_int_equal(strncmp(err, "ENABLE_CITATION_TRACKING:", 25), 0);
     assert_int_equal(cg_config_set(&c, "ENABLE_CITATION_TRACKING", "FALSE", err, sizeof(err)), 0);

@@ -4,7 +4,9 @@
 fuzz_sse and fuzz_xform read two header bytes before the stream (see
 fuzz_common.h): byte 0 seeds the read sizes (bits 6-7: largest read 1, 7,
 61 or 1021 bytes), byte 1 holds the target's flags. fuzz_json reads plain
-JSON. Run from anywhere: python3 tests/fuzz/make_corpus.py
+JSON. fuzz_dialect_req reads one flags byte (dialect, default model, small
+max_doc_bytes: see fuzz_dialect_req.c), then a request body.
+Run from anywhere: python3 tests/fuzz/make_corpus.py
 """
 import json
 import pathlib
@@ -38,6 +40,34 @@ JSON_SEEDS = {
     "duplicate_keys": '{"a":{"b":[{}]},"a":2,"":{"":""}}',
     "whitespace": ' \r\n\t{ "k" : [ 1 , 2 ] }\n ',
     "deep": "[" * 40 + "]" * 40,
+}
+
+# fuzz_dialect_req byte 0: dialect (bits 0-1), default model (2), small max_doc_bytes (3).
+DR_ANTHROPIC, DR_RESPONSES, DR_OPENAI, DR_MODEL, DR_SMALL_DOCS = 0, 1, 2, 4, 8
+
+DIALECT_SEEDS = {
+    "escaped_roles": (DR_ANTHROPIC,
+                      b'{"messages":[{"r\\u006fle":"x","role":"us\\u0065r","content":"\\ud800\\/"},'
+                      b'{"role":"\\u0061ssistant","content":[{"type":"t\\u0065xt","text":"a"}]}]}'),
+    "sources_no_user": (DR_ANTHROPIC | DR_SMALL_DOCS,
+                        b'{"messages":[{"role":"system","content":"<source id=\\"2\\">'
+                        b'two</source><source id=\\"1\\" name=\\"https://a.example/x\\">'
+                        b'one</source>"},{"role":"assistant","content":"a"}]}'),
+    "sources_empty_last": (DR_ANTHROPIC | DR_MODEL,
+                           b'{"messages":[{"role":"user","content":[{"type":"text","text":'
+                           b'"<source id=\\"7\\">seven</source>"}]},{"role":"user","content":null}]}'),
+    "duplicate_keys": (DR_RESPONSES,
+                       b'{"messages":[{"role":"user","content":"a"}],"tools":null,"tools":[{}],'
+                       b'"stream":false,"stream":true,"max_tokens":1,"max_tokens":"x"}'),
+    "stop_list": (DR_ANTHROPIC,
+                  b'{"messages":[{"role":"user","content":"a"}],"stop":["x","\\u2028"],'
+                  b'"max_completion_tokens":null,"max_tokens":5,"temperature":0,"top_p":1e-3}'),
+    "part_types": (DR_RESPONSES,
+                   b'{"messages":[{"role":"user","content":[{"type":"text","text":"a"},'
+                   b'{"type":"input_audio","input_audio":{}}]}]}'),
+    "tool_round": (DR_OPENAI,
+                   b'{"messages":[{"role":"assistant","tool_calls":[{"id":"c"}]},'
+                   b'{"role":"tool","content":"r"}],"n":2}'),
 }
 
 XFORM_SEEDS = {
@@ -82,6 +112,10 @@ def json_events(path):
     return out
 
 
+def dialect_requests():
+    return sorted((FIXTURES / "dialects").glob("*.request.json"))
+
+
 def main():
     for f in sse_fixtures():
         data = f.read_bytes()
@@ -102,6 +136,13 @@ def main():
         write("json", name, text.encode())
     for name, (seed, flags, data) in XFORM_SEEDS.items():
         write("xform", name, bytes([seed, flags]) + data)
+    for f in dialect_requests() + json_fixtures():
+        data = f.read_bytes()
+        name = f.name.replace(".request.json", "").replace(".json", "")
+        write("dialect_req", name + ".anthropic", bytes([DR_ANTHROPIC | DR_MODEL]) + data)
+        write("dialect_req", name + ".responses", bytes([DR_RESPONSES]) + data)
+    for name, (flags, data) in DIALECT_SEEDS.items():
+        write("dialect_req", name, bytes([flags]) + data)
 
 
 if __name__ == "__main__":
