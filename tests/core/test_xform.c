@@ -178,21 +178,137 @@ static void test_multiline_data_becomes_one_line(void **state)
     free(out);
 }
 
+/* --- rule 4: upstream "event" members ----------------------------------------- */
+
+/* Runs s through profile `profile` in one read. */
+static char *xf_profile(const char *s, const char *profile)
+{
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named(profile));
+    cg_buf_t out = {0};
+    run_stream(&cfg, NULL, s, strlen(s), NULL, 0, &out);
+    cg_buf_putc(&out, '\0');
+    return out.p;
+}
+
+static const char *const TRANSFORMING[] = {"openwebui", "openai", "webchat", "structured"};
+
+/* Each case: one upstream event and the event every transforming profile
+ * makes of it (the start of the output). */
 static void test_event_key_removed(void **state)
 {
     (void)state;
     const char *cases[][2] = {
-        {"data: {\"event\":{\"type\":\"status\"},\"choices\":[]}\n\n", "data: {\"choices\":[]}\n\n"},
+        {"data: {\"event\":{\"type\":\"status\"},\"choices\":[]}\n\n",
+         "data: {\"choices\":[]}\n\n"},
         {"data: {\"a\":1,\"event\":\"x\",\"b\":2}\n\n", "data: {\"a\":1,\"b\":2}\n\n"},
         {"data: {\"a\":1 , \"event\" : [1,{}] }\n\n", "data: {\"a\":1 }\n\n"},
         {"data: {\"event\":null}\n\n", "data: {}\n\n"},
+        /* escaped spellings */
+        {"data: {\"\\u0065vent\":1,\"a\":2}\n\n", "data: {\"a\":2}\n\n"},
+        {"data: {\"a\":2,\"\\u0065\\u0076ent\":1}\n\n", "data: {\"a\":2}\n\n"},
+        {"data: {\"\\u0065\\u0076\\u0065\\u006e\\u0074\":1}\n\n", "data: {}\n\n"},
+        {"data: {\"ev\\u0065nt\":1,\"a\":{\"event\":2}}\n\n", "data: {\"a\":{\"event\":2}}\n\n"},
+        {"data: {\"even\\u0074\":1,\"\\u0045vent\":2}\n\n", "data: {\"\\u0045vent\":2}\n\n"},
+        /* duplicates, in every position */
+        {"data: {\"event\":1,\"a\":2,\"event\":3}\n\n", "data: {\"a\":2}\n\n"},
+        {"data: {\"a\":1,\"event\":1,\"event\":2}\n\n", "data: {\"a\":1}\n\n"},
+        {"data: {\"event\":1,\"\\u0065vent\":2}\n\n", "data: {}\n\n"},
+        {"data: {\"event\":1,\"a\":1,\"event\":2,\"b\":2,\"event\":3,\"\\u0065vent\":4}\n\n",
+         "data: {\"a\":1,\"b\":2}\n\n"},
+        {"data: { \"event\" : 1 , \"event\" : 2 , \"a\" : 3 }\n\n", "data: { \"a\" : 3 }\n\n"},
+        /* other SSE fields stay, several data lines become one */
+        {"event: message\nid: 7\ndata: {\"\\u0065vent\":1,\ndata: \"a\":2}\n\n",
+         "event: message\nid: 7\ndata: {\"a\":2}\n\n"},
+        /* names that are not "event" once unescaped */
+        {"data: {\"Event\":1,\"events\":2,\"\\u0000event\":3,\"eventx\":4}\n\n",
+         "data: {\"Event\":1,\"events\":2,\"\\u0000event\":3,\"eventx\":4}\n\n"},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char *out = xf(cases[i][0], NULL);
-        if (strncmp(out, cases[i][1], strlen(cases[i][1])) != 0)
-            fail_msg("in %s\nwant %s\ngot %s", cases[i][0], cases[i][1], out);
-        free(out);
+    for (size_t p = 0; p < sizeof(TRANSFORMING) / sizeof(TRANSFORMING[0]); p++) {
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            char *out = xf_profile(cases[i][0], TRANSFORMING[p]);
+            if (strncmp(out, cases[i][1], strlen(cases[i][1])) != 0)
+                fail_msg("%s: in %s\nwant %s\ngot %s", TRANSFORMING[p], cases[i][0], cases[i][1],
+                         out);
+            free(out);
+        }
     }
+}
+
+/* Events with content: the key goes, the content is rewritten as usual. */
+static void test_event_key_removed_with_content(void **state)
+{
+    (void)state;
+    char *in = with_ctx("data: {\"\\u0065vent\":{\"type\":\"source\"},\"choices\":[{\"index\":0,"
+                        "\"delta\":{\"content\":\"a [doc1]\"}}],\"event\":2}\n\n"
+                        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" b\"}}],"
+                        "\"ev\\u0065nt\":3}\n\n");
+    char *out = xf(in, NULL);
+    const char *want = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+                       "\"a [[doc1]](https://x.example/1)\"}}]}\n\n"
+                       "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" b\"}}]}\n\n";
+    if (strstr(out, want) == NULL)
+        fail_msg("got %s", out);
+    free(in);
+    free(out);
+}
+
+/*
+ * The template fast path: chunks that repeat the previous chunk's bytes
+ * around the content string skip the full parse. A chunk with an event
+ * member (in any spelling) must never become that template, or the chunks
+ * after it would keep the member.
+ */
+static void test_event_key_never_in_template(void **state)
+{
+    (void)state;
+    const char *keys[] = {"\"event\"", "\"\\u0065vent\"",
+                          "\"\\u0065\\u0076\\u0065\\u006e\\u0074\""};
+    for (size_t p = 0; p < sizeof(TRANSFORMING) / sizeof(TRANSFORMING[0]); p++) {
+        for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+            cg_buf_t in = {0};
+            cg_buf_puts(&in, CTX);
+            for (int i = 0; i < 6; i++) {
+                /* plain chunks (a template), then chunks with the key */
+                cg_buf_puts(&in, "data: {\"id\":\"c1\",");
+                if (i >= 2)
+                    cg_buf_printf(&in, "%s:{\"type\":\"status\"},", keys[k]);
+                cg_buf_printf(
+                    &in, "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"}}]}\n\n", i);
+            }
+            cg_buf_puts(&in, "data: [DONE]\n\n");
+            cg_buf_putc(&in, '\0');
+            char *out = xf_profile(in.p, TRANSFORMING[p]);
+            if (strstr(out, "status") != NULL)
+                fail_msg("%s, key %s: an event member survived:\n%s", TRANSFORMING[p], keys[k],
+                         out);
+            view_t v;
+            view_of_stream(&v, out, strlen(out));
+            cg_buf_putc(&v.content[0], '\0');
+            if (strcmp(TRANSFORMING[p], "structured") != 0)
+                assert_string_equal(v.content[0].p, "w0 w1 w2 w3 w4 w5 ");
+            view_free(&v);
+            free(out);
+            cg_buf_free(&in);
+        }
+    }
+}
+
+/* Rule 4 holds after [DONE] too: nothing is rewritten any more, but the
+ * member goes. Profile off keeps everything. */
+static void test_event_key_removed_after_done(void **state)
+{
+    (void)state;
+    const char *in = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"[doc\"}}]}\n\n"
+                     "data: [DONE]\n\n"
+                     "data: {\"\\u0065vent\":{\"type\":\"status\"},\"a\":1}\n\n"
+                     "data: {\"b\":[2]}\n\n";
+    char *out = xf(in, NULL);
+    assert_non_null(strstr(out, "data: [DONE]\n\ndata: {\"a\":1}\n\ndata: {\"b\":[2]}\n\n"));
+    free(out);
+    out = xf_profile(in, "off");
+    assert_string_equal(out, in);
+    free(out);
 }
 
 /* --- end of stream ----------------------------------------------------------- */
@@ -338,13 +454,10 @@ static void test_profile_off_is_identity(void **state)
     free(body);
 }
 
-static void test_body_event_key_and_sources(void **state)
+static char *body_out(const char *profile, const char *body)
 {
-    (void)state;
-    const char *body = "{\"event\":1,\"choices\":[{\"index\":0,\"message\":{\"content\":\"[doc1]\","
-                       "\"context\":{\"citations\":[{\"url\":\"https://u.example/a\"}]}}}]}";
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
+    cg_xform_cfg_default(&cfg, profile_named(profile));
     cg_xform_t *x = cg_xform_new(&cfg, NULL);
     cg_out_t out = {0};
     assert_int_equal(cg_xform_body(x, body, strlen(body), &out), 0);
@@ -352,13 +465,52 @@ static void test_body_event_key_and_sources(void **state)
     for (size_t i = 0; i < out.nseg; i++)
         cg_buf_put(&b, out.seg[i].p, out.seg[i].n);
     cg_buf_putc(&b, '\0');
-    assert_null(strstr(b.p, "\"event\""));
-    assert_non_null(strstr(b.p, "\"content\":\"[[doc1]](https://u.example/a)\""));
-    assert_non_null(strstr(b.p, ",\"sources\":[{\"source\":{\"id\":\"doc1\""));
-    assert_true(json_equal(b.p, b.len - 1, b.p, b.len - 1));
-    cg_buf_free(&b);
     cg_out_free(&out);
     cg_xform_free(x);
+    return b.p;
+}
+
+static void test_body_event_key_and_sources(void **state)
+{
+    (void)state;
+    const char *body = "{\"event\":1,\"choices\":[{\"index\":0,\"message\":{\"content\":\"[doc1]\","
+                       "\"context\":{\"citations\":[{\"url\":\"https://u.example/a\"}]}}}]}";
+    char *b = body_out("openwebui", body);
+    assert_null(strstr(b, "\"event\""));
+    assert_non_null(strstr(b, "\"content\":\"[[doc1]](https://u.example/a)\""));
+    assert_non_null(strstr(b, ",\"sources\":[{\"source\":{\"id\":\"doc1\""));
+    assert_true(json_equal(b, strlen(b), b, strlen(b)));
+    free(b);
+}
+
+/* A body follows rule 4 too (the same injection, without streaming):
+ * escaped and duplicate members go, and the profile's members still join
+ * the object correctly when nothing else is left. */
+static void test_body_event_keys_removed(void **state)
+{
+    (void)state;
+    const char *cases[][2] = {
+        {"{\"\\u0065vent\":1,\"choices\":[],\"event\":2,\"ev\\u0065nt\":3}", "{\"choices\":[]"},
+        {"{\"a\":1,\"event\":1,\"b\":2,\"\\u0065\\u0076ent\":{}}", "{\"a\":1,\"b\":2"},
+        {"{\"event\":1,\"\\u0065vent\":2}", "{"},
+    };
+    /* openwebui always adds "sources"; the others add nothing without citations */
+    static const char *const added[] = {",\"sources\":[]}", "}", "}", "}"};
+    static const char *const profiles[] = {"openwebui", "openai", "webchat", "structured"};
+    for (size_t p = 0; p < 4; p++) {
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            char *b = body_out(profiles[p], cases[i][0]);
+            cg_buf_t want = {0};
+            cg_buf_puts(&want, cases[i][1]);
+            /* with no member left, the profile's own go in without a comma */
+            cg_buf_puts(&want, i == 2 && added[p][0] == ',' ? added[p] + 1 : added[p]);
+            cg_buf_putc(&want, '\0');
+            if (strcmp(b, want.p) != 0)
+                fail_msg("%s: %s\nwant %s\ngot  %s", profiles[p], cases[i][0], want.p, b);
+            cg_buf_free(&want);
+            free(b);
+        }
+    }
 }
 
 static void test_stats(void **state)
@@ -392,6 +544,9 @@ int main(void)
         cmocka_unit_test(test_rewrite_keeps_fields),
         cmocka_unit_test(test_multiline_data_becomes_one_line),
         cmocka_unit_test(test_event_key_removed),
+        cmocka_unit_test(test_event_key_removed_with_content),
+        cmocka_unit_test(test_event_key_never_in_template),
+        cmocka_unit_test(test_event_key_removed_after_done),
         cmocka_unit_test(test_done_added_after_finish),
         cmocka_unit_test(test_truncated_ends_with_error),
         cmocka_unit_test(test_held_bytes_flushed_before_finish),
@@ -400,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_oversized_event_passes_through),
         cmocka_unit_test(test_profile_off_is_identity),
         cmocka_unit_test(test_body_event_key_and_sources),
+        cmocka_unit_test(test_body_event_keys_removed),
         cmocka_unit_test(test_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
