@@ -30,6 +30,10 @@ SSE_SEEDS = {
     "toobig_buffered": (0x40, SSE_CAP_64, b"data: a\n" + b"data: " + b"b" * 80 + b"\n\n"),
     "cap_with_lead": (0x05, SSE_CAP_64, b"data: a\r\n\r\ndata: " + b"c" * 54 + b"\r\n\r\n"),
     "unterminated": (0x42, SSE_CAP_4K, b"data: {\"choices\":[]}\n\ndata: {\"cho"),
+    "oversized_between": (0x41, SSE_CAP_64, b"data: a\r\n\r\n: " + b"o" * 90 + b"\r\n\r\ndata: b\n\n"
+                          + b"data: " + b"p" * 70 + b"\r\rdata: c\r\r"),
+    "oversized_edge": (0x00, SSE_CAP_64, b"data: a\r\n\r\ndata: " + b"e" * 55 + b"\r\n\r\n"
+                       + b"data: " + b"f" * 56 + b"\r\n\r\ndata: g\n\n"),
 }
 
 JSON_SEEDS = {
