@@ -887,16 +887,40 @@ static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
     trim_peaks(x);
 }
 
-/* Upstream sent an event larger than max_event: from here on, bytes go
- * through unchanged (held content first, so nothing is reordered). */
-static void go_passthrough(cg_xform_t *x, const char *in, size_t len)
+/*
+ * SPEC §6 rule 6: an event over max_event goes out unchanged, as it
+ * streams in, and the events around it as usual. Bytes held back from
+ * earlier events go first, in a chunk of our own (nothing is reordered,
+ * and the held bytes cannot wait: the big event may carry that choice's
+ * content). Its bytes taken so far are pending in the tokenizer; the rest
+ * comes as pieces (oversized_piece).
+ */
+static void begin_oversized(cg_xform_t *x)
 {
-    x->stats.passthrough = true;
+    cg_span_t pending = cg_sse_pending(&x->sse);
+    uint8_t lead = x->sse.lead; /* see on_event; with none pending, the first piece's */
+    x->stats.events_in++;
+    x->stats.events_out++;
+    x->stats.oversized++;
+    if (lead && x->last_raw)
+        cg__emit_str(x->out, "\n");
     if (!x->ended)
         flush_all(x);
-    cg_span_t pending = cg_sse_pending(&x->sse);
-    cg__emit_copy(x->out, pending.p, pending.n);
-    cg__emit_span(x->out, in, len);
+    /* The next chunk is parsed in full: the template is the last parsed
+     * chunk's, and that is no longer the previous event. */
+    x->tpl_valid = false;
+    if (pending.n > lead) {
+        cg__emit_copy(x->out, pending.p + lead, pending.n - lead);
+        x->last_raw = true;
+    }
+}
+
+static void oversized_piece(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    if (ev->raw.n > ev->lead) {
+        put_ev(x, ev->raw.p + ev->lead, ev->raw.n - ev->lead);
+        x->last_raw = true;
+    }
 }
 
 /* A profile that holds the stream gets it whole at its end, up to max_event
@@ -990,12 +1014,15 @@ int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
         ssize_t r = cg_sse_feed(&x->sse, in + pos, len - pos, &ev);
         if (r == CG_SSE_AGAIN)
             break;
-        if (r < 0) {
-            go_passthrough(x, in + pos, len - pos);
-            break;
+        if (r == CG_SSE_E_TOOBIG) {
+            begin_oversized(x); /* nothing taken: the pieces come next */
+            continue;
         }
         x->ev_stable = ev.raw.p >= in && ev.raw.p + ev.raw.n <= in + len;
-        on_event(x, &ev);
+        if (ev.oversized)
+            oversized_piece(x, &ev);
+        else
+            on_event(x, &ev);
         pos += (size_t)r;
     }
     out_end(out);
@@ -1014,6 +1041,10 @@ int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
     if (p->holds_stream && !x->stats.passthrough && !x->ended)
         replay_held(x);
     if (p->transforms && !x->stats.passthrough && !x->ended) {
+        /* The upstream ended inside an oversized event, whose bytes went out
+         * already: end it, so that what we write stands apart. */
+        if (x->sse.oversized)
+            cg__emit_str(out, x->sse.bol && !x->sse.cr ? "\n" : "\n\n");
         if (x->stats.saw_finish) {
             end_stream(x, true);
         } else {

@@ -7,6 +7,7 @@
 
 #include "citegate/json.h"
 #include "citegate/xform.h"
+#include "core/xform_int.h"
 #include "profiles.h"
 #include "view.h"
 
@@ -438,6 +439,245 @@ static void test_oversized_event_passes_through(void **state)
     cg_buf_free(&out);
 }
 
+/* --- rule 6: events over max_event ------------------------------------------ */
+
+#define SMALL_EVENT 4096
+
+/* A content chunk of choice 0: `text`, then `pad` bytes of padding. */
+static void put_chunk(cg_buf_t *b, const char *text, size_t pad, const char *eol)
+{
+    cg_buf_printf(b, "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s",
+                  text);
+    for (size_t i = 0; i < pad; i++)
+        cg_buf_putc(b, (char)('a' + i % 26));
+    cg_buf_printf(b, "\"}}],\"event\":{\"type\":\"big\"}}%s%s", eol, eol);
+}
+
+typedef struct run {
+    cg_buf_t out;
+    cg_xform_stats_t stats;
+    size_t max_buf; /* the tokenizer's largest buffer during the run */
+} run_t;
+
+/* Runs in[0..n) through profile openwebui with max_event SMALL_EVENT, in
+ * reads of `step` bytes (0: one read), then ends it. */
+static void run_small(const char *in, size_t n, size_t step, cg_end_t why, run_t *r)
+{
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
+    cfg.max_event = SMALL_EVENT;
+    cg_xform_t *x = cg_xform_new(&cfg, NULL);
+    cg_out_t out = {0};
+    memset(r, 0, sizeof(*r));
+    for (size_t off = 0; off < n;) {
+        size_t len = step && step < n - off ? step : n - off;
+        cg_xform_feed(x, in + off, len, &out);
+        for (size_t i = 0; i < out.nseg; i++)
+            cg_buf_put(&r->out, out.seg[i].p, out.seg[i].n);
+        if (x->sse.buf.cap > r->max_buf)
+            r->max_buf = x->sse.buf.cap;
+        off += len;
+    }
+    cg_xform_finish(x, why, &out);
+    for (size_t i = 0; i < out.nseg; i++)
+        cg_buf_put(&r->out, out.seg[i].p, out.seg[i].n);
+    cg_buf_putc(&r->out, '\0');
+    r->out.len--;
+    r->stats = *cg_xform_stats(x);
+    cg_out_free(&out);
+    cg_xform_free(x);
+}
+
+static size_t count(const char *s, const char *what)
+{
+    size_t n = 0;
+    for (const char *p = s; (p = strstr(p, what)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/*
+ * Rule 6: an event over max_event goes out unchanged (its "event" member
+ * too), and only it: the events before and after it are transformed. The
+ * "[doc" held back before it goes out first, in a chunk of our own, so the
+ * client's content keeps its order; the finder starts again after it.
+ * Whatever the reads, the output is the same.
+ */
+static void test_oversized_between_events(void **state)
+{
+    (void)state;
+    const char *eols[] = {"\n", "\r\n", "\r"};
+    for (size_t e = 0; e < 3; e++) {
+        cg_buf_t in = {0}, big = {0};
+        cg_buf_puts(&in, CTX);
+        put_chunk(&in, "one ", 0, eols[e]);
+        put_chunk(&in, "two ", 0, eols[e]);
+        put_chunk(&in, "see [doc", 0, eols[e]);
+        put_chunk(&big, "BIG [doc1] ", 3 * SMALL_EVENT, eols[e]);
+        cg_buf_put(&in, big.p, big.len);
+        put_chunk(&in, "1] and [doc1] ", 0, eols[e]);
+        put_chunk(&in, "end [do", 0, eols[e]);
+        cg_buf_putc(&big, '\0');
+        cg_buf_printf(&in,
+                      "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}"
+                      "%s%sdata: [DONE]%s%s",
+                      eols[e], eols[e], eols[e], eols[e]);
+        run_t whole;
+        run_small(in.p, in.len, 0, CG_END_EOF, &whole);
+        assert_int_equal(whole.stats.oversized, 1);
+        assert_false(whole.stats.passthrough);
+        /* the big event, byte for byte, right after the held "[doc" */
+        const char *at = strstr(whole.out.p, big.p);
+        assert_non_null(at);
+        const char *held = strstr(whole.out.p, "\"content\":\"[doc\"");
+        assert_non_null(held);
+        assert_true(held < at);
+        /* one "event" member left: the big event's */
+        assert_int_equal(count(whole.out.p, "\"type\":\"big\""), 1);
+        view_t v;
+        view_of_stream(&v, whole.out.p, whole.out.len);
+        cg_buf_putc(&v.content[0], '\0');
+        const char *tail = "1] and [[doc1]](https://x.example/1) end [do";
+        assert_int_equal(strncmp(v.content[0].p, "one two see [docBIG [doc1] ", 27), 0);
+        assert_string_equal(v.content[0].p + strlen(v.content[0].p) - strlen(tail), tail);
+        assert_true(v.ends_done);
+        assert_non_null(strstr(v.sources.p, "\"doc1\""));
+        view_free(&v);
+        for (size_t step = 1; step < 40; step += step < 8 ? 1 : 13) {
+            run_t split;
+            run_small(in.p, in.len, step, CG_END_EOF, &split);
+            if (strcmp(split.out.p, whole.out.p) != 0)
+                fail_msg("line ends %zu, reads of %zu: output differs", e, step);
+            assert_int_equal(split.stats.oversized, 1);
+            /* nothing of the big event is buffered */
+            assert_true(split.max_buf <= 2 * SMALL_EVENT);
+            cg_buf_free(&split.out);
+        }
+        cg_buf_free(&whole.out);
+        cg_buf_free(&in);
+        cg_buf_free(&big);
+    }
+}
+
+/* Several oversized events, one of them the first event of the stream,
+ * another a huge comment: each is counted, each goes out unchanged. */
+static void test_oversized_several(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0};
+    put_chunk(&in, "[doc1] a ", SMALL_EVENT, "\n");
+    cg_buf_puts(&in, CTX);
+    put_chunk(&in, "[doc1] b ", 0, "\n");
+    cg_buf_puts(&in, ": ");
+    for (size_t i = 0; i < SMALL_EVENT; i++)
+        cg_buf_putc(&in, 'c');
+    cg_buf_puts(&in, "\n\n");
+    put_chunk(&in, "[doc1] c ", 0, "\n");
+    put_chunk(&in, "[doc1] d ", 2 * SMALL_EVENT, "\n");
+    put_chunk(&in, "[doc1] e", 0, "\n");
+    cg_buf_puts(&in, "data: [DONE]\n\n");
+    for (size_t step = 0; step < 3000; step += 997) {
+        run_t r;
+        run_small(in.p, in.len, step, CG_END_EOF, &r);
+        assert_int_equal(r.stats.oversized, 3);
+        assert_int_equal(r.stats.refs_linked, 3);
+        view_t v;
+        view_of_stream(&v, r.out.p, r.out.len);
+        cg_buf_putc(&v.content[0], '\0');
+        assert_int_equal(count(v.content[0].p, "[[doc1]](https://x.example/1)"), 3);
+        assert_int_equal(count(v.content[0].p, "[doc1]"), 5);
+        assert_true(v.ends_done);
+        view_free(&v);
+        cg_buf_free(&r.out);
+    }
+    cg_buf_free(&in);
+}
+
+/* An event of exactly max_event bytes is transformed, one byte more goes
+ * out unchanged; a final CRLF's LF does not count (a read may cut it off). */
+static void test_oversized_edge(void **state)
+{
+    (void)state;
+    const char *eols[] = {"\n", "\r\n"};
+    for (size_t e = 0; e < 2; e++) {
+        cg_buf_t probe = {0};
+        put_chunk(&probe, "[doc1] ", 0, eols[e]);
+        size_t base = probe.len - (e == 1); /* its size: the final LF left out */
+        cg_buf_free(&probe);
+        for (size_t extra = 0; extra <= 1; extra++) {
+            cg_buf_t in = {0};
+            cg_buf_puts(&in, CTX);
+            put_chunk(&in, "[doc1] ", SMALL_EVENT - base + extra, eols[e]);
+            cg_buf_puts(&in, "data: [DONE]\n\n");
+            for (size_t step = 0; step < 100; step += 7) {
+                run_t r;
+                run_small(in.p, in.len, step, CG_END_EOF, &r);
+                assert_int_equal(r.stats.oversized, extra);
+                assert_int_equal(count(r.out.p, "\"type\":\"big\""), extra);
+                assert_int_equal(count(r.out.p, "(https://x.example/1)"), 1 - extra);
+                cg_buf_free(&r.out);
+            }
+            cg_buf_free(&in);
+        }
+    }
+}
+
+/* The upstream ends inside an oversized event: its bytes went out as they
+ * came; the event is ended, then the end of stream follows as usual. */
+static void test_oversized_truncated(void **state)
+{
+    (void)state;
+    for (int finished = 0; finished <= 1; finished++) {
+        cg_buf_t in = {0};
+        cg_buf_puts(&in, CTX);
+        if (finished)
+            cg_buf_puts(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"[doc1]\"},"
+                             "\"finish_reason\":\"stop\"}]}\n\n");
+        else
+            put_chunk(&in, "[doc1] [doc", 0, "\n");
+        size_t cut = in.len;
+        put_chunk(&in, "cut ", 2 * SMALL_EVENT, "\n");
+        in.len -= 10; /* the end of the big event never comes */
+        run_t r;
+        run_small(in.p, in.len, 100, CG_END_RESET, &r);
+        assert_int_equal(r.stats.oversized, 1);
+        /* the big event's bytes, then a line end and a blank line */
+        cg_buf_t big = {0};
+        cg_buf_put(&big, in.p + cut, in.len - cut);
+        cg_buf_puts(&big, "\n\ndata: {");
+        assert_non_null(memmem(r.out.p, r.out.len, big.p, big.len));
+        cg_buf_free(&big);
+        view_t v;
+        view_of_stream(&v, r.out.p, r.out.len);
+        assert_int_equal(v.ends_done, finished);
+        assert_int_equal(v.ends_error, !finished);
+        assert_non_null(strstr(v.sources.p, "\"doc1\""));
+        view_free(&v);
+        cg_buf_free(&r.out);
+        cg_buf_free(&in);
+    }
+}
+
+/* Profile structured holds the stream, up to max_event: a longer stream,
+ * or one with an event over it, goes through unchanged as a whole. */
+static void test_oversized_structured_passes_stream(void **state)
+{
+    (void)state;
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named("structured"));
+    cfg.max_event = SMALL_EVENT;
+    cg_buf_t in = {0}, out = {0};
+    put_chunk(&in, "{\\\"response\\\":\\\"x\\\",", 0, "\n");
+    put_chunk(&in, "\\\"citations\\\":[]}", SMALL_EVENT, "\n");
+    cg_buf_puts(&in, "data: [DONE]\n\n");
+    size_t sizes[] = {1000};
+    run_stream(&cfg, NULL, in.p, in.len, sizes, 1, &out);
+    assert_int_equal(out.len, in.len);
+    assert_memory_equal(out.p, in.p, in.len);
+    cg_buf_free(&in);
+    cg_buf_free(&out);
+}
+
 static void test_profile_off_is_identity(void **state)
 {
     (void)state;
@@ -553,6 +793,11 @@ int main(void)
         cmocka_unit_test(test_refs_before_citations),
         cmocka_unit_test(test_choices_are_independent),
         cmocka_unit_test(test_oversized_event_passes_through),
+        cmocka_unit_test(test_oversized_between_events),
+        cmocka_unit_test(test_oversized_several),
+        cmocka_unit_test(test_oversized_edge),
+        cmocka_unit_test(test_oversized_truncated),
+        cmocka_unit_test(test_oversized_structured_passes_stream),
         cmocka_unit_test(test_profile_off_is_identity),
         cmocka_unit_test(test_body_event_key_and_sources),
         cmocka_unit_test(test_body_event_keys_removed),
