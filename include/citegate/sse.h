@@ -9,7 +9,13 @@
  * Zero copy: an event that lies inside one input buffer is handed out as
  * spans into that buffer. Only an event that straddles reads is copied, into
  * the tokenizer's own buffer, which is capped (`max_event`): the cap is
- * checked before the tokenizer waits for more input.
+ * checked before the tokenizer waits for more input. An event over the cap
+ * is not kept at all: it is handed out in pieces as its bytes arrive (SPEC
+ * §6 rule 6), and the events after it are read as usual.
+ *
+ * An event's size, for the cap, is its bytes through the blank line that
+ * ends it, leaving out its lead (below) and the LF of a CRLF that ends it:
+ * a read may cut either off, and the size must not depend on where reads end.
  *
  * Spans in a returned event stay valid until the next cg_sse_feed() call and
  * as long as the caller keeps its input buffer.
@@ -23,7 +29,7 @@
 
 enum {
     CG_SSE_AGAIN = 0,       /* every input byte was taken; no event is complete yet */
-    CG_SSE_E_TOOBIG = -1,   /* the pending event exceeds max_event; sticky */
+    CG_SSE_E_TOOBIG = -1,   /* the event being read exceeds max_event (see cg_sse_feed) */
 };
 
 typedef struct cg_sse_event {
@@ -35,6 +41,8 @@ typedef struct cg_sse_event {
     uint32_t nother; /* lines that are neither `data` nor the blank terminator */
     uint8_t lead;    /* raw begins with this many bytes (0 or 1: the LF of a CRLF
                         that ended the previous event) */
+    bool oversized;  /* raw (and lead) is a piece of an event over max_event;
+                        the other fields are empty */
 } cg_sse_event_t;
 
 typedef struct cg_sse {
@@ -49,7 +57,8 @@ typedef struct cg_sse {
     bool buffered;    /* the event so far lives in buf */
     bool delivered;   /* buf/join hold a delivered event: clear on next feed */
     bool bom_checked; /* a BOM may only stand at the very start of the stream */
-    bool failed;
+    bool oversized;   /* an event over max_event is being handed out in pieces */
+    bool bol;         /* ... and its last byte so far ended a line */
 } cg_sse_t;
 
 void cg_sse_init(cg_sse_t *p, size_t max_event);
@@ -57,16 +66,23 @@ void cg_sse_free(cg_sse_t *p);
 
 /*
  * Feeds `len` bytes. Returns:
- *   > 0             an event completed; *ev describes it and the return value is
+ *   > 0             an event completed, or (ev->oversized) a piece of an
+ *                   oversized event: *ev describes it and the return value is
  *                   the number of input bytes consumed (call again with the rest);
  *   CG_SSE_AGAIN    every byte was consumed (buffered); no event completed;
- *   CG_SSE_E_TOOBIG the pending event would exceed max_event. No byte of this
- *                   input was consumed; cg_sse_pending() returns the bytes taken
- *                   earlier. Every later call fails the same way.
+ *   CG_SSE_E_TOOBIG the event being read exceeds max_event. No byte of this
+ *                   input was consumed; cg_sse_pending() returns the event's
+ *                   bytes taken earlier, and `lead` whether the event begins
+ *                   with a lead byte (the first pending byte, or when none is
+ *                   pending the first of this input, which the first piece
+ *                   then reports as its lead too). From the next call on, the
+ *                   rest of the event comes out as pieces, without being kept,
+ *                   through the blank line that ends it; then events again.
  */
 ssize_t cg_sse_feed(cg_sse_t *p, const char *in, size_t len, cg_sse_event_t *ev);
 
-/* Bytes of the incomplete event taken so far (to drop at EOF, or forward raw). */
+/* Bytes of the incomplete event taken so far (to drop at EOF, or forward raw);
+ * none while an oversized event is handed out in pieces. */
 cg_span_t cg_sse_pending(const cg_sse_t *p);
 
 #endif

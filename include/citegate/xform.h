@@ -10,12 +10,14 @@
  * before feeding more.
  *
  * Memory per stream is bounded: the SSE tokenizer's straddle buffer
- * (max_event), the JSON token array (CG_XFORM_MAX_TOKENS), the citation table
- * (see cite.h), at most CG_XFORM_MAX_CHOICES reference finders and
+ * (max_event), the JSON token array (CG_XFORM_MAX_TOKENS), the citation
+ * table (see cite.h), at most CG_XFORM_MAX_CHOICES reference finders and
  * CG_XFORM_MAX_REFS distinct references, and the profile's own state (each
  * profile states its bound). The arena grows with one call's input only and
- * is trimmed between calls. A profile that holds the stream holds at most
- * max_event bytes (beyond it the stream goes through unchanged).
+ * is trimmed between calls. An event over max_event is never held: it goes
+ * out unchanged as it streams in, and the events around it are transformed
+ * as usual (SPEC §6 rule 6). A profile that holds the stream holds at most
+ * max_event bytes (beyond it the whole stream goes through unchanged).
  */
 #ifndef CITEGATE_XFORM_H
 #define CITEGATE_XFORM_H
@@ -38,7 +40,8 @@ typedef struct cg_xform_cfg {
     cg_ref_style_t style; /* CG_REF_DOC, CG_REF_NUMERIC, or CG_REF_ANY for auto */
     size_t max_doc_bytes;
     bool scores;          /* AZURE_AI_INCLUDE_SEARCH_SCORES */
-    size_t max_event;     /* largest upstream SSE event the transformer parses */
+    size_t max_event;     /* largest upstream SSE event the transformer parses; a
+                             larger one goes out unchanged (CITEGATE_MAX_EVENT_BYTES) */
 } cg_xform_cfg_t;
 
 /* The defaults of SPEC §3, with the given profile. */
@@ -68,11 +71,13 @@ typedef enum cg_end {
 
 typedef struct cg_xform_stats {
     uint64_t events_in, events_out, malformed;
+    uint64_t oversized; /* events over max_event, forwarded unchanged (SPEC §6 rule 6) */
     uint64_t refs_linked, refs_unlinked, refs_out_of_range;
     uint64_t citations_emitted;
     unsigned citations_removed; /* structured: invalid citations dropped */
     bool structured;            /* structured: an answer was checked */
-    bool saw_finish, saw_done, truncated, passthrough;
+    bool saw_finish, saw_done, truncated;
+    bool passthrough; /* a holds_stream profile's stream passed max_event: sent unchanged */
 } cg_xform_stats_t;
 
 typedef struct cg_xform cg_xform_t;

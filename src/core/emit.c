@@ -101,10 +101,15 @@ void cg__emit_data_until(cg_xform_t *x, size_t to)
 {
     const char *d = x->json.js;
     size_t from = x->cur;
-    if (x->cut_end > x->cut_start && from < x->cut_end && to > x->cut_start) {
-        if (from < x->cut_start)
-            x->put(x, d + from, x->cut_start - from);
-        from = x->cut_end < to ? x->cut_end : to;
+    while (x->next_cut < x->ncuts && x->cuts[x->next_cut].start < to) {
+        const cg_cut_t *c = &x->cuts[x->next_cut];
+        if (from < c->start)
+            x->put(x, d + from, c->start - from);
+        if (from < c->end)
+            from = c->end;
+        if (c->end > to)
+            break; /* `to` lies inside this cut: the next call still skips its rest */
+        x->next_cut++;
     }
     if (to > from)
         x->put(x, d + from, to - from);

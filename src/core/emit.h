@@ -28,7 +28,7 @@ void cg__emit_content_open(const cg_xform_t *x, cg_buf_t *b, size_t index);
 extern const char cg__emit_content_close[];
 
 /* Copies the current event's (or body's) data from x->cur up to offset `to`,
- * minus the removed "event" member. */
+ * minus the removed "event" members (x->cuts). */
 void cg__emit_data_until(cg_xform_t *x, size_t to);
 /* Writes the data up to content string token `content`, which then goes out
  * as "" (its bytes went, or go, elsewhere). */

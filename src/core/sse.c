@@ -85,6 +85,7 @@ static void fill_event(cg_sse_t *p, const char *base, size_t len, cg_sse_event_t
     ev->ndata = p->ndata;
     ev->nother = p->nother;
     ev->lead = p->lead;
+    ev->oversized = false;
 }
 
 /* Finds the first CR or LF in s[0..n). */
@@ -95,10 +96,81 @@ static const char *find_eol(const char *s, size_t n)
     return cr ? cr : lf;
 }
 
+/*
+ * Is an event that has taken n bytes (its lead included) over the cap? Its
+ * size leaves out its lead and the LF of a CRLF that ends it: a read may cut
+ * either off, and whether an event is too big must not depend on where
+ * reads end.
+ */
+static bool over(const cg_sse_t *p, size_t n)
+{
+    return n - p->lead > p->max_event;
+}
+
+/*
+ * The event being read is over the cap: it goes out in pieces, from the
+ * first byte of this input, which nothing has taken yet. That input is
+ * scanned again from the state before it: the bytes kept from earlier
+ * reads, whether they end in a CR that ended a line (cr) and whether they
+ * end a line at all (bol). An event that begins with a lead LF has no
+ * earlier bytes, and keeps that LF as its lead instead.
+ */
+static void begin_oversized(cg_sse_t *p, size_t kept, bool cr, bool bol)
+{
+    p->buf.len = kept;
+    p->oversized = true;
+    p->bom_checked = true;
+    p->cr = cr && p->buffered;
+    p->bol = bol;
+}
+
+/* The next piece of an oversized event: the bytes of in that belong to it,
+ * through the blank line that ends it. */
+static ssize_t oversized_piece(cg_sse_t *p, const char *in, size_t len, cg_sse_event_t *ev)
+{
+    memset(ev, 0, sizeof(*ev));
+    size_t i = 0;
+    if (p->buffered) {
+        /* The first piece: the bytes before it were pending at TOOBIG. */
+        p->buffered = false;
+        p->buf.len = 0;
+        p->join.len = 0;
+    } else if (p->lead) {
+        ev->lead = 1;
+        i = 1;
+    }
+    p->lead = 0;
+    if (p->cr && in[i] == '\n')
+        i++; /* the LF of a CRLF whose CR ended a line of this event */
+    p->cr = false;
+    while (i < len) {
+        const char *eol = find_eol(in + i, len - i);
+        if (eol == NULL) {
+            p->bol = false;
+            i = len;
+            break;
+        }
+        size_t end = (size_t)(eol - in);
+        bool blank = p->bol && end == i;
+        p->bol = true;
+        i = end + 1;
+        if (*eol == '\r' && i == len)
+            p->cr = true;
+        else if (*eol == '\r' && in[i] == '\n')
+            i++;
+        if (blank) {
+            p->oversized = false;
+            reset_event(p);
+            break;
+        }
+    }
+    ev->raw = cg_span(in, i);
+    ev->oversized = true;
+    return (ssize_t)i;
+}
+
 ssize_t cg_sse_feed(cg_sse_t *p, const char *in, size_t len, cg_sse_event_t *ev)
 {
-    if (p->failed)
-        return CG_SSE_E_TOOBIG;
     if (p->delivered) {
         p->delivered = false;
         p->buffered = false;
@@ -108,16 +180,20 @@ ssize_t cg_sse_feed(cg_sse_t *p, const char *in, size_t len, cg_sse_event_t *ev)
     }
     if (len == 0)
         return CG_SSE_AGAIN;
+    if (p->oversized)
+        return oversized_piece(p, in, len, ev);
 
     size_t pos = 0;     /* next unscanned input byte */
-    size_t kept = p->buf.len; /* on failure, nothing of this input is taken */
     size_t start = 0;   /* first input byte of the event when not buffered */
+    /* The state before this input, to scan it again when the event is too big. */
+    size_t kept = p->buf.len;
+    bool cr = p->cr, bol = !p->buffered || p->line == p->buf.len;
     if (p->cr) {
         p->cr = false;
         if (in[0] == '\n') {
             /* Second half of a CRLF split across reads. */
             if (p->buffered) {
-                if (p->buf.len + 1 > p->max_event)
+                if (over(p, p->buf.len + 1))
                     goto toobig;
                 cg_buf_putc(&p->buf, '\n');
                 p->line = p->buf.len;
@@ -143,18 +219,17 @@ ssize_t cg_sse_feed(cg_sse_t *p, const char *in, size_t len, cg_sse_event_t *ev)
                 p->cr = true;
             }
         }
+        size_t have = p->buffered ? p->buf.len : 0, from = p->buffered ? pos : start;
+        bool blank = end == pos && (!p->buffered || p->line == p->buf.len);
+        if (over(p, have + (next - from) - (blank && next - end == 2)))
+            goto toobig; /* (the LF of a CRLF that ends the event does not count) */
         const char *base;
         size_t line_end;
         if (p->buffered) {
-            if (p->buf.len + (next - pos) > p->max_event)
-                goto toobig;
-            size_t at = p->buf.len;
             cg_buf_put(&p->buf, in + pos, next - pos);
             base = p->buf.p;
-            line_end = at + (end - pos);
+            line_end = have + (end - pos);
         } else {
-            if (next - start > p->max_event)
-                goto toobig;
             base = in + start;
             line_end = end - start;
         }
@@ -183,7 +258,7 @@ ssize_t cg_sse_feed(cg_sse_t *p, const char *in, size_t len, cg_sse_event_t *ev)
     if (pos < len || (!p->buffered && pos > start)) {
         size_t from = p->buffered ? pos : start;
         size_t have = p->buffered ? p->buf.len : 0;
-        if (have + (len - from) > p->max_event)
+        if (over(p, have + (len - from)))
             goto toobig;
         if (p->buf.cap == 0)
             cg_buf_reserve(&p->buf, 1024);
@@ -193,7 +268,6 @@ ssize_t cg_sse_feed(cg_sse_t *p, const char *in, size_t len, cg_sse_event_t *ev)
     return CG_SSE_AGAIN;
 
 toobig:
-    p->buf.len = kept;
-    p->failed = true;
+    begin_oversized(p, kept, cr, bol);
     return CG_SSE_E_TOOBIG;
 }

@@ -127,6 +127,7 @@ void cg_xform_free(cg_xform_t *x)
     free(x->state);
     free(x->choices);
     free(x->refs);
+    free(x->cuts);
     cg_buf_free(&x->hold);
     cg_buf_free(&x->scratch);
     cg_buf_free(&x->tpl);
@@ -400,33 +401,53 @@ static void put_data_ev(cg_xform_t *x, const char *p, size_t n)
         cg__emit_copy(x->out, p, n);
 }
 
-/* Finds the top-level "event" member and the byte range that removes it. */
-static void find_cut(cg_xform_t *x, const cg_json_t *j)
+/* Is raw (a member name's escaped bytes) "event" once unescaped? */
+static bool names_event(cg_span_t raw)
 {
-    x->cut_start = x->cut_end = 0;
-    if (memmem(j->js, j->len, "\"event\"", 7) == NULL)
+    char name[30]; /* "event" with every letter escaped: 5 x 6 bytes */
+    if (raw.n < 5 || raw.n > sizeof(name))
+        return false;
+    return cg_json_unescape(raw.p, raw.n, name) == 5 && memcmp(name, "event", 5) == 0;
+}
+
+/* Adds a cut after the others; one that touches the last joins it. */
+static void add_cut(cg_xform_t *x, size_t start, size_t end)
+{
+    cg_cut_t *last = x->ncuts ? &x->cuts[x->ncuts - 1] : NULL;
+    if (last && start <= last->end) {
+        if (start < last->start)
+            last->start = start;
+        last->end = end;
         return;
-    int n = j->tok[0].size;
-    int prev_end_tok = -1;
-    for (int k = 0, i = 1; k < n; k++) {
-        int val = i + 1;
-        int next = cg_json_skip(j, val);
-        if (cg_span_eq(cg_json_raw(j, i), "event")) {
-            if (k + 1 < n) {
-                x->cut_start = cg_json_begin(j, i);
-                x->cut_end = cg_json_begin(j, next);
-            } else if (prev_end_tok >= 0) {
-                x->cut_start = cg_json_end(j, prev_end_tok);
-                x->cut_end = cg_json_end(j, val);
-            } else {
-                x->cut_start = cg_json_begin(j, i);
-                x->cut_end = cg_json_end(j, val);
-            }
-            return;
-        }
-        prev_end_tok = val;
-        i = next;
     }
+    x->cuts = cg_grow(x->cuts, x->ncuts, &x->cuts_cap, 4, sizeof(cg_cut_t));
+    x->cuts[x->ncuts++] = (cg_cut_t){start, end};
+}
+
+/*
+ * SPEC §6 rule 4: every top-level member whose name is "event" once
+ * unescaped goes, duplicates and escaped spellings included (an upstream
+ * could otherwise inject UI events into Open WebUI). A member goes with the
+ * comma after it; the members after the last one kept go with the comma
+ * before them, so the object stays valid. Returns how many go.
+ */
+static int find_cuts(cg_xform_t *x, const cg_json_t *j)
+{
+    x->ncuts = x->next_cut = 0;
+    int n = j->tok[0].size, gone = 0, kept_val = -1;
+    for (int k = 0, key = 1; k < n; k++) {
+        int val = key + 1, next = cg_json_skip(j, val);
+        if (!names_event(cg_json_raw(j, key))) {
+            kept_val = val;
+        } else {
+            bool last = k + 1 == n;
+            size_t start = last && kept_val >= 0 ? cg_json_end(j, kept_val) : cg_json_begin(j, key);
+            add_cut(x, start, last ? cg_json_end(j, val) : cg_json_begin(j, next));
+            gone++;
+        }
+        key = next;
+    }
+    return gone;
 }
 
 /* Writes one choice's new content: the profile's own, or what the choice's
@@ -561,8 +582,9 @@ static void save_template(cg_xform_t *x, const cg_sse_event_t *ev, int choices, 
 {
     const cg_json_t *j = &x->json;
     x->tpl_valid = false;
-    if (ev->ndata != 1 || ev->nother != 0 || learned || x->cut_end > x->cut_start ||
-        j->tok[choices].size != 1)
+    /* A chunk that matches the template has the template's members, so with
+     * no "event" member here (rule 4) it has none either. */
+    if (ev->ndata != 1 || ev->nother != 0 || learned || x->ncuts > 0 || j->tok[choices].size != 1)
         return;
     int c = choices + 1;
     int fr = cg_json_get(j, c, "finish_reason");
@@ -747,43 +769,6 @@ static void split_long_contents(cg_xform_t *x, int choices)
     }
 }
 
-static void on_json_event(cg_xform_t *x, const cg_sse_event_t *ev)
-{
-    cg_json_t *j = &x->json;
-    learn_meta(x, j);
-    bool had_cites = x->cites_set;
-    int choices = cg_json_get(j, 0, "choices");
-    if (!x->cites_set)
-        learn_cites(x, j, choices, 0);
-    bool has_choices = cg_json_type(j, choices) == JSMN_ARRAY;
-    if (has_choices && any_held(x))
-        flush_finishing(x, choices);
-    if (has_choices)
-        split_long_contents(x, choices);
-
-    cg_out_t *o = x->out;
-    cg_out_mark_t mark = out_mark(o);
-    find_cut(x, j);
-    x->changed = x->cut_end > x->cut_start;
-    if (ev->nother)
-        put_other_lines(x, ev);
-    cg__emit_str(o, "data: ");
-    x->cur = 0;
-    if (has_choices)
-        walk_choices(x, choices, "delta");
-    if (has_choices)
-        save_template(x, ev, choices, had_cites != x->cites_set);
-    if (!x->changed) {
-        out_rollback(o, &mark);
-        pass_raw(x, ev);
-        return;
-    }
-    cg__emit_data_until(x, j->len);
-    cg__emit_str(o, "\n\n");
-    x->last_raw = false;
-    x->stats.events_out++;
-}
-
 /* Parses an event's data into x->json; false when it is not a JSON object. */
 static bool parse_event(cg_xform_t *x, const cg_sse_event_t *ev)
 {
@@ -803,6 +788,78 @@ static bool parse_event(cg_xform_t *x, const cg_sse_event_t *ev)
            x->json.tok[0].type == JSMN_OBJECT;
 }
 
+/* A rewritten event: its other lines as they came, then its data on one line. */
+static void begin_rewrite(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    if (ev->nother)
+        put_other_lines(x, ev);
+    cg__emit_str(x->out, "data: ");
+    x->cur = 0;
+}
+
+static void end_rewrite(cg_xform_t *x)
+{
+    cg__emit_data_until(x, x->json.len);
+    cg__emit_str(x->out, "\n\n");
+    x->last_raw = false;
+    x->stats.events_out++;
+}
+
+static void on_json_event(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    cg_json_t *j = &x->json;
+    learn_meta(x, j);
+    bool had_cites = x->cites_set;
+    int choices = cg_json_get(j, 0, "choices");
+    if (!x->cites_set)
+        learn_cites(x, j, choices, 0);
+    bool has_choices = cg_json_type(j, choices) == JSMN_ARRAY;
+    if (has_choices && any_held(x))
+        flush_finishing(x, choices);
+    if (has_choices)
+        split_long_contents(x, choices);
+
+    cg_out_mark_t mark = out_mark(x->out);
+    x->changed = find_cuts(x, j) > 0;
+    begin_rewrite(x, ev);
+    if (has_choices)
+        walk_choices(x, choices, "delta");
+    if (has_choices)
+        save_template(x, ev, choices, had_cites != x->cites_set);
+    if (!x->changed) {
+        out_rollback(x->out, &mark);
+        pass_raw(x, ev);
+        return;
+    }
+    end_rewrite(x);
+}
+
+/* After the end of the stream nothing is rewritten any more, but an
+ * upstream "event" member still goes (rule 4: always). */
+static void on_late_event(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    if (!parse_event(x, ev) || find_cuts(x, &x->json) == 0) {
+        pass_raw(x, ev);
+        return;
+    }
+    begin_rewrite(x, ev);
+    end_rewrite(x);
+}
+
+/* A context event may need thousands of tokens, and a hostile one thousands
+ * of cuts; chunks after it need few (or none, on the template path): don't
+ * keep the peak. */
+static void trim_peaks(cg_xform_t *x)
+{
+    if (x->json.cap > 512)
+        cg_json_trim(&x->json, 128);
+    if (x->cuts_cap > 64) {
+        free(x->cuts);
+        x->cuts = NULL;
+        x->cuts_cap = 0;
+    }
+}
+
 static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
 {
     x->stats.events_in++;
@@ -811,40 +868,59 @@ static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
      * this event makes us write), and is dropped after our own line ends. */
     if (ev->lead && x->last_raw)
         put_ev(x, ev->raw.p, ev->lead);
-    if (x->ended || ev->ndata == 0) {
+    if (ev->ndata == 0) {
         pass_raw(x, ev);
-        return;
-    }
-    if (cg_span_eq(ev->data, "[DONE]")) {
+    } else if (x->ended) {
+        on_late_event(x, ev);
+    } else if (cg_span_eq(ev->data, "[DONE]")) {
         x->stats.saw_done = true;
         end_stream(x, false);
         pass_raw(x, ev);
-        return;
-    }
-    if (!x->cfg.profile->content && fast_event(x, ev))
+    } else if (!x->cfg.profile->content && fast_event(x, ev)) {
         return; /* the template fast path feeds the finder */
-    if (!parse_event(x, ev)) {
+    } else if (parse_event(x, ev)) {
+        on_json_event(x, ev);
+    } else {
         x->stats.malformed++;
         pass_raw(x, ev);
-        return;
     }
-    on_json_event(x, ev);
-    /* A context event may need thousands of tokens; chunks after it need
-     * few (or none, on the template path): don't keep the peak. */
-    if (x->json.cap > 512)
-        cg_json_trim(&x->json, 128);
+    trim_peaks(x);
 }
 
-/* Upstream sent an event larger than max_event: from here on, bytes go
- * through unchanged (held content first, so nothing is reordered). */
-static void go_passthrough(cg_xform_t *x, const char *in, size_t len)
+/*
+ * SPEC §6 rule 6: an event over max_event goes out unchanged, as it
+ * streams in, and the events around it as usual. Bytes held back from
+ * earlier events go first, in a chunk of our own (nothing is reordered,
+ * and the held bytes cannot wait: the big event may carry that choice's
+ * content). Its bytes taken so far are pending in the tokenizer; the rest
+ * comes as pieces (oversized_piece).
+ */
+static void begin_oversized(cg_xform_t *x)
 {
-    x->stats.passthrough = true;
+    cg_span_t pending = cg_sse_pending(&x->sse);
+    uint8_t lead = x->sse.lead; /* see on_event; with none pending, the first piece's */
+    x->stats.events_in++;
+    x->stats.events_out++;
+    x->stats.oversized++;
+    if (lead && x->last_raw)
+        cg__emit_str(x->out, "\n");
     if (!x->ended)
         flush_all(x);
-    cg_span_t pending = cg_sse_pending(&x->sse);
-    cg__emit_copy(x->out, pending.p, pending.n);
-    cg__emit_span(x->out, in, len);
+    /* The next chunk is parsed in full: the template is the last parsed
+     * chunk's, and that is no longer the previous event. */
+    x->tpl_valid = false;
+    if (pending.n > lead) {
+        cg__emit_copy(x->out, pending.p + lead, pending.n - lead);
+        x->last_raw = true;
+    }
+}
+
+static void oversized_piece(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    if (ev->raw.n > ev->lead) {
+        put_ev(x, ev->raw.p + ev->lead, ev->raw.n - ev->lead);
+        x->last_raw = true;
+    }
 }
 
 /* A profile that holds the stream gets it whole at its end, up to max_event
@@ -938,12 +1014,15 @@ int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
         ssize_t r = cg_sse_feed(&x->sse, in + pos, len - pos, &ev);
         if (r == CG_SSE_AGAIN)
             break;
-        if (r < 0) {
-            go_passthrough(x, in + pos, len - pos);
-            break;
+        if (r == CG_SSE_E_TOOBIG) {
+            begin_oversized(x); /* nothing taken: the pieces come next */
+            continue;
         }
         x->ev_stable = ev.raw.p >= in && ev.raw.p + ev.raw.n <= in + len;
-        on_event(x, &ev);
+        if (ev.oversized)
+            oversized_piece(x, &ev);
+        else
+            on_event(x, &ev);
         pos += (size_t)r;
     }
     out_end(out);
@@ -962,6 +1041,10 @@ int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
     if (p->holds_stream && !x->stats.passthrough && !x->ended)
         replay_held(x);
     if (p->transforms && !x->stats.passthrough && !x->ended) {
+        /* The upstream ended inside an oversized event, whose bytes went out
+         * already: end it, so that what we write stands apart. */
+        if (x->sse.oversized)
+            cg__emit_str(out, x->sse.bol && !x->sse.cr ? "\n" : "\n\n");
         if (x->stats.saw_finish) {
             end_stream(x, true);
         } else {
@@ -1016,13 +1099,12 @@ int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
     learn_meta(x, j);
     int choices = cg_json_get(j, 0, "choices");
     learn_cites(x, j, choices, 1);
-    find_cut(x, j);
+    int members = j->tok[0].size - find_cuts(x, j); /* rule 4: the same injection */
     x->cur = 0;
     if (cg_json_type(j, choices) == JSMN_ARRAY)
         walk_choices(x, choices, "message");
     /* Additions go just before the root object's closing brace. */
     cg__emit_data_until(x, cg_json_end(j, 0) - 1);
-    int members = j->tok[0].size - (x->cut_end > x->cut_start ? 1 : 0);
     if (p->body_end)
         p->body_end(x, members > 0);
     cg__emit_data_until(x, len);

@@ -22,6 +22,11 @@ typedef struct cg_choice {
     void *state; /* the profile's choice_size bytes, or NULL */
 } cg_choice_t;
 
+/* Data bytes [start, end) that a rewritten event or body leaves out. */
+typedef struct cg_cut {
+    size_t start, end;
+} cg_cut_t;
+
 /* A distinct reference: (form << 16 | N), and how often it was seen. */
 typedef struct cg_refrec {
     uint32_t code;
@@ -63,7 +68,9 @@ struct cg_xform {
     cg_choice_t *cur_ch;        /* the choice whose content is being written */
     void (*put)(cg_xform_t *x, const char *p, size_t n); /* data bytes out */
     size_t cur;                 /* next data byte to copy */
-    size_t cut_start, cut_end;  /* data bytes of the removed "event" member */
+    cg_cut_t *cuts;             /* removed upstream "event" members, in data order */
+    size_t ncuts, cuts_cap;
+    size_t next_cut;            /* the first cut that the output has not passed */
     bool changed;               /* this event's data must be rewritten */
     bool ev_stable;             /* the event lies in the caller's input */
     bool data_stable;           /* data is a span of the event (one data line) */

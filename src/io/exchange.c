@@ -681,6 +681,7 @@ static void account(cg_exchange_t *ex)
         cg_metrics->sse_in += s->events_in;
         cg_metrics->sse_out += s->events_out;
         cg_metrics->sse_malformed += s->malformed;
+        cg_metrics->sse_oversized += s->oversized;
         cg_metrics->refs_linked += s->refs_linked;
         cg_metrics->refs_unlinked += s->refs_unlinked;
         cg_metrics->refs_out_of_range += s->refs_out_of_range;

@@ -1,7 +1,8 @@
 /*
- * Property tests of SPEC §6 Fidelity: every fixture, split at every byte
- * boundary and in random multi-split patterns, gives the same client view;
- * and randomly generated answers, split anywhere, give exactly
+ * Property tests of SPEC §6 Fidelity: every fixture, and streams full of
+ * upstream "event" members (rule 4) and oversized events (rule 6), split at
+ * every byte boundary and in random multi-split patterns, give the same
+ * client view; and randomly generated answers, split anywhere, give exactly
  * rewrite(concatenated upstream content), checked by an independent oracle.
  */
 #include <setjmp.h>
@@ -58,49 +59,116 @@ static uint32_t rnd(void)
     return (uint32_t)(rng >> 16);
 }
 
-/* Fidelity 5, and 3 for the events that carry no content: each such upstream
- * event appears in the output byte for byte. */
-static void check_output_shape(const char *in, size_t n, const cg_buf_t *out, const char *name)
+/* Does SSE event ev (with its blank line) carry a top-level member whose
+ * name is "event" once unescaped? */
+static bool has_event_member(const char *ev, size_t n)
 {
-    view_t v;
-    view_of_stream(&v, out->p, out->len);
-    if (v.max_line > 65536)
-        fail_msg("%s: line of %zu bytes", name, v.max_line);
-    view_free(&v);
-    for (const char *p = in; p < in + n;) {
-        const char *end = strstr(p, "\n\n");
-        const char *crend = strstr(p, "\r\n\r\n");
+    cg_buf_t data = {0};
+    for (const char *p = ev, *end = ev + n; p < end;) {
+        const char *e = p;
+        while (e < end && *e != '\r' && *e != '\n')
+            e++;
+        if (e - p >= 5 && memcmp(p, "data:", 5) == 0) {
+            const char *v = p + 5 + (e - p > 5 && p[5] == ' ');
+            if (data.len)
+                cg_buf_putc(&data, '\n');
+            cg_buf_put(&data, v, (size_t)(e - v));
+        }
+        p = e + (e < end && *e == '\r' && e + 1 < end && e[1] == '\n' ? 2 : 1);
+    }
+    cg_json_t j;
+    cg_json_init(&j, 1u << 20);
+    bool named = false;
+    if (data.len && cg_json_parse(&j, data.p, data.len) == CG_JSON_OK &&
+        j.tok[0].type == JSMN_OBJECT) {
+        for (int k = 0, key = 1; k < j.tok[0].size && !named;
+             k++, key = cg_json_skip(&j, key + 1)) {
+            cg_span_t raw = cg_json_raw(&j, key);
+            char name[64];
+            named = raw.n < sizeof(name) && cg_json_unescape(raw.p, raw.n, name) == 5 &&
+                    memcmp(name, "event", 5) == 0;
+        }
+    }
+    cg_json_free(&j);
+    cg_buf_free(&data);
+    return named;
+}
+
+/* Calls fn for every complete event of s[0..n) (LF or CRLF line ends). */
+static void each_event(const char *s, size_t n, void (*fn)(const char *ev, size_t len, void *arg),
+                       void *arg)
+{
+    for (const char *p = s; p < s + n;) {
+        const char *end = memmem(p, (size_t)(s + n - p), "\n\n", 2);
+        const char *crend = memmem(p, (size_t)(s + n - p), "\r\n\r\n", 4);
         if (crend && (!end || crend < end))
             end = crend + 2;
         if (end == NULL)
             break;
-        size_t len = (size_t)(end + 2 - p);
-        char *ev = cg_xstrndup(p, len);
-        bool content = strstr(ev, "\"content\":\"") != NULL && strstr(ev, "\"delta\"") != NULL;
-        bool named = strstr(ev, "\"event\"") != NULL;
-        if (!content && !named && !memmem(out->p, out->len, ev, len))
-            fail_msg("%s: event not forwarded byte for byte: %s", name, ev);
-        free(ev);
+        fn(p, (size_t)(end + 2 - p), arg);
         p = end + 2;
     }
 }
 
-static void run_fixture(size_t f, const char *profile, bool every_byte)
-{
-    size_t bn, rn;
-    char *body = fixture(fixtures[f].body, &bn);
-    char *rbody = fixture(fixtures[f].request, &rn);
-    cg_cite_opts_t o = {8192, true};
-    cg_request_t req;
-    assert_int_equal(cg_request_parse(&req, rbody, rn, &o), 0);
-    cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg, profile_named(profile));
+typedef struct shape {
+    const char *name;
+    const cg_buf_t *out;
+    size_t max_event;
+    bool passthrough; /* structured over max_event: the stream goes through whole */
+} shape_t;
 
+/* Fidelity 3: an upstream event that carries no content appears in the
+ * output byte for byte (unless it loses an "event" member). */
+static void check_forwarded(const char *ev, size_t len, void *arg)
+{
+    const shape_t *sh = arg;
+    bool content = memmem(ev, len, "\"content\":\"", 11) && memmem(ev, len, "\"delta\"", 7);
+    if (!content && !has_event_member(ev, len) && !memmem(sh->out->p, sh->out->len, ev, len))
+        fail_msg("%s: event not forwarded byte for byte: %.*s", sh->name, (int)len, ev);
+}
+
+/* Rule 4: an output event keeps an "event" member only when it is an
+ * oversized upstream event (rule 6) or openwebui's own source event (the
+ * test inputs' upstream ones are all "evil"). */
+static void check_no_event_member(const char *ev, size_t len, void *arg)
+{
+    const shape_t *sh = arg;
+    if (sh->passthrough || len - 1 > sh->max_event || !has_event_member(ev, len))
+        return;
+    if (memmem(ev, len, "\"choices\":[],\"event\":{\"type\":\"source\"", 37) &&
+        !memmem(ev, len, "evil", 4))
+        return;
+    fail_msg("%s: an upstream event member survived: %.*s", sh->name, (int)(len > 300 ? 300 : len),
+             ev);
+}
+
+/* Fidelity 5, 3 and 4 on one output. */
+static void check_output_shape(const char *in, size_t n, const cg_buf_t *out, const shape_t *sh)
+{
+    view_t v;
+    view_of_stream(&v, out->p, out->len);
+    if (v.max_line > 65536)
+        fail_msg("%s: line of %zu bytes", sh->name, v.max_line);
+    view_free(&v);
+    each_event(in, n, check_forwarded, (void *)sh);
+    each_event(out->p, out->len, check_no_event_member, (void *)sh);
+}
+
+/* Runs one stream through cfg whole, then split at every byte boundary (or
+ * in 300 random multi-split patterns): the same client view, and the
+ * shape checks on every output. */
+static void run_case(const char *name, const char *body, size_t bn, const cg_request_t *req,
+                     const cg_xform_cfg_t *cfg, bool every_byte)
+{
     cg_buf_t whole = {0}, out = {0};
-    run_stream(&cfg, &req, body, bn, NULL, 0, &whole);
+    run_stream(cfg, req, body, bn, NULL, 0, &whole);
     view_t want;
     view_of_stream(&want, whole.p, whole.len);
-    check_output_shape(body, bn, &whole, fixtures[f].body);
+    /* profile structured holds at most max_event bytes, then lets all through */
+    bool passthrough = cfg->profile->holds_stream && bn > cfg->max_event;
+    shape_t sh = {name, &whole, cfg->max_event, passthrough};
+    check_output_shape(body, bn, &whole, &sh);
+    sh.out = &out;
 
     char why[8192];
     size_t patterns = every_byte ? bn : 300;
@@ -116,18 +184,31 @@ static void run_fixture(size_t f, const char *profile, bool every_byte)
             for (size_t i = 0; i < nsizes; i++)
                 sizes[i] = 1 + rnd() % (rnd() % 2 ? 8 : 300);
         }
-        run_stream(&cfg, &req, body, bn, sizes, nsizes, &out);
+        run_stream(cfg, req, body, bn, sizes, nsizes, &out);
         view_t got;
         view_of_stream(&got, out.p, out.len);
         if (!view_equal(&want, &got, why, sizeof(why)))
-            fail_msg("%s/%s split %zu (%s): %s", fixtures[f].body, profile, k,
+            fail_msg("%s/%s split %zu (%s): %s", name, cfg->profile->name, k,
                      every_byte ? "byte" : "random", why);
-        check_output_shape(body, bn, &out, fixtures[f].body);
+        check_output_shape(body, bn, &out, &sh);
         view_free(&got);
     }
     view_free(&want);
     cg_buf_free(&whole);
     cg_buf_free(&out);
+}
+
+static void run_fixture(size_t f, const char *profile, bool every_byte)
+{
+    size_t bn, rn;
+    char *body = fixture(fixtures[f].body, &bn);
+    char *rbody = fixture(fixtures[f].request, &rn);
+    cg_cite_opts_t o = {8192, true};
+    cg_request_t req;
+    assert_int_equal(cg_request_parse(&req, rbody, rn, &o), 0);
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named(profile));
+    run_case(fixtures[f].body, body, bn, &req, &cfg, every_byte);
     cg_request_free(&req);
     free(body);
     free(rbody);
@@ -147,6 +228,119 @@ static void test_random_splits(void **state)
     for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++)
         for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++)
             run_fixture(f, profiles[p], false);
+}
+
+/* --- rules 4 and 6 under every split ----------------------------------------- */
+
+#define SPLIT_MAX_EVENT 4096
+
+/* A content chunk of choice 0 with `text`, `pad` bytes of padding after it,
+ * and the members `extra` (each with a comma before it). */
+static void chunk(cg_buf_t *b, const char *extra_before, const char *text, size_t pad,
+                  const char *extra, const char *eol)
+{
+    cg_buf_printf(b, "data: {\"id\":\"s1\",%s\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s",
+                  extra_before, text);
+    for (size_t i = 0; i < pad; i++)
+        cg_buf_putc(b, (char)('a' + i % 26));
+    cg_buf_printf(b, "\"}}]%s}%s%s", extra, eol, eol);
+}
+
+/*
+ * Upstream "event" members in every spelling and position: duplicates,
+ * escaped names, on chunks with and without content, on chunks that would
+ * otherwise follow the template path, after [DONE]. With `big`, also an
+ * oversized chunk (over SPLIT_MAX_EVENT, with an "event" member of its own)
+ * between two halves of a reference, and an oversized comment; `truncated`
+ * ends the stream inside a third one.
+ */
+static void rules_input(cg_buf_t *b, const char *eol, bool big, bool truncated)
+{
+    static const char *const evil = "{\"type\":\"source\",\"data\":{\"source\":{\"id\":\"evil\"}}}";
+    cg_buf_printf(b,
+                  "data: {\"id\":\"s1\",\"\\u0065vent\":%s,\"choices\":[{\"index\":0,\"delta\":"
+                  "{\"role\":\"assistant\",\"context\":{\"citations\":[{\"title\":\"A\",\"url\":"
+                  "\"https://a.example/1\",\"content\":\"a\"},{\"title\":\"B\"}]}}}]}%s%s",
+                  evil, eol, eol);
+    cg_buf_t m = {0};
+    cg_buf_printf(&m, ",\"event\":%s,\"\\u0065\\u0076ent\":1", evil);
+    cg_buf_putc(&m, '\0');
+    chunk(b, "", "one [doc1] ", 0, "", eol);
+    chunk(b, "", "two ", 0, "", eol);
+    chunk(b, "\"event\":1,", "three [do", 0, m.p, eol); /* the template's shape, plus members */
+    chunk(b, "\"event\":1,", "c2] four ", 0, m.p, eol);
+    chunk(b, "", "five ", 0, "", eol);
+    cg_buf_printf(b, "data: {\"ev\\u0065nt\":%s,\"choices\":[]}%s%s", evil, eol, eol);
+    cg_buf_printf(b, ": keep-alive%s%s", eol, eol);
+    chunk(b, "", "six [doc", 0, "", eol);
+    if (big) {
+        chunk(b, "", "BIG [doc1] ", SPLIT_MAX_EVENT, m.p, eol);
+        chunk(b, "", "1] seven [doc1] ", 0, m.p, eol);
+        cg_buf_printf(b, ": %0*d%s%s", SPLIT_MAX_EVENT, 0, eol, eol);
+    }
+    chunk(b, "", "eight [d", 0, "", eol);
+    if (truncated) {
+        chunk(b, "", "CUT ", SPLIT_MAX_EVENT, "", eol);
+        b->len -= 5; /* never ends */
+    } else {
+        cg_buf_printf(
+            b,
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]%s}"
+            "%s%sdata: [DONE]%s%s",
+            m.p, eol, eol, eol, eol);
+        cg_buf_printf(b, "data: {\"\\u0065vent\":%s}%s%s", evil, eol, eol);
+    }
+    cg_buf_free(&m);
+}
+
+static void test_rules_every_byte_split(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *eol;
+        bool big, truncated;
+    } inputs[] = {
+        {"event members (LF)", "\n", false, false},
+        {"event members, oversized events (LF)", "\n", true, false},
+        {"event members, oversized events (CRLF), truncated", "\r\n", true, true},
+    };
+    static const char *const all[] = {"openwebui", "openai", "webchat", "structured"};
+    for (size_t i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++) {
+        cg_buf_t in = {0};
+        rules_input(&in, inputs[i].eol, inputs[i].big, inputs[i].truncated);
+        for (size_t p = 0; p < sizeof(all) / sizeof(all[0]); p++) {
+            cg_xform_cfg_t cfg;
+            cg_xform_cfg_default(&cfg, profile_named(all[p]));
+            cfg.max_event = SPLIT_MAX_EVENT;
+            run_case(inputs[i].name, in.p, in.len, NULL, &cfg, true);
+        }
+        /* What the client reads: references linked around the oversized
+         * chunk (kept as it came), none across it. */
+        cg_xform_cfg_t cfg;
+        cg_xform_cfg_default(&cfg, profile_named("openwebui"));
+        cfg.max_event = SPLIT_MAX_EVENT;
+        cg_buf_t out = {0};
+        run_stream(&cfg, NULL, in.p, in.len, NULL, 0, &out);
+        view_t v;
+        view_of_stream(&v, out.p, out.len);
+        cg_buf_putc(&v.content[0], '\0');
+        const char *head = "one [[doc1]](https://a.example/1) two three [doc2] four five six [doc";
+        assert_int_equal(strncmp(v.content[0].p, head, strlen(head)), 0);
+        const char *rest = v.content[0].p + strlen(head);
+        if (inputs[i].big) {
+            assert_int_equal(strncmp(rest, "BIG [doc1] abc", 14), 0);
+            rest = strstr(rest, "1] seven");
+            assert_non_null(rest);
+            const char *tail = "1] seven [[doc1]](https://a.example/1) eight [d";
+            assert_int_equal(strncmp(rest, tail, strlen(tail)), 0);
+        } else {
+            assert_string_equal(rest, "eight [d");
+        }
+        assert_int_equal(v.ends_error, inputs[i].truncated);
+        view_free(&v);
+        cg_buf_free(&out);
+        cg_buf_free(&in);
+    }
 }
 
 /* --- generated answers against an oracle ---------------------------------- */
@@ -315,6 +509,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_byte_split),
         cmocka_unit_test(test_random_splits),
+        cmocka_unit_test(test_rules_every_byte_split),
         cmocka_unit_test(test_generated_against_oracle),
         cmocka_unit_test(test_only_prefixes_held),
     };

@@ -1,8 +1,8 @@
 /*
  * Unit tests of the incremental SSE tokenizer (include/citegate/sse.h,
  * SPEC §6): line ends, fields, the `lead` byte of a CRLF split across reads,
- * the return contract, zero copy, the event cap, and split invariance on
- * every fixture.
+ * the return contract, zero copy, the event cap and oversized events, and
+ * split invariance on every fixture.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -842,20 +842,217 @@ static void test_cap_exact(void **state)
     cg_sse_free(&p);
 }
 
-static void test_toobig_sticky(void **state)
+/* After TOOBIG the event comes out in pieces, nothing of it kept, and the
+ * events after it as usual. */
+static void test_oversized_pieces(void **state)
 {
     (void)state;
     cg_sse_t p;
     cg_sse_event_t ev;
     cg_sse_init(&p, 16);
     assert_int_equal(feed_str(&p, "data: 01", &ev), CG_SSE_AGAIN);
-    assert_int_equal(feed_str(&p, "23456789abcdef", &ev), CG_SSE_E_TOOBIG);
+    static const char in[] = "23456789abcdef\n\ndata: a\n\n";
+    size_t len = sizeof(in) - 1;
+    assert_int_equal(cg_sse_feed(&p, in, len, &ev), CG_SSE_E_TOOBIG);
     ASSERT_SPAN(cg_sse_pending(&p), "data: 01");
-    /* every later call fails the same way, consuming nothing */
-    assert_int_equal(feed_str(&p, "\n\n", &ev), CG_SSE_E_TOOBIG);
-    assert_int_equal(feed_str(&p, "data: a\n\n", &ev), CG_SSE_E_TOOBIG);
-    assert_int_equal(cg_sse_feed(&p, "", 0, &ev), CG_SSE_E_TOOBIG);
-    ASSERT_SPAN(cg_sse_pending(&p), "data: 01");
+    assert_int_equal(p.lead, 0);
+    /* the rest of that event, as a span of the input */
+    assert_int_equal(cg_sse_feed(&p, in, len, &ev), 16);
+    assert_true(ev.oversized);
+    assert_ptr_equal(ev.raw.p, in);
+    ASSERT_SPAN(ev.raw, "23456789abcdef\n\n");
+    assert_int_equal(ev.ndata, 0);
+    assert_int_equal(ev.data.n, 0);
+    assert_int_equal(cg_sse_pending(&p).n, 0);
+    assert_int_equal(p.buf.len, 0);
+    /* then a normal event */
+    assert_int_equal(cg_sse_feed(&p, in + 16, len - 16, &ev), 9);
+    assert_false(ev.oversized);
+    ASSERT_SPAN(ev.data, "a");
+    assert_int_equal(cg_sse_feed(&p, "", 0, &ev), CG_SSE_AGAIN);
+    cg_sse_free(&p);
+}
+
+/* An oversized event over many reads: every byte goes out once, in order,
+ * and the tokenizer buffers none of it. */
+static void test_oversized_straddles_reads(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0};
+    cg_buf_puts(&in, "data: x\n\nid: 1\n");
+    for (int i = 0; i < 40; i++)
+        cg_buf_puts(&in, "data: 0123456789\r\n");
+    cg_buf_puts(&in, ": end\r\n\r\ndata: y\r\n\r\n");
+    size_t big_from = 9, big_to = in.len - 11;
+    for (size_t step = 1; step <= 13; step++) {
+        cg_sse_t p;
+        cg_sse_init(&p, 64);
+        cg_buf_t big = {0};
+        size_t events = 0, toobig = 0;
+        for (size_t off = 0; off < in.len; off += step) {
+            size_t n = step < in.len - off ? step : in.len - off, pos = 0;
+            while (pos < n) {
+                cg_sse_event_t ev;
+                ssize_t r = cg_sse_feed(&p, in.p + off + pos, n - pos, &ev);
+                if (r == CG_SSE_AGAIN)
+                    break;
+                if (r == CG_SSE_E_TOOBIG) {
+                    toobig++;
+                    cg_span_t pend = cg_sse_pending(&p);
+                    cg_buf_put(&big, pend.p, pend.n);
+                    continue;
+                }
+                if (ev.oversized) {
+                    cg_buf_put(&big, ev.raw.p, ev.raw.n);
+                    assert_int_equal(p.buf.len, 0);
+                } else {
+                    /* "data: y" may start with the LF that ends the big one */
+                    cg_buf_put(&big, ev.raw.p, ev.lead);
+                    events++;
+                }
+                pos += (size_t)r;
+            }
+        }
+        assert_int_equal(toobig, 1);
+        assert_int_equal(events, 2); /* "data: x" and "data: y" */
+        assert_int_equal(big.len, big_to - big_from);
+        assert_memory_equal(big.p, in.p + big_from, big.len);
+        assert_true(p.buf.cap <= 1024);
+        cg_buf_free(&big);
+        cg_sse_free(&p);
+    }
+    cg_buf_free(&in);
+}
+
+/*
+ * Everything the tokenizer hands out for in[0..len), fed in reads that end at
+ * `cuts`: events as "E:" + raw, oversized events as "O:" + their bytes,
+ * unfinished ones as "P:" + pending, items separated by "|", each lead LF
+ * given back to the item before it. The same for every split, or a read
+ * boundary shows.
+ */
+static char *describe(size_t cap, const char *in, size_t len, const size_t *cuts, size_t ncuts)
+{
+    cg_sse_t p;
+    cg_sse_init(&p, cap);
+    cg_buf_t d = {0};
+    bool big_open = false; /* an oversized event's item is still to be opened */
+    for (size_t c = 0, at = 0; c <= ncuts; c++) {
+        size_t end = c < ncuts ? cuts[c] : len, pos = 0;
+        while (pos < end - at) {
+            cg_sse_event_t ev;
+            ssize_t r = cg_sse_feed(&p, in + at + pos, end - at - pos, &ev);
+            if (r == CG_SSE_AGAIN)
+                break;
+            if (r == CG_SSE_E_TOOBIG) {
+                cg_span_t pend = cg_sse_pending(&p);
+                big_open = pend.n == 0;
+                if (pend.n) {
+                    cg_buf_put(&d, "\n", p.lead);
+                    cg_buf_puts(&d, "|O:");
+                    cg_buf_put(&d, pend.p + p.lead, pend.n - p.lead);
+                }
+                continue;
+            }
+            cg_buf_put(&d, "\n", ev.lead);
+            if (!ev.oversized || big_open)
+                cg_buf_puts(&d, ev.oversized ? "|O:" : "|E:");
+            big_open = false;
+            cg_buf_put(&d, ev.raw.p + ev.lead, ev.raw.n - ev.lead);
+            pos += (size_t)r;
+        }
+        at = end;
+    }
+    cg_span_t pend = cg_sse_pending(&p);
+    if (pend.n) {
+        cg_buf_put(&d, "\n", p.lead);
+        cg_buf_puts(&d, "|P:");
+        cg_buf_put(&d, pend.p + p.lead, pend.n - p.lead);
+    }
+    cg_sse_free(&p);
+    cg_buf_putc(&d, '\0');
+    return d.p;
+}
+
+/* Whether an event is over the cap does not depend on where reads end: not
+ * at an event's exact size (cap and cap + 1 bytes, its end a CRLF that a read
+ * may cut, after an event whose CRLF a read may cut), nor with several
+ * oversized events in one stream. */
+static void test_oversized_split_invariant(void **state)
+{
+    (void)state;
+    /* Events 2, 4 and 7 have 32 bytes (a final CRLF's LF left out), event 5
+     * has 33, event 6 and the unfinished last one more. */
+    static const char in[] = "data: a\r\n\r\n"
+                             "data: 0123456789abcdefghijklm\r\n\r\n"
+                             "data: b\r\r"
+                             "data: 0123456789abcdefghijklmn\n\n"
+                             "data: 0123456789abcdefghijklmn\r\n\r\n"
+                             ": big comment 0123456789abcdefghijklmnopqrstuvwxyz\n\n"
+                             "data: 0123456789abcdefghijklmn\r\r"
+                             "data: c\n\n"
+                             "data: 0123456789abcdefghijklmnopqrstuvwxyz";
+    size_t len = sizeof(in) - 1;
+    const char *want32 = "|E:data: a\r\n\r\n|E:data: 0123456789abcdefghijklm\r\n\r\n|E:data: b\r\r"
+                         "|E:data: 0123456789abcdefghijklmn\n\n"
+                         "|O:data: 0123456789abcdefghijklmn\r\n\r\n"
+                         "|O:: big comment 0123456789abcdefghijklmnopqrstuvwxyz\n\n"
+                         "|E:data: 0123456789abcdefghijklmn\r\r|E:data: c\n\n"
+                         "|O:data: 0123456789abcdefghijklmnopqrstuvwxyz";
+    for (size_t cap = 31; cap <= 33; cap++) {
+        char *whole = describe(cap, in, len, NULL, 0);
+        if (cap == 32)
+            assert_string_equal(whole, want32);
+        /* one more byte of room lets event 5 through, one less stops 2, 4, 7 */
+        size_t big = 0;
+        for (const char *o = whole; (o = strstr(o, "|O:")) != NULL; o++)
+            big++;
+        assert_int_equal(big, cap == 31 ? 6 : cap == 32 ? 3 : 2);
+        for (size_t k = 1; k < len; k++) {
+            size_t c2 = k + 1 < len ? k + 1 : k, c3 = k + 7 < len ? k + 7 : c2;
+            size_t cuts[3] = {k, c2, c3};
+            for (size_t n = 1; n <= 3; n++) {
+                char *split = describe(cap, in, len, cuts, n);
+                if (strcmp(split, whole) != 0)
+                    fail_msg("cap %zu, cut at %zu (%zu cuts):\n%s\nwhole:\n%s", cap, k, n, split,
+                             whole);
+                free(split);
+            }
+        }
+        free(whole);
+    }
+}
+
+/* An oversized event whose first byte is the LF of the previous event's
+ * CRLF: TOOBIG says so (lead), and the first piece reports it too. */
+static void test_oversized_lead(void **state)
+{
+    (void)state;
+    cg_sse_t p;
+    cg_sse_event_t ev;
+    cg_sse_init(&p, 16);
+    assert_int_equal(feed_str(&p, "data: a\r\n\r", &ev), 10);
+    static const char in[] = "\ndata: 0123456789abcdef\r\n\r\n";
+    size_t len = sizeof(in) - 1;
+    assert_int_equal(cg_sse_feed(&p, in, len, &ev), CG_SSE_E_TOOBIG);
+    assert_int_equal(cg_sse_pending(&p).n, 0);
+    assert_int_equal(p.lead, 1);
+    assert_int_equal(cg_sse_feed(&p, in, len, &ev), (ssize_t)len);
+    assert_true(ev.oversized);
+    assert_int_equal(ev.lead, 1);
+    ASSERT_SPAN(ev.raw, "\ndata: 0123456789abcdef\r\n\r\n");
+    cg_sse_free(&p);
+
+    /* the same with the event's start buffered: the lead is pending */
+    cg_sse_init(&p, 16);
+    assert_int_equal(feed_str(&p, "data: a\r\n\r", &ev), 10);
+    assert_int_equal(feed_str(&p, "\ndata: 01", &ev), CG_SSE_AGAIN);
+    assert_int_equal(feed_str(&p, "23456789abcdef\n\n", &ev), CG_SSE_E_TOOBIG);
+    ASSERT_SPAN(cg_sse_pending(&p), "\ndata: 01");
+    assert_int_equal(p.lead, 1);
+    assert_int_equal(feed_str(&p, "23456789abcdef\n\n", &ev), 16);
+    assert_true(ev.oversized);
+    assert_int_equal(ev.lead, 0);
     cg_sse_free(&p);
 }
 
@@ -1055,7 +1252,10 @@ int main(void)
         cmocka_unit_test(test_pending_empty_after_event),
         cmocka_unit_test(test_zero_copy),
         cmocka_unit_test(test_cap_exact),
-        cmocka_unit_test(test_toobig_sticky),
+        cmocka_unit_test(test_oversized_pieces),
+        cmocka_unit_test(test_oversized_straddles_reads),
+        cmocka_unit_test(test_oversized_split_invariant),
+        cmocka_unit_test(test_oversized_lead),
         cmocka_unit_test(test_cap_before_wait),
         cmocka_unit_test(test_toobig_consumes_nothing_after_line_end),
         cmocka_unit_test(test_toobig_consumes_nothing_after_split_crlf),

@@ -7,6 +7,7 @@
 
 #include "citegate/json.h"
 #include "citegate/xform.h"
+#include "core/xform_int.h"
 #include "profiles.h"
 #include "view.h"
 
@@ -178,21 +179,137 @@ static void test_multiline_data_becomes_one_line(void **state)
     free(out);
 }
 
+/* --- rule 4: upstream "event" members ----------------------------------------- */
+
+/* Runs s through profile `profile` in one read. */
+static char *xf_profile(const char *s, const char *profile)
+{
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named(profile));
+    cg_buf_t out = {0};
+    run_stream(&cfg, NULL, s, strlen(s), NULL, 0, &out);
+    cg_buf_putc(&out, '\0');
+    return out.p;
+}
+
+static const char *const TRANSFORMING[] = {"openwebui", "openai", "webchat", "structured"};
+
+/* Each case: one upstream event and the event every transforming profile
+ * makes of it (the start of the output). */
 static void test_event_key_removed(void **state)
 {
     (void)state;
     const char *cases[][2] = {
-        {"data: {\"event\":{\"type\":\"status\"},\"choices\":[]}\n\n", "data: {\"choices\":[]}\n\n"},
+        {"data: {\"event\":{\"type\":\"status\"},\"choices\":[]}\n\n",
+         "data: {\"choices\":[]}\n\n"},
         {"data: {\"a\":1,\"event\":\"x\",\"b\":2}\n\n", "data: {\"a\":1,\"b\":2}\n\n"},
         {"data: {\"a\":1 , \"event\" : [1,{}] }\n\n", "data: {\"a\":1 }\n\n"},
         {"data: {\"event\":null}\n\n", "data: {}\n\n"},
+        /* escaped spellings */
+        {"data: {\"\\u0065vent\":1,\"a\":2}\n\n", "data: {\"a\":2}\n\n"},
+        {"data: {\"a\":2,\"\\u0065\\u0076ent\":1}\n\n", "data: {\"a\":2}\n\n"},
+        {"data: {\"\\u0065\\u0076\\u0065\\u006e\\u0074\":1}\n\n", "data: {}\n\n"},
+        {"data: {\"ev\\u0065nt\":1,\"a\":{\"event\":2}}\n\n", "data: {\"a\":{\"event\":2}}\n\n"},
+        {"data: {\"even\\u0074\":1,\"\\u0045vent\":2}\n\n", "data: {\"\\u0045vent\":2}\n\n"},
+        /* duplicates, in every position */
+        {"data: {\"event\":1,\"a\":2,\"event\":3}\n\n", "data: {\"a\":2}\n\n"},
+        {"data: {\"a\":1,\"event\":1,\"event\":2}\n\n", "data: {\"a\":1}\n\n"},
+        {"data: {\"event\":1,\"\\u0065vent\":2}\n\n", "data: {}\n\n"},
+        {"data: {\"event\":1,\"a\":1,\"event\":2,\"b\":2,\"event\":3,\"\\u0065vent\":4}\n\n",
+         "data: {\"a\":1,\"b\":2}\n\n"},
+        {"data: { \"event\" : 1 , \"event\" : 2 , \"a\" : 3 }\n\n", "data: { \"a\" : 3 }\n\n"},
+        /* other SSE fields stay, several data lines become one */
+        {"event: message\nid: 7\ndata: {\"\\u0065vent\":1,\ndata: \"a\":2}\n\n",
+         "event: message\nid: 7\ndata: {\"a\":2}\n\n"},
+        /* names that are not "event" once unescaped */
+        {"data: {\"Event\":1,\"events\":2,\"\\u0000event\":3,\"eventx\":4}\n\n",
+         "data: {\"Event\":1,\"events\":2,\"\\u0000event\":3,\"eventx\":4}\n\n"},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char *out = xf(cases[i][0], NULL);
-        if (strncmp(out, cases[i][1], strlen(cases[i][1])) != 0)
-            fail_msg("in %s\nwant %s\ngot %s", cases[i][0], cases[i][1], out);
-        free(out);
+    for (size_t p = 0; p < sizeof(TRANSFORMING) / sizeof(TRANSFORMING[0]); p++) {
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            char *out = xf_profile(cases[i][0], TRANSFORMING[p]);
+            if (strncmp(out, cases[i][1], strlen(cases[i][1])) != 0)
+                fail_msg("%s: in %s\nwant %s\ngot %s", TRANSFORMING[p], cases[i][0], cases[i][1],
+                         out);
+            free(out);
+        }
     }
+}
+
+/* Events with content: the key goes, the content is rewritten as usual. */
+static void test_event_key_removed_with_content(void **state)
+{
+    (void)state;
+    char *in = with_ctx("data: {\"\\u0065vent\":{\"type\":\"source\"},\"choices\":[{\"index\":0,"
+                        "\"delta\":{\"content\":\"a [doc1]\"}}],\"event\":2}\n\n"
+                        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" b\"}}],"
+                        "\"ev\\u0065nt\":3}\n\n");
+    char *out = xf(in, NULL);
+    const char *want = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+                       "\"a [[doc1]](https://x.example/1)\"}}]}\n\n"
+                       "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" b\"}}]}\n\n";
+    if (strstr(out, want) == NULL)
+        fail_msg("got %s", out);
+    free(in);
+    free(out);
+}
+
+/*
+ * The template fast path: chunks that repeat the previous chunk's bytes
+ * around the content string skip the full parse. A chunk with an event
+ * member (in any spelling) must never become that template, or the chunks
+ * after it would keep the member.
+ */
+static void test_event_key_never_in_template(void **state)
+{
+    (void)state;
+    const char *keys[] = {"\"event\"", "\"\\u0065vent\"",
+                          "\"\\u0065\\u0076\\u0065\\u006e\\u0074\""};
+    for (size_t p = 0; p < sizeof(TRANSFORMING) / sizeof(TRANSFORMING[0]); p++) {
+        for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+            cg_buf_t in = {0};
+            cg_buf_puts(&in, CTX);
+            for (int i = 0; i < 6; i++) {
+                /* plain chunks (a template), then chunks with the key */
+                cg_buf_puts(&in, "data: {\"id\":\"c1\",");
+                if (i >= 2)
+                    cg_buf_printf(&in, "%s:{\"type\":\"status\"},", keys[k]);
+                cg_buf_printf(
+                    &in, "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"}}]}\n\n", i);
+            }
+            cg_buf_puts(&in, "data: [DONE]\n\n");
+            cg_buf_putc(&in, '\0');
+            char *out = xf_profile(in.p, TRANSFORMING[p]);
+            if (strstr(out, "status") != NULL)
+                fail_msg("%s, key %s: an event member survived:\n%s", TRANSFORMING[p], keys[k],
+                         out);
+            view_t v;
+            view_of_stream(&v, out, strlen(out));
+            cg_buf_putc(&v.content[0], '\0');
+            if (strcmp(TRANSFORMING[p], "structured") != 0)
+                assert_string_equal(v.content[0].p, "w0 w1 w2 w3 w4 w5 ");
+            view_free(&v);
+            free(out);
+            cg_buf_free(&in);
+        }
+    }
+}
+
+/* Rule 4 holds after [DONE] too: nothing is rewritten any more, but the
+ * member goes. Profile off keeps everything. */
+static void test_event_key_removed_after_done(void **state)
+{
+    (void)state;
+    const char *in = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"[doc\"}}]}\n\n"
+                     "data: [DONE]\n\n"
+                     "data: {\"\\u0065vent\":{\"type\":\"status\"},\"a\":1}\n\n"
+                     "data: {\"b\":[2]}\n\n";
+    char *out = xf(in, NULL);
+    assert_non_null(strstr(out, "data: [DONE]\n\ndata: {\"a\":1}\n\ndata: {\"b\":[2]}\n\n"));
+    free(out);
+    out = xf_profile(in, "off");
+    assert_string_equal(out, in);
+    free(out);
 }
 
 /* --- end of stream ----------------------------------------------------------- */
@@ -322,6 +439,245 @@ static void test_oversized_event_passes_through(void **state)
     cg_buf_free(&out);
 }
 
+/* --- rule 6: events over max_event ------------------------------------------ */
+
+#define SMALL_EVENT 4096
+
+/* A content chunk of choice 0: `text`, then `pad` bytes of padding. */
+static void put_chunk(cg_buf_t *b, const char *text, size_t pad, const char *eol)
+{
+    cg_buf_printf(b, "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s",
+                  text);
+    for (size_t i = 0; i < pad; i++)
+        cg_buf_putc(b, (char)('a' + i % 26));
+    cg_buf_printf(b, "\"}}],\"event\":{\"type\":\"big\"}}%s%s", eol, eol);
+}
+
+typedef struct run {
+    cg_buf_t out;
+    cg_xform_stats_t stats;
+    size_t max_buf; /* the tokenizer's largest buffer during the run */
+} run_t;
+
+/* Runs in[0..n) through profile openwebui with max_event SMALL_EVENT, in
+ * reads of `step` bytes (0: one read), then ends it. */
+static void run_small(const char *in, size_t n, size_t step, cg_end_t why, run_t *r)
+{
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
+    cfg.max_event = SMALL_EVENT;
+    cg_xform_t *x = cg_xform_new(&cfg, NULL);
+    cg_out_t out = {0};
+    memset(r, 0, sizeof(*r));
+    for (size_t off = 0; off < n;) {
+        size_t len = step && step < n - off ? step : n - off;
+        cg_xform_feed(x, in + off, len, &out);
+        for (size_t i = 0; i < out.nseg; i++)
+            cg_buf_put(&r->out, out.seg[i].p, out.seg[i].n);
+        if (x->sse.buf.cap > r->max_buf)
+            r->max_buf = x->sse.buf.cap;
+        off += len;
+    }
+    cg_xform_finish(x, why, &out);
+    for (size_t i = 0; i < out.nseg; i++)
+        cg_buf_put(&r->out, out.seg[i].p, out.seg[i].n);
+    cg_buf_putc(&r->out, '\0');
+    r->out.len--;
+    r->stats = *cg_xform_stats(x);
+    cg_out_free(&out);
+    cg_xform_free(x);
+}
+
+static size_t count(const char *s, const char *what)
+{
+    size_t n = 0;
+    for (const char *p = s; (p = strstr(p, what)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/*
+ * Rule 6: an event over max_event goes out unchanged (its "event" member
+ * too), and only it: the events before and after it are transformed. The
+ * "[doc" held back before it goes out first, in a chunk of our own, so the
+ * client's content keeps its order; the finder starts again after it.
+ * Whatever the reads, the output is the same.
+ */
+static void test_oversized_between_events(void **state)
+{
+    (void)state;
+    const char *eols[] = {"\n", "\r\n", "\r"};
+    for (size_t e = 0; e < 3; e++) {
+        cg_buf_t in = {0}, big = {0};
+        cg_buf_puts(&in, CTX);
+        put_chunk(&in, "one ", 0, eols[e]);
+        put_chunk(&in, "two ", 0, eols[e]);
+        put_chunk(&in, "see [doc", 0, eols[e]);
+        put_chunk(&big, "BIG [doc1] ", 3 * SMALL_EVENT, eols[e]);
+        cg_buf_put(&in, big.p, big.len);
+        put_chunk(&in, "1] and [doc1] ", 0, eols[e]);
+        put_chunk(&in, "end [do", 0, eols[e]);
+        cg_buf_putc(&big, '\0');
+        cg_buf_printf(&in,
+                      "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}"
+                      "%s%sdata: [DONE]%s%s",
+                      eols[e], eols[e], eols[e], eols[e]);
+        run_t whole;
+        run_small(in.p, in.len, 0, CG_END_EOF, &whole);
+        assert_int_equal(whole.stats.oversized, 1);
+        assert_false(whole.stats.passthrough);
+        /* the big event, byte for byte, right after the held "[doc" */
+        const char *at = strstr(whole.out.p, big.p);
+        assert_non_null(at);
+        const char *held = strstr(whole.out.p, "\"content\":\"[doc\"");
+        assert_non_null(held);
+        assert_true(held < at);
+        /* one "event" member left: the big event's */
+        assert_int_equal(count(whole.out.p, "\"type\":\"big\""), 1);
+        view_t v;
+        view_of_stream(&v, whole.out.p, whole.out.len);
+        cg_buf_putc(&v.content[0], '\0');
+        const char *tail = "1] and [[doc1]](https://x.example/1) end [do";
+        assert_int_equal(strncmp(v.content[0].p, "one two see [docBIG [doc1] ", 27), 0);
+        assert_string_equal(v.content[0].p + strlen(v.content[0].p) - strlen(tail), tail);
+        assert_true(v.ends_done);
+        assert_non_null(strstr(v.sources.p, "\"doc1\""));
+        view_free(&v);
+        for (size_t step = 1; step < 40; step += step < 8 ? 1 : 13) {
+            run_t split;
+            run_small(in.p, in.len, step, CG_END_EOF, &split);
+            if (strcmp(split.out.p, whole.out.p) != 0)
+                fail_msg("line ends %zu, reads of %zu: output differs", e, step);
+            assert_int_equal(split.stats.oversized, 1);
+            /* nothing of the big event is buffered */
+            assert_true(split.max_buf <= 2 * SMALL_EVENT);
+            cg_buf_free(&split.out);
+        }
+        cg_buf_free(&whole.out);
+        cg_buf_free(&in);
+        cg_buf_free(&big);
+    }
+}
+
+/* Several oversized events, one of them the first event of the stream,
+ * another a huge comment: each is counted, each goes out unchanged. */
+static void test_oversized_several(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0};
+    put_chunk(&in, "[doc1] a ", SMALL_EVENT, "\n");
+    cg_buf_puts(&in, CTX);
+    put_chunk(&in, "[doc1] b ", 0, "\n");
+    cg_buf_puts(&in, ": ");
+    for (size_t i = 0; i < SMALL_EVENT; i++)
+        cg_buf_putc(&in, 'c');
+    cg_buf_puts(&in, "\n\n");
+    put_chunk(&in, "[doc1] c ", 0, "\n");
+    put_chunk(&in, "[doc1] d ", 2 * SMALL_EVENT, "\n");
+    put_chunk(&in, "[doc1] e", 0, "\n");
+    cg_buf_puts(&in, "data: [DONE]\n\n");
+    for (size_t step = 0; step < 3000; step += 997) {
+        run_t r;
+        run_small(in.p, in.len, step, CG_END_EOF, &r);
+        assert_int_equal(r.stats.oversized, 3);
+        assert_int_equal(r.stats.refs_linked, 3);
+        view_t v;
+        view_of_stream(&v, r.out.p, r.out.len);
+        cg_buf_putc(&v.content[0], '\0');
+        assert_int_equal(count(v.content[0].p, "[[doc1]](https://x.example/1)"), 3);
+        assert_int_equal(count(v.content[0].p, "[doc1]"), 5);
+        assert_true(v.ends_done);
+        view_free(&v);
+        cg_buf_free(&r.out);
+    }
+    cg_buf_free(&in);
+}
+
+/* An event of exactly max_event bytes is transformed, one byte more goes
+ * out unchanged; a final CRLF's LF does not count (a read may cut it off). */
+static void test_oversized_edge(void **state)
+{
+    (void)state;
+    const char *eols[] = {"\n", "\r\n"};
+    for (size_t e = 0; e < 2; e++) {
+        cg_buf_t probe = {0};
+        put_chunk(&probe, "[doc1] ", 0, eols[e]);
+        size_t base = probe.len - (e == 1); /* its size: the final LF left out */
+        cg_buf_free(&probe);
+        for (size_t extra = 0; extra <= 1; extra++) {
+            cg_buf_t in = {0};
+            cg_buf_puts(&in, CTX);
+            put_chunk(&in, "[doc1] ", SMALL_EVENT - base + extra, eols[e]);
+            cg_buf_puts(&in, "data: [DONE]\n\n");
+            for (size_t step = 0; step < 100; step += 7) {
+                run_t r;
+                run_small(in.p, in.len, step, CG_END_EOF, &r);
+                assert_int_equal(r.stats.oversized, extra);
+                assert_int_equal(count(r.out.p, "\"type\":\"big\""), extra);
+                assert_int_equal(count(r.out.p, "(https://x.example/1)"), 1 - extra);
+                cg_buf_free(&r.out);
+            }
+            cg_buf_free(&in);
+        }
+    }
+}
+
+/* The upstream ends inside an oversized event: its bytes went out as they
+ * came; the event is ended, then the end of stream follows as usual. */
+static void test_oversized_truncated(void **state)
+{
+    (void)state;
+    for (int finished = 0; finished <= 1; finished++) {
+        cg_buf_t in = {0};
+        cg_buf_puts(&in, CTX);
+        if (finished)
+            cg_buf_puts(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"[doc1]\"},"
+                             "\"finish_reason\":\"stop\"}]}\n\n");
+        else
+            put_chunk(&in, "[doc1] [doc", 0, "\n");
+        size_t cut = in.len;
+        put_chunk(&in, "cut ", 2 * SMALL_EVENT, "\n");
+        in.len -= 10; /* the end of the big event never comes */
+        run_t r;
+        run_small(in.p, in.len, 100, CG_END_RESET, &r);
+        assert_int_equal(r.stats.oversized, 1);
+        /* the big event's bytes, then a line end and a blank line */
+        cg_buf_t big = {0};
+        cg_buf_put(&big, in.p + cut, in.len - cut);
+        cg_buf_puts(&big, "\n\ndata: {");
+        assert_non_null(memmem(r.out.p, r.out.len, big.p, big.len));
+        cg_buf_free(&big);
+        view_t v;
+        view_of_stream(&v, r.out.p, r.out.len);
+        assert_int_equal(v.ends_done, finished);
+        assert_int_equal(v.ends_error, !finished);
+        assert_non_null(strstr(v.sources.p, "\"doc1\""));
+        view_free(&v);
+        cg_buf_free(&r.out);
+        cg_buf_free(&in);
+    }
+}
+
+/* Profile structured holds the stream, up to max_event: a longer stream,
+ * or one with an event over it, goes through unchanged as a whole. */
+static void test_oversized_structured_passes_stream(void **state)
+{
+    (void)state;
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named("structured"));
+    cfg.max_event = SMALL_EVENT;
+    cg_buf_t in = {0}, out = {0};
+    put_chunk(&in, "{\\\"response\\\":\\\"x\\\",", 0, "\n");
+    put_chunk(&in, "\\\"citations\\\":[]}", SMALL_EVENT, "\n");
+    cg_buf_puts(&in, "data: [DONE]\n\n");
+    size_t sizes[] = {1000};
+    run_stream(&cfg, NULL, in.p, in.len, sizes, 1, &out);
+    assert_int_equal(out.len, in.len);
+    assert_memory_equal(out.p, in.p, in.len);
+    cg_buf_free(&in);
+    cg_buf_free(&out);
+}
+
 static void test_profile_off_is_identity(void **state)
 {
     (void)state;
@@ -338,13 +694,10 @@ static void test_profile_off_is_identity(void **state)
     free(body);
 }
 
-static void test_body_event_key_and_sources(void **state)
+static char *body_out(const char *profile, const char *body)
 {
-    (void)state;
-    const char *body = "{\"event\":1,\"choices\":[{\"index\":0,\"message\":{\"content\":\"[doc1]\","
-                       "\"context\":{\"citations\":[{\"url\":\"https://u.example/a\"}]}}}]}";
     cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
+    cg_xform_cfg_default(&cfg, profile_named(profile));
     cg_xform_t *x = cg_xform_new(&cfg, NULL);
     cg_out_t out = {0};
     assert_int_equal(cg_xform_body(x, body, strlen(body), &out), 0);
@@ -352,13 +705,52 @@ static void test_body_event_key_and_sources(void **state)
     for (size_t i = 0; i < out.nseg; i++)
         cg_buf_put(&b, out.seg[i].p, out.seg[i].n);
     cg_buf_putc(&b, '\0');
-    assert_null(strstr(b.p, "\"event\""));
-    assert_non_null(strstr(b.p, "\"content\":\"[[doc1]](https://u.example/a)\""));
-    assert_non_null(strstr(b.p, ",\"sources\":[{\"source\":{\"id\":\"doc1\""));
-    assert_true(json_equal(b.p, b.len - 1, b.p, b.len - 1));
-    cg_buf_free(&b);
     cg_out_free(&out);
     cg_xform_free(x);
+    return b.p;
+}
+
+static void test_body_event_key_and_sources(void **state)
+{
+    (void)state;
+    const char *body = "{\"event\":1,\"choices\":[{\"index\":0,\"message\":{\"content\":\"[doc1]\","
+                       "\"context\":{\"citations\":[{\"url\":\"https://u.example/a\"}]}}}]}";
+    char *b = body_out("openwebui", body);
+    assert_null(strstr(b, "\"event\""));
+    assert_non_null(strstr(b, "\"content\":\"[[doc1]](https://u.example/a)\""));
+    assert_non_null(strstr(b, ",\"sources\":[{\"source\":{\"id\":\"doc1\""));
+    assert_true(json_equal(b, strlen(b), b, strlen(b)));
+    free(b);
+}
+
+/* A body follows rule 4 too (the same injection, without streaming):
+ * escaped and duplicate members go, and the profile's members still join
+ * the object correctly when nothing else is left. */
+static void test_body_event_keys_removed(void **state)
+{
+    (void)state;
+    const char *cases[][2] = {
+        {"{\"\\u0065vent\":1,\"choices\":[],\"event\":2,\"ev\\u0065nt\":3}", "{\"choices\":[]"},
+        {"{\"a\":1,\"event\":1,\"b\":2,\"\\u0065\\u0076ent\":{}}", "{\"a\":1,\"b\":2"},
+        {"{\"event\":1,\"\\u0065vent\":2}", "{"},
+    };
+    /* openwebui always adds "sources"; the others add nothing without citations */
+    static const char *const added[] = {",\"sources\":[]}", "}", "}", "}"};
+    static const char *const profiles[] = {"openwebui", "openai", "webchat", "structured"};
+    for (size_t p = 0; p < 4; p++) {
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            char *b = body_out(profiles[p], cases[i][0]);
+            cg_buf_t want = {0};
+            cg_buf_puts(&want, cases[i][1]);
+            /* with no member left, the profile's own go in without a comma */
+            cg_buf_puts(&want, i == 2 && added[p][0] == ',' ? added[p] + 1 : added[p]);
+            cg_buf_putc(&want, '\0');
+            if (strcmp(b, want.p) != 0)
+                fail_msg("%s: %s\nwant %s\ngot  %s", profiles[p], cases[i][0], want.p, b);
+            cg_buf_free(&want);
+            free(b);
+        }
+    }
 }
 
 static void test_stats(void **state)
@@ -392,14 +784,23 @@ int main(void)
         cmocka_unit_test(test_rewrite_keeps_fields),
         cmocka_unit_test(test_multiline_data_becomes_one_line),
         cmocka_unit_test(test_event_key_removed),
+        cmocka_unit_test(test_event_key_removed_with_content),
+        cmocka_unit_test(test_event_key_never_in_template),
+        cmocka_unit_test(test_event_key_removed_after_done),
         cmocka_unit_test(test_done_added_after_finish),
         cmocka_unit_test(test_truncated_ends_with_error),
         cmocka_unit_test(test_held_bytes_flushed_before_finish),
         cmocka_unit_test(test_refs_before_citations),
         cmocka_unit_test(test_choices_are_independent),
         cmocka_unit_test(test_oversized_event_passes_through),
+        cmocka_unit_test(test_oversized_between_events),
+        cmocka_unit_test(test_oversized_several),
+        cmocka_unit_test(test_oversized_edge),
+        cmocka_unit_test(test_oversized_truncated),
+        cmocka_unit_test(test_oversized_structured_passes_stream),
         cmocka_unit_test(test_profile_off_is_identity),
         cmocka_unit_test(test_body_event_key_and_sources),
+        cmocka_unit_test(test_body_event_keys_removed),
         cmocka_unit_test(test_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,9 +9,13 @@
  *   - every event ends at its first blank line, and its fields (data, type,
  *     id, counts) agree with a small independent parser of its raw bytes;
  *   - spans lie in raw, or data in the join buffer;
- *   - max_event holds, TOOBIG is justified, sticky and consumes nothing;
- *   - split and whole runs yield the same events (the most valuable check:
- *     the tokenizer's whole job is to make read boundaries invisible).
+ *   - max_event holds; TOOBIG is justified and consumes nothing, and the
+ *     oversized event then comes out in pieces, each the next stream bytes,
+ *     none kept, through the blank line that ends it;
+ *   - split and whole runs yield the same events and the same oversized
+ *     events (the most valuable check: the tokenizer's whole job is to make
+ *     read boundaries invisible, and whether an event is too big is no
+ *     exception).
  */
 #include "citegate/sse.h"
 
@@ -20,6 +24,7 @@
 static const size_t caps[4] = {8, 64, 4096, 1u << 20};
 
 typedef struct evrec {
+    bool oversized;             /* handed out in pieces (no fields) */
     size_t start, end;          /* stream offsets of raw (lead included) */
     size_t data, type, id;      /* offsets into run.bytes */
     size_t ndatab, ntype, nid;  /* their lengths */
@@ -34,7 +39,8 @@ typedef struct run {
     size_t nev, evcap;
     cg_buf_t bytes;  /* data, type and id bytes of every event */
     size_t last_end; /* stream offset after the last event */
-    bool failed;
+    bool big;        /* an oversized event is coming out in pieces */
+    size_t big_end;  /* stream offset after its last piece so far */
 } run_t;
 
 /* --- Independent parser of one event's raw bytes (the oracle) --------------- */
@@ -142,26 +148,48 @@ static void check_fields(const cg_sse_t *p, const cg_sse_event_t *ev, size_t sta
     cg_buf_free(&o.data);
 }
 
-/* An event ended at stream offset `end`. */
-static void take_event(run_t *r, const cg_sse_t *p, const cg_sse_event_t *ev, size_t end)
+/* The lead is the LF of a CRLF whose CR ended the previous event. */
+static bool has_lead(const run_t *r, size_t start)
 {
-    FZ_CHECK(ev->raw.n >= 1 && ev->raw.n <= r->cap && ev->raw.n <= end);
-    size_t start = end - ev->raw.n;
-    /* Conservation: events follow each other and are the stream's bytes. */
-    FZ_CHECK(start == r->last_end);
-    FZ_CHECK(memcmp(ev->raw.p, r->in + start, ev->raw.n) == 0);
-    /* The lead is the LF of a CRLF whose CR ended the previous event. */
-    bool lead = start > 0 && r->in[start - 1] == '\r' && r->in[start] == '\n';
-    FZ_CHECK(ev->lead == lead);
-    check_fields(p, ev, start);
+    return start > 0 && r->in[start - 1] == '\r' && r->in[start] == '\n';
+}
 
+/* An event's size for the cap (see sse.h): raw[0..n) without its lead and
+ * the LF of a CRLF that ends it. */
+static size_t event_size(const char *raw, size_t n, bool lead, bool complete)
+{
+    bool crlf = complete && n >= 2 && raw[n - 2] == '\r' && raw[n - 1] == '\n';
+    return n - lead - crlf;
+}
+
+static evrec_t *add_rec(run_t *r, size_t start, size_t end)
+{
     if (r->nev == r->evcap) {
         r->evcap = r->evcap ? 2 * r->evcap : 16;
         r->ev = realloc(r->ev, r->evcap * sizeof(evrec_t));
         FZ_CHECK(r->ev != NULL);
     }
     evrec_t *e = &r->ev[r->nev++];
+    memset(e, 0, sizeof(*e));
     e->start = start;
+    e->end = end;
+    r->last_end = end;
+    return e;
+}
+
+/* An event ended at stream offset `end`. */
+static void take_event(run_t *r, const cg_sse_t *p, const cg_sse_event_t *ev, size_t end)
+{
+    FZ_CHECK(!ev->oversized && ev->raw.n >= 1 && ev->raw.n <= end);
+    size_t start = end - ev->raw.n;
+    /* Conservation: events follow each other and are the stream's bytes. */
+    FZ_CHECK(start == r->last_end);
+    FZ_CHECK(memcmp(ev->raw.p, r->in + start, ev->raw.n) == 0);
+    FZ_CHECK(ev->lead == has_lead(r, start));
+    FZ_CHECK(event_size(ev->raw.p, ev->raw.n, ev->lead, true) <= r->cap);
+    check_fields(p, ev, start);
+
+    evrec_t *e = add_rec(r, start, end);
     e->end = end;
     e->data = keep(r, ev->data);
     e->ndatab = ev->data.n;
@@ -172,22 +200,24 @@ static void take_event(run_t *r, const cg_sse_t *p, const cg_sse_event_t *ev, si
     e->ndata = ev->ndata;
     e->nother = ev->nother;
     e->lead = ev->lead;
-    r->last_end = end;
 }
 
-/* The pending bytes are the stream bytes after the last event, up to `to`. */
+/* The pending bytes are the stream bytes after the last event, up to `to`
+ * (none while an oversized event comes out in pieces). */
 static void check_pending(const run_t *r, const cg_sse_t *p, size_t to)
 {
     cg_span_t pend = cg_sse_pending(p);
-    FZ_CHECK(pend.n <= r->cap);
-    FZ_CHECK(pend.n == to - r->last_end);
+    FZ_CHECK(pend.n <= r->cap + 1);
+    FZ_CHECK(pend.n == (r->big ? 0 : to - r->last_end));
     FZ_CHECK(pend.n == 0 || memcmp(pend.p, r->in + r->last_end, pend.n) == 0);
 }
 
-/* Stream offset where the event starting at `start` ends (len if it does not). */
-static size_t event_end(const char *in, size_t len, size_t start)
+/* Stream offset where the event starting at `start` ends (len if it does
+ * not; *done tells which). */
+static size_t event_end(const char *in, size_t len, size_t start, bool *done)
 {
     size_t i = start;
+    *done = false;
     if (i == 0)
         i = bom_len(in, len);
     else if (i < len && in[i - 1] == '\r' && in[i] == '\n')
@@ -199,30 +229,51 @@ static size_t event_end(const char *in, size_t len, size_t start)
         if (e == len)
             return len;
         size_t next = e + fz_eol_len(in, len, e);
-        if (e == i)
+        if (e == i) {
+            *done = true;
             return next;
+        }
         i = next;
     }
     return len;
 }
 
 /* TOOBIG on the read rest in[0..n) at stream offset `at`. */
-static void on_toobig(run_t *r, cg_sse_t *p, const char *in, size_t n, size_t at)
+static void on_toobig(run_t *r, const cg_sse_t *p, size_t n, size_t at)
 {
-    r->failed = true;
+    FZ_CHECK(!r->big);
     /* Justified: the event seen so far (up to this read's end) is too big. */
-    size_t e = event_end(r->in, r->len, r->last_end);
-    size_t seen = (e < at + n ? e : at + n) - r->last_end;
-    FZ_CHECK(seen > r->cap);
+    bool done;
+    size_t start = r->last_end, e = event_end(r->in, r->len, start, &done);
+    size_t seen = e < at + n ? e : at + n;
+    bool lead = has_lead(r, start);
+    FZ_CHECK(event_size(r->in + start, seen - start, lead, done && seen == e) > r->cap);
+    FZ_CHECK(p->lead == lead);
     /* "No byte of this input was consumed": pending is what came before. */
     check_pending(r, p, at);
-    /* Sticky, and still consumes nothing. */
-    cg_sse_event_t ev;
-    cg_span_t before = cg_sse_pending(p);
-    FZ_CHECK(cg_sse_feed(p, in, n, &ev) == CG_SSE_E_TOOBIG);
-    FZ_CHECK(cg_sse_feed(p, in, 0, &ev) == CG_SSE_E_TOOBIG);
-    cg_span_t after = cg_sse_pending(p);
-    FZ_CHECK(before.p == after.p && before.n == after.n);
+    r->big = true;
+    r->big_end = at;
+}
+
+/* A piece of the oversized event, ending at stream offset `end`. */
+static void take_piece(run_t *r, const cg_sse_t *p, const cg_sse_event_t *ev, size_t end)
+{
+    FZ_CHECK(r->big && ev->raw.n >= 1 && end - ev->raw.n == r->big_end);
+    FZ_CHECK(memcmp(ev->raw.p, r->in + r->big_end, ev->raw.n) == 0);
+    /* The lead: the event's first byte, when nothing was pending. */
+    FZ_CHECK(ev->lead == (r->big_end == r->last_end && has_lead(r, r->last_end)));
+    FZ_CHECK(ev->ndata == 0 && ev->nother == 0 && ev->data.n == 0 && p->buf.len == 0);
+    r->big_end = end;
+    /* The pieces stop exactly at the event's end (its LF may be cut off). */
+    bool done;
+    size_t e = event_end(r->in, r->len, r->last_end, &done);
+    FZ_CHECK(end < e || (end == e && !done) || !p->oversized);
+    if (p->oversized)
+        return;
+    FZ_CHECK(done);
+    FZ_CHECK(end == e || (end + 1 == e && r->in[end - 1] == '\r' && r->in[end] == '\n'));
+    add_rec(r, r->last_end, end)->oversized = true;
+    r->big = false;
 }
 
 /* Feeds one read, at stream offset `off`, until every byte is consumed. */
@@ -235,12 +286,15 @@ static void feed_read(run_t *r, cg_sse_t *p, const char *in, size_t n, size_t of
         if (rc == CG_SSE_AGAIN)
             break;
         if (rc == CG_SSE_E_TOOBIG) {
-            on_toobig(r, p, in + pos, n - pos, off + pos);
-            return;
+            on_toobig(r, p, n - pos, off + pos);
+            continue;
         }
         FZ_CHECK(rc > 0 && (size_t)rc <= n - pos);
         pos += (size_t)rc;
-        take_event(r, p, &ev, off + pos);
+        if (ev.oversized)
+            take_piece(r, p, &ev, off + pos);
+        else
+            take_event(r, p, &ev, off + pos);
         if (pos == n)
             return; /* the pending bytes are checked after the next AGAIN */
     }
@@ -257,15 +311,16 @@ static void run_stream(run_t *r, const uint8_t *in, size_t len, size_t cap, fz_s
     cg_sse_t p;
     cg_sse_init(&p, cap);
     size_t off = 0;
-    while (off < len && !r->failed) {
+    while (off < len) {
         size_t n = sp ? fz_split_next(sp, len - off) : len - off;
         char *read = fz_dup(in + off, n);
         feed_read(r, &p, read, n, off);
         free(read);
         off += n;
     }
-    if (!r->failed)
-        check_pending(r, &p, len);
+    check_pending(r, &p, len);
+    if (r->big) /* the stream ended inside an oversized event */
+        add_rec(r, r->last_end, len)->oversized = true;
     cg_sse_free(&p);
 }
 
@@ -294,31 +349,20 @@ static void compare_event(const run_t *w, const evrec_t *a, const run_t *s, cons
 {
     FZ_CHECK(logical_end(w, a->end) == a->end); /* one read never cuts a CRLF */
     FZ_CHECK(logical_end(s, b->end) == a->end);
+    FZ_CHECK(a->oversized == b->oversized);
     FZ_CHECK(a->ndata == b->ndata && a->nother == b->nother);
     FZ_CHECK(a->ndatab == b->ndatab && same_bytes(w, a->data, s, b->data, a->ndatab));
     FZ_CHECK(a->ntype == b->ntype && same_bytes(w, a->type, s, b->type, a->ntype));
     FZ_CHECK(a->nid == b->nid && same_bytes(w, a->id, s, b->id, a->nid));
 }
 
-/*
- * Events must match one for one. Only max_event may tell the runs apart, at
- * its very edge: a read that cuts the CRLF ending an event moves the LF into
- * the next event (its lead), so in the split run an event may be one byte
- * shorter or longer than in the whole run. Where the runs part, the whole
- * run's event (or incomplete tail) there has max_event or max_event + 1 bytes.
- */
+/* Events, oversized ones included, must match one for one: an event's size
+ * leaves out what a read may cut off, so the cap sees no read boundary. */
 static void compare_runs(const run_t *w, const run_t *s)
 {
-    size_t n = w->nev < s->nev ? w->nev : s->nev;
-    for (size_t i = 0; i < n; i++)
+    FZ_CHECK(w->nev == s->nev);
+    for (size_t i = 0; i < w->nev; i++)
         compare_event(w, &w->ev[i], s, &s->ev[i]);
-    if (!w->failed && !s->failed)
-        FZ_CHECK(w->nev == s->nev);
-    if (w->nev == s->nev && w->failed == s->failed)
-        return;
-    size_t start = n < w->nev ? w->ev[n].start : w->last_end;
-    size_t whole_len = event_end(w->in, w->len, start) - start;
-    FZ_CHECK(whole_len == w->cap || whole_len == w->cap + 1);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

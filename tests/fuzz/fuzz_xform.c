@@ -5,7 +5,7 @@
  * body. Byte 1 picks the variant:
  *   bits 0-1: request: 0, 3 = <source> tags, 1 = none, 2 = Azure data_sources
  *   bits 2-3: reference style: 0, 3 = auto (the default), 1 = [docN], 2 = [N]
- *   bit 4:    max_event 4096 instead of 4 MiB (reaches passthrough)
+ *   bit 4:    max_event 512 instead of 4 MiB (oversized events, rule 6)
  *   bit 5:    max_doc_bytes 16 instead of 8192 (cuts snippets)
  *   bit 6:    no search scores
  *   bit 7:    another profile, picked by bits 5-6 (which then lose their
@@ -19,14 +19,17 @@
  *     and in one read; both give the same client content per choice and
  *     the same bytes (read boundaries must be invisible), and some output;
  *     JSON object events stay (valid) JSON objects for the client;
- *   - after an event larger than max_event, the rest of the input goes out
- *     unchanged, once (the output ends with the stream from that event on);
+ *   - rule 4: no top-level member whose unescaped name is "event" survives
+ *     in an output event, but those of oversized events (forwarded
+ *     unchanged) and openwebui's own source events;
+ *   - rule 6: each event over max_event (found by a splitter of our own)
+ *     goes out unchanged, once, in order, and is counted; the events
+ *     around it are still transformed (the checks above);
  *   - cg_xform_body on the same bytes: unchanged copy when it refuses, and
- *     a valid JSON object stays one.
+ *     a valid JSON object stays one, without "event" members.
  * Every read is an exact-size heap copy, freed right after its output is
  * copied, so a segment pointing into an earlier read is a use after free.
  */
-#include "citegate/sse.h"
 #include "citegate/xform.h"
 
 #include "../support/profiles.h"
@@ -76,7 +79,7 @@ static void pick_cfg(cg_xform_cfg_t *cfg, uint8_t flags)
     cg_xform_cfg_default(cfg, profile_named("openwebui"));
     cfg->style = styles[(flags >> 2) & 3];
     if (flags & 0x10)
-        cfg->max_event = 4096;
+        cfg->max_event = 512;
     if (flags & 0x80) {
         static const char *const other[4] = {"openai", "webchat", "structured", "webchat"};
         cfg->profile = profile_named(other[(flags >> 5) & 3]);
@@ -155,7 +158,46 @@ typedef struct view {
     cg_buf_t content[VIEW_N];
     size_t others;  /* events whose data is neither a JSON object nor [DONE] */
     size_t invalid; /* objects that cg_json_parse accepts but are not valid JSON */
+    size_t named;   /* top-level members whose unescaped name is "event" */
 } view_t;
+
+/* Is the escaped JSON string s[0..n) "event"? Decoded here, independently of
+ * json.c: only \uXXXX escapes can spell one of its letters. */
+static bool names_event(const char *s, size_t n)
+{
+    char name[5];
+    size_t o = 0;
+    for (size_t i = 0; i < n; o++) {
+        if (o == sizeof(name))
+            return false;
+        if (s[i] != '\\') {
+            name[o] = s[i++];
+            continue;
+        }
+        unsigned v = 0;
+        for (size_t k = 2; k < 6; k++) {
+            int h = i + k < n ? cg_hex_digit(s[i + k]) : -1;
+            if (i + 1 >= n || s[i + 1] != 'u' || h < 0)
+                return false;
+            v = v * 16 + (unsigned)h;
+        }
+        if (v >= 0x80)
+            return false;
+        name[o] = (char)v;
+        i += 6;
+    }
+    return o == sizeof(name) && memcmp(name, "event", sizeof(name)) == 0;
+}
+
+static size_t count_named(const cg_json_t *j)
+{
+    size_t named = 0;
+    for (int k = 0, key = 1; k < j->tok[0].size; k++, key = cg_json_skip(j, key + 1)) {
+        cg_span_t raw = cg_json_raw(j, key);
+        named += names_event(raw.p, raw.n);
+    }
+    return named;
+}
 
 static void view_event(view_t *v, const char *data, size_t n)
 {
@@ -165,6 +207,7 @@ static void view_event(view_t *v, const char *data, size_t n)
     v->others += !object && !(n == 6 && memcmp(data, "[DONE]", 6) == 0);
     if (object) {
         v->invalid += fz_json_invalid(&j) != NULL;
+        v->named += count_named(&j);
         int choices = cg_json_get(&j, 0, "choices");
         int nc = cg_json_type(&j, choices) == JSMN_ARRAY ? j.tok[choices].size : 0;
         for (int k = 0, c = choices + 1; k < nc; k++, c = cg_json_skip(&j, c)) {
@@ -220,16 +263,85 @@ static void view_free(view_t *v)
         cg_buf_free(&v->content[i]);
 }
 
+/* --- Events over max_event, found independently of sse.c ------------------- */
+
+typedef struct bigs {
+    size_t (*at)[2]; /* [start, end) stream offsets of each */
+    size_t n;
+    bool tail; /* the stream ends inside one */
+} bigs_t;
+
+/* The events of in[0..len) over cap, their size as sse.h has it: every byte
+ * through the blank line, but the LF of a CRLF that ends it. */
+static void find_bigs(bigs_t *b, const char *in, size_t len, size_t cap)
+{
+    memset(b, 0, sizeof(*b));
+    for (size_t start = 0, end; start < len; start = end) {
+        size_t i = start == 0 && len >= 3 && memcmp(in, "\xEF\xBB\xBF", 3) == 0 ? 3 : start;
+        bool done = false;
+        end = len;
+        while (i < len && !done) {
+            size_t e = i;
+            while (e < len && !fz_is_eol(in[e]))
+                e++;
+            if (e == len)
+                break;
+            done = e == i;
+            i = e + fz_eol_len(in, len, e);
+            end = done ? i : len;
+        }
+        bool crlf = done && end - start >= 2 && in[end - 2] == '\r' && in[end - 1] == '\n';
+        if (end - start - crlf <= cap)
+            continue;
+        b->at = realloc(b->at, (b->n + 1) * sizeof(*b->at));
+        FZ_CHECK(b->at != NULL);
+        b->at[b->n][0] = start;
+        b->at[b->n][1] = end;
+        b->n++;
+        b->tail = !done;
+    }
+}
+
+/* The input as the client may see it: when it ends inside an oversized
+ * event that the transformer ends (it still writes after it), that event
+ * is complete. Only the bigs' bytes when only_bigs. */
+static void client_input(cg_buf_t *o, const uint8_t *in, size_t len, const bigs_t *b, bool ended,
+                         bool only_bigs)
+{
+    if (only_bigs) {
+        for (size_t k = 0; k < b->n; k++)
+            cg_buf_put(o, in + b->at[k][0], b->at[k][1] - b->at[k][0]);
+    } else {
+        cg_buf_put(o, in, len);
+    }
+    if (b->tail && !ended)
+        cg_buf_puts(o, "\n\n");
+}
+
+/* Rule 6: each oversized event goes out once, byte for byte, in order. */
+static void check_bigs(const result_t *r, const bigs_t *b, const uint8_t *in)
+{
+    FZ_CHECK(r->stats.oversized == b->n);
+    size_t from = 0;
+    for (size_t k = 0; k < b->n; k++) {
+        size_t n = b->at[k][1] - b->at[k][0];
+        const char *at = memmem(r->out.p + from, r->out.len - from, in + b->at[k][0], n);
+        FZ_CHECK(at != NULL);
+        from = (size_t)(at - r->out.p) + n;
+    }
+}
+
 /*
  * The client sees the same content per choice in both runs. Events that are
  * not JSON objects pass unchanged and the transformer only adds objects, so
  * their number stays; and when no input event fools cg_json_parse, no
- * output event may (rewriting keeps JSON valid).
+ * output event may (rewriting keeps JSON valid). "event" members: only
+ * `named` of them (see check_profile).
  */
-static void check_views(const uint8_t *in, size_t len, const result_t *a, const result_t *b)
+static void check_views(const cg_buf_t *in, const result_t *a, const result_t *b, size_t named)
 {
     view_t vi, va, vb;
-    view_stream(&vi, (const char *)in, len);
+    view_stream(&vi, in->p, in->len);
     view_stream(&va, a->out.p, a->out.len);
     view_stream(&vb, b->out.p, b->out.len);
     for (int i = 0; i < VIEW_N; i++) {
@@ -239,6 +351,7 @@ static void check_views(const uint8_t *in, size_t len, const result_t *a, const 
     FZ_CHECK(va.others == vi.others && vb.others == vi.others);
     if (vi.invalid == 0)
         FZ_CHECK(va.invalid == 0 && vb.invalid == 0);
+    FZ_CHECK(va.named == named && vb.named == named);
     view_free(&vi);
     view_free(&va);
     view_free(&vb);
@@ -264,44 +377,21 @@ static void check_off(const cg_request_t *req, const uint8_t *in, size_t len, ui
     cg_buf_free(&b);
 }
 
-/* Stream offset where a tokenizer fed the same reads gives up (TOOBIG), the
- * start of the event it gave up on; SIZE_MAX if it never does. */
-static size_t toobig_offset(size_t cap, const uint8_t *in, size_t len, uint8_t seed)
+/* "event" members the client may see: those of the oversized events, and
+ * openwebui's own source events (one per citation emitted). */
+static size_t allowed_named(const cg_xform_cfg_t *cfg, const result_t *r, const uint8_t *in,
+                            size_t len, const bigs_t *b)
 {
-    fz_split_t sp;
-    fz_split_init(&sp, seed);
-    cg_sse_t p;
-    cg_sse_init(&p, cap);
-    size_t off = 0, last_end = 0, at = SIZE_MAX;
-    do {
-        size_t n = fz_split_next(&sp, len - off), pos = 0;
-        ssize_t rc = CG_SSE_AGAIN;
-        cg_sse_event_t ev;
-        while (pos < n && (rc = cg_sse_feed(&p, (const char *)in + off + pos, n - pos, &ev)) > 0) {
-            pos += (size_t)rc;
-            last_end = off + pos;
-        }
-        if (pos < n && rc == CG_SSE_E_TOOBIG) {
-            at = last_end;
-            break;
-        }
-        off += n;
-    } while (off < len);
-    cg_sse_free(&p);
-    return at;
-}
-
-/* After passthrough the rest of the stream goes out unchanged, exactly once. */
-static void check_passthrough(const result_t *r, const cg_xform_cfg_t *cfg, const uint8_t *in,
-                              size_t len, uint8_t seed)
-{
-    size_t at = toobig_offset(cfg->max_event, in, len, seed);
-    FZ_CHECK(r->stats.passthrough == (at != SIZE_MAX));
-    if (at == SIZE_MAX)
-        return;
-    size_t tail = len - at;
-    FZ_CHECK(r->out.len >= tail);
-    FZ_CHECK(memcmp(r->out.p + r->out.len - tail, in + at, tail) == 0);
+    cg_buf_t only = {0};
+    client_input(&only, in, len, b, r->stats.saw_done, true);
+    view_t v;
+    view_stream(&v, only.p, only.len);
+    size_t named = v.named;
+    view_free(&v);
+    cg_buf_free(&only);
+    if (strcmp(cfg->profile->name, "openwebui") == 0)
+        named += r->stats.citations_emitted;
+    return named;
 }
 
 static void check_profile(const cg_xform_cfg_t *cfg, const cg_request_t *req,
@@ -314,48 +404,58 @@ static void check_profile(const cg_xform_cfg_t *cfg, const cg_request_t *req,
     run_stream(&whole, cfg, req, in, len, NULL);
     /* Something always goes out: the input, [DONE] or the error event. */
     FZ_CHECK(split.out.len > 0 && whole.out.len > 0);
+    bigs_t bigs = {0};
     if (!cfg->profile->holds_stream) {
-        check_passthrough(&split, cfg, in, len, seed);
+        find_bigs(&bigs, (const char *)in, len, cfg->max_event);
+        check_bigs(&split, &bigs, in);
+        check_bigs(&whole, &bigs, in);
     } else if (split.stats.passthrough || whole.stats.passthrough) {
         /* A stream longer than the hold cap goes through untouched, whole. */
         FZ_CHECK(split.stats.passthrough && whole.stats.passthrough);
         FZ_CHECK(bytes_eq(&split.out, in, len) && bytes_eq(&whole.out, in, len));
     }
-    /* Passthrough may start one event apart (see fuzz_sse.c, compare_runs). */
-    if (!split.stats.passthrough && !whole.stats.passthrough) {
-        check_views(in, len, &split, &whole);
+    if (!split.stats.passthrough) {
+        cg_buf_t seen = {0};
+        client_input(&seen, in, len, &bigs, whole.stats.saw_done, false);
+        check_views(&seen, &split, &whole, allowed_named(cfg, &whole, in, len, &bigs));
         FZ_CHECK(split.out.len == whole.out.len &&
                  memcmp(split.out.p, whole.out.p, split.out.len) == 0);
+        cg_buf_free(&seen);
     }
+    free(bigs.at);
     cg_buf_free(&split.out);
     cg_buf_free(&whole.out);
 }
 
 /* 1 if p[0..n) is a valid JSON object, 0 if cg_json_parse takes it as an
- * object though it is not valid JSON, -1 otherwise. */
-static int json_object(const char *p, size_t n)
+ * object though it is not valid JSON, -1 otherwise; *named: its top-level
+ * "event" members. */
+static int json_object(const char *p, size_t n, size_t *named)
 {
     cg_json_t j;
     cg_json_init(&j, 1u << 20);
     int r = -1;
-    if (cg_json_parse(&j, p, n) == CG_JSON_OK && j.tok[0].type == JSMN_OBJECT)
+    if (cg_json_parse(&j, p, n) == CG_JSON_OK && j.tok[0].type == JSMN_OBJECT) {
         r = fz_json_invalid(&j) == NULL;
+        *named = count_named(&j);
+    }
     cg_json_free(&j);
     return r;
 }
 
 /* The non-streaming path: unchanged when refused; a valid JSON object
- * stays one. */
+ * stays one, and loses its "event" members (rule 4, for bodies too). */
 static void check_body(const cg_xform_cfg_t *cfg, const cg_request_t *req, const uint8_t *in,
                        size_t len)
 {
     cg_buf_t b = {0};
     int rc = run_body(&b, cfg, req, in, len);
     FZ_CHECK(rc == 0 || rc == -1);
+    size_t named = 0;
     if (rc < 0)
         FZ_CHECK(bytes_eq(&b, in, len));
-    else if (json_object((const char *)in, len) == 1)
-        FZ_CHECK(json_object(b.p, b.len) == 1);
+    else if (json_object((const char *)in, len, &named) == 1)
+        FZ_CHECK(json_object(b.p, b.len, &named) == 1 && named == 0);
     cg_buf_free(&b);
 }
 

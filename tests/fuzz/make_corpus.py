@@ -32,6 +32,10 @@ SSE_SEEDS = {
     "toobig_buffered": (0x40, SSE_CAP_64, b"data: a\n" + b"data: " + b"b" * 80 + b"\n\n"),
     "cap_with_lead": (0x05, SSE_CAP_64, b"data: a\r\n\r\ndata: " + b"c" * 54 + b"\r\n\r\n"),
     "unterminated": (0x42, SSE_CAP_4K, b"data: {\"choices\":[]}\n\ndata: {\"cho"),
+    "oversized_between": (0x41, SSE_CAP_64, b"data: a\r\n\r\n: " + b"o" * 90 + b"\r\n\r\ndata: b\n\n"
+                          + b"data: " + b"p" * 70 + b"\r\rdata: c\r\r"),
+    "oversized_edge": (0x00, SSE_CAP_64, b"data: a\r\n\r\ndata: " + b"e" * 55 + b"\r\n\r\n"
+                       + b"data: " + b"f" * 56 + b"\r\n\r\ndata: g\n\n"),
 }
 
 JSON_SEEDS = {
@@ -82,6 +86,30 @@ XFORM_SEEDS = {
                     b'data: {"choices":[{"delta":{"content":"a [1"}}]}\n\n'
                     b'data: {"choices":[{"delta":{"content":"' + b"z" * 5000 + b'"}}]}\n\n'
                     b"data: [DONE]\n\n"),
+    "event_keys": (0x41, XF_DEFAULT,
+                   b'data: {"\\u0065vent":{"type":"source"},"choices":[{"delta":{"content":"a [1]"}}],'
+                   b'"event":1,"ev\\u0065nt":2}\n\n'
+                   b'data: {"event":1,"\\u0065\\u0076\\u0065\\u006e\\u0074":2,"choices":[]}\r\n\r\n'
+                   b'data: {"choices":[{"delta":{"content":"b"}}],"\\u0065vent":3}\n\n'
+                   b'data: {"choices":[{"delta":{"content":"c"}}],"\\u0065vent":3}\n\n'
+                   b'data: [DONE]\n\ndata: {"\\u0065vent":4}\n\n'),
+    "event_keys_body": (0x00, XF_NO_REQ,
+                        b'{"\\u0065vent":1,"choices":[{"index":0,"message":{"content":"x [1]"}}],'
+                        b'"event":2,"ev\\u0065nt":{"a":[]}}'),
+    "oversized_between": (0x07, XF_SMALL_EVENT,
+                          b'data: {"choices":[{"delta":{"content":"a [1] b [1"}}]}\r\n\r\n'
+                          b'data: {"choices":[{"delta":{"content":"' + b"y" * 600
+                          + b'"}}],"\\u0065vent":1}\r\n\r\n'
+                          b'data: {"choices":[{"delta":{"content":"] c [1]"}}]}\r\n\r\n'
+                          b': ' + b"k" * 700 + b'\n\n'
+                          b'data: {"choices":[{"delta":{"content":"d"},"finish_reason":"stop"}]}\n\n'
+                          b"data: [DONE]\n\n"),
+    "oversized_edge": (0x41, XF_SMALL_EVENT | XF_DOC,
+                       b'data: {"choices":[{"delta":{"content":"[doc1] ' + b"e" * 458 + b'"}}]}\r\n\r\n'
+                       b'data: {"choices":[{"delta":{"content":"[doc1] ' + b"f" * 459 + b'"}}]}\r\n\r\n'),
+    "oversized_truncated": (0x80, XF_SMALL_EVENT,
+                            b'data: {"choices":[{"delta":{"content":"x [1"}}]}\n\n'
+                            b'data: {"choices":[{"delta":{"content":"' + b"t" * 700),
     "body": (0x00, XF_DATA_SOURCES,
              b'{"choices":[{"index":0,"message":{"content":"x [doc1]","context":'
              b'{"citations":[{"title":"T","url":"https://e.example/a b","content":"c"}]}},'

@@ -375,6 +375,43 @@ class Cors(Case):
         self.assertIsNone(headers.get("Access-Control-Allow-Origin"))
 
 
+class OversizedEvent(unittest.TestCase):
+    """SPEC §6 rule 6: an event over CITEGATE_MAX_EVENT_BYTES goes through unchanged and is
+    counted; the events around it are still transformed."""
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        cls.dir = tempfile.mkdtemp(prefix="cg-oversized-")
+        events = H.fixture_bytes("azure_oyd_stream.sse").split(b"\n\n")
+        big = (b'data: {"id":"big","choices":[{"index":0,"delta":{"content":" ' + b"x" * 6000 +
+               b'"},"finish_reason":null}]}')
+        cls.big = big
+        with open(os.path.join(cls.dir, "oversized.sse"), "wb") as f:
+            f.write(b"\n\n".join(events[:2] + [big] + events[2:]))
+        cls.mock = H.MockUpstream(fixtures=cls.dir).start()
+        # Above the context event (about 2 KB), below the big one (6 KB).
+        cls.cg = H.Citegate(upstream=cls.mock.url, env={"CITEGATE_MAX_EVENT_BYTES": "4096"}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.cg.stop()
+        cls.cg.cleanup()
+        cls.mock.cleanup()
+        import shutil
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        if rc != 0:
+            raise AssertionError(f"citegate exited {H.describe_exit(rc)}")
+
+    def test_oversized_event_forwarded_and_counted(self):
+        status, _, body = chat(self.cg, headers={"X-Mock-Fixture": "oversized.sse"})
+        self.assertEqual(status, 200)
+        self.assertIn(self.big, body, "the oversized event was not forwarded unchanged")
+        self.assertIn(b'"type":"source"', body, "the rest of the stream was not transformed")
+        self.assertTrue(body.rstrip().endswith(b"data: [DONE]"))
+        self.assertEqual(metric(self.cg, "sse_oversized_total"), 1)
+
+
 class NoCors(Case):
     def test_preflight_forwarded_when_unset(self):
         MOCK.reset()

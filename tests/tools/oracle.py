@@ -7,8 +7,18 @@ concatenated content of each choice, which is exactly what fidelity rule 1 says 
 must end up with. It does model *when* a stream's citations become known (events are
 processed in order), because a reference that completes before that is left as is.
 
+SPEC §6 rule 4: every upstream top-level member whose name, unescaped, is "event" is
+removed (duplicates included), in streams and bodies. Rule 6: an event larger than
+max_event (CITEGATE_MAX_EVENT_BYTES; its size counts every byte through its blank line, a
+CRLF there as one byte, as the README defines it) is forwarded unchanged: its content and
+its members reach the client as they are, nothing of it is read (citations, meta, finish,
+[DONE]), and since held bytes go out before it, no reference spans it. A stream that ends
+inside one gets it completed (the client sees it). Profile structured holds at most
+max_event bytes of a stream and lets a longer one through unchanged.
+
     view = oracle.expected_view(body_bytes, request_obj_or_None, profile,
-                                ref_style="auto", max_doc_bytes=8192, scores=True)
+                                ref_style="auto", max_doc_bytes=8192, scores=True,
+                                max_event=4194304)
     view = oracle.client_view(citegate_output_bytes)
 
 Both return the CLIENT VIEW, a dict with the same keys:
@@ -18,12 +28,16 @@ Both return the CLIENT VIEW, a dict with the same keys:
   annotations  {"<choice index>": [url_citation annotations]} (choices that have any)
   citations    openai: top-level "citations" lists whose items are SOURCE objects
   entities     webchat: top-level "entities"
-expected_view() adds "removed" and "shaped" (structured: invalid citations removed; which
-choices have the {response, citations} shape), "defs" (webchat definitions) and "meta"
-(the first non-empty id/created/model of the stream), which client_view() cannot see.
+  events       every other top-level "event" member value (duplicates included)
+expected_view() adds "oversized" (the data of the events forwarded unchanged), "own_sources"
+(how many of "sources" are the profile's own, at the end), "passthrough" (structured: the
+stream went through unchanged), "removed" and "shaped" (structured: invalid citations
+removed; which choices have the {response, citations} shape), "defs" (webchat definitions)
+and "meta" (the first non-empty id/created/model of the stream), which client_view() cannot
+see.
 
 usage: oracle.py BODY [--request FILE] [--profile P] [--ref-style S] [--max-doc-bytes N]
-                      [--no-scores]          print the expected view as JSON
+                      [--max-event N] [--no-scores]   print the expected view as JSON
        oracle.py --client OUTPUT             print the client view of a citegate output
 """
 import json
@@ -37,7 +51,7 @@ MARKER_RE = re.compile(r"\[([0-9]{1,4})\]")
 ZWSP = "\u200b"
 ELLIPSIS = "\u2026"
 MAX_ANNOTATIONS = 1024
-STRUCTURED_BUFFER = 4 * 1024 * 1024  # a longer structured stream goes through unchanged
+MAX_EVENT = 4 * 1024 * 1024  # CITEGATE_MAX_EVENT_BYTES; also structured's hold
 INF = float("inf")
 
 
@@ -68,6 +82,43 @@ def sse_events(text):
         elif name in ("event", "id"):
             fields[name] = value
     return out
+
+
+def sse_blocks(body):
+    """Every event of an SSE body (bytes), also those without data and an unterminated
+    last one, as (data or None, size, complete): data joins the `data` values with LF (None
+    without any); size counts every byte through the blank line, its line end as one byte
+    (the LF of a CRLF there is left out), the BOM with the first event."""
+    out, data, size = [], [], 0
+    for m in re.finditer(rb"([^\r\n]*)(\r\n|\r|\n|\Z)", body):
+        if m.start() == len(body):
+            break
+        raw, eol = m.group(1), m.group(2)
+        line = raw[3:] if m.start() == 0 and raw.startswith(b"\xef\xbb\xbf") else raw
+        if line == b"" and eol:
+            out.append(("\n".join(data) if data else None, size + len(raw) + 1, True))
+            data, size = [], 0
+            continue
+        size += len(m.group(0))
+        name, colon, value = line.partition(b":")
+        if name == b"data":
+            value = value[1:] if value.startswith(b" ") else value
+            data.append(value.decode("utf-8", errors="replace"))
+    if size:
+        out.append(("\n".join(data) if data else None, size, False))
+    return out
+
+
+class Obj(dict):
+    """A JSON object that also keeps its members in order, duplicates included."""
+
+    def __init__(self, pairs):
+        super().__init__(pairs)
+        self.pairs = pairs
+
+
+def loads_pairs(data):
+    return json.loads(data, object_pairs_hook=Obj)
 
 
 def is_json_body(body):
@@ -329,16 +380,48 @@ class Stream:
         self.known_ev = INF    # event number from which references can resolve
         self.meta = {"id": None, "created": None, "model": None}
         self.order = []        # choice indices in order of first appearance
+        self.cuts = {}         # choice index -> offsets no reference spans (oversized events)
+        self.raw = {}          # choice index -> {(start, end)} of content forwarded unchanged
+        self.passed = []       # data of the oversized events (forwarded unchanged)
 
     def add(self, idx, text, ev, pos):
         if idx not in self.content:
             self.content[idx] = ""
             self.segments[idx] = []
             self.order.append(idx)
+            self.cuts[idx], self.raw[idx] = [], set()
         start = len(self.content[idx])
         self.content[idx] += text
         if text:
             self.segments[idx].append((start, start + len(text), ev, pos))
+
+    def cut(self):
+        for idx in self.order:
+            self.cuts[idx].append(len(self.content[idx]))
+
+    def add_oversized(self, data):
+        """An event over max_event: forwarded unchanged; held bytes went out before it."""
+        self.cut()
+        if data is not None:
+            self.passed.append(data)
+            try:
+                obj = json.loads(data)
+            except ValueError:
+                obj = None
+            for pos, ch in enumerate(_choices(obj) if isinstance(obj, dict) else []):
+                d = ch.get("delta")
+                if isinstance(d, dict) and isinstance(d.get("content"), str) and d["content"]:
+                    idx = str(_index(ch, pos))
+                    self.add(idx, "", None, pos)
+                    start = len(self.content[idx])
+                    self.content[idx] += d["content"]
+                    self.raw[idx].add((start, len(self.content[idx])))
+        self.cut()
+
+    def finder_spans(self, idx):
+        """The stretches of content[idx] that a reference finder reads as one."""
+        bounds = sorted(set([0, len(self.content[idx])] + self.cuts[idx]))
+        return [(a, b) for a, b in zip(bounds, bounds[1:]) if (a, b) not in self.raw[idx]]
 
     def event_of(self, idx, offset):
         """(event_no, pos) of the event that brought content[idx][offset]."""
@@ -385,14 +468,15 @@ def find_refs(st, style):
     the client (event, position in the event's choices, offset)."""
     refs = []
     for idx in st.order:
-        for m in REF_RE[style].finditer(st.content[idx]):
-            n = int(m.group(1))
-            cit = st.lookup(n)
-            key = (n if st.kind == "request" else n - 1) if cit is not None else None
-            ev, pos = st.event_of(idx, m.end() - 1)
-            r = Ref(idx, m, n, cit, key, cit is not None and ev >= st.known_ev, (ev, pos, m.start()))
-            r.label = ("doc%d" if style == "doc" else "%d") % n
-            refs.append(r)
+        for a, b in st.finder_spans(idx):
+            for m in REF_RE[style].finditer(st.content[idx], a, b):
+                n = int(m.group(1))
+                cit = st.lookup(n)
+                key = (n if st.kind == "request" else n - 1) if cit is not None else None
+                ev, pos = st.event_of(idx, m.end() - 1)
+                r = Ref(idx, m, n, cit, key, cit is not None and ev >= st.known_ev, (ev, pos, m.start()))
+                r.label = ("doc%d" if style == "doc" else "%d") % n
+                refs.append(r)
     refs.sort(key=lambda r: r.when)
     return refs
 
@@ -572,11 +656,17 @@ def _index(ch, pos):
     return i if isinstance(i, int) and not isinstance(i, bool) else pos
 
 
-def read_stream(text, request):
+def read_stream(body, request, max_event=MAX_EVENT):
     st = Stream()
     tags = request_sources(request)
-    finish_seen, end = False, None
-    for ev, (_, data) in enumerate(sse_events(text)):
+    finish_seen, end, ev = False, None, 0
+    for data, size, complete in sse_blocks(body):
+        if size > max_event:
+            st.add_oversized(data)
+            continue
+        if data is None or not complete:
+            continue  # no data; or the last event, unfinished: dropped (EventSource)
+        ev += 1
         if data == "[DONE]":
             end = "done"
             break
@@ -630,28 +720,35 @@ def read_body(obj, request):
 
 
 def expected_view(body, request=None, profile="openwebui", ref_style="auto",
-                  max_doc_bytes=8192, scores=True):
+                  max_doc_bytes=8192, scores=True, max_event=MAX_EVENT):
     """The client view citegate must produce for `body` (bytes) and `request` (parsed)."""
     if profile == "off":
         return client_view(body)
     if profile not in PROFILES:
         raise ValueError(profile)
-    text = body.decode("utf-8")
     if is_json_body(body):
-        obj = json.loads(text)
+        obj = json.loads(body.decode("utf-8"))
         st, end = read_body(obj, request), "body"
     else:
-        st, end = read_stream(text, request)
+        st, end = read_stream(body, request, max_event)
+    if profile == "structured" and end != "body" and len(body) > max_event:
+        # Too long to hold: everything goes through unchanged, "event" members included.
+        view = client_view(body)
+        view.update(meta=st.meta, removed=0, shaped={i: False for i in view["content"]}, oversized=[],
+                    passthrough=True)
+        return view
     view = {"content": {}, "end": end, "sources": [], "annotations": {}, "citations": [],
-            "entities": [], "meta": st.meta}
+            "entities": [], "events": [], "meta": st.meta, "oversized": st.passed}
+    for data in st.passed:  # their "event" members reach the client
+        try:
+            obj_ev = loads_pairs(data)
+        except ValueError:
+            continue
+        if isinstance(obj_ev, dict):
+            event_members(obj_ev, view)
     if profile == "structured":
         removed, texts, view["shaped"] = 0, tool_texts(request), {}
-        if end != "body" and len(body) > STRUCTURED_BUFFER:
-            texts = None  # too long to buffer: everything goes through unchanged
         for idx in st.order:
-            if texts is None:
-                view["content"][idx], view["shaped"][idx] = st.content[idx], False
-                continue
             view["content"][idx], r, view["shaped"][idx] = structured_fix(st.content[idx], texts)
             removed += r
         view["removed"] = removed
@@ -661,7 +758,9 @@ def expected_view(body, request=None, profile="openwebui", ref_style="auto",
     style = resolve_style(ref_style, request, st)
     out = transform(st, profile, style, max_doc_bytes, scores)
     view["content"] = out["content"]
-    view["sources"], view["citations"] = out["sources"], out["citations"]
+    view["sources"] += out["sources"]
+    view["own_sources"] = len(out["sources"])  # after the oversized events' ones
+    view["citations"] = out["citations"]
     view["annotations"], view["entities"] = out["annotations"], out["entities"]
     view["defs"] = out["defs"]
     view["style"] = style
@@ -688,13 +787,25 @@ def _source_list(v):
     return v if isinstance(v, list) and v and all(isinstance(x, dict) for x in v) else []
 
 
+def event_members(obj, view):
+    """Every top-level "event" member of obj (names unescaped, duplicates included): Open
+    WebUI source events go to view["sources"], all others to view["events"]."""
+    for k, v in obj.pairs:
+        if k != "event":
+            continue
+        if isinstance(v, dict) and v.get("type") == "source":
+            view["sources"].append(v.get("data"))
+        else:
+            view["events"].append(v)
+
+
 def client_view(out):
     """The view a client has of citegate's output bytes (SSE or a JSON body)."""
     text = out.decode("utf-8")
     view = {"content": {}, "end": "body", "sources": [], "annotations": {}, "citations": [],
-            "entities": []}
+            "entities": [], "events": []}
     if is_json_body(out):
-        obj = json.loads(text)
+        obj = loads_pairs(text)
         for pos, ch in enumerate(_choices(obj)):
             msg = ch.get("message") if isinstance(ch.get("message"), dict) else {}
             if isinstance(msg.get("content"), str):
@@ -704,19 +815,18 @@ def client_view(out):
         view["sources"] = obj.get("sources") if isinstance(obj.get("sources"), list) else []
         view["citations"] = _source_list(obj.get("citations"))
         view["entities"] = obj.get("entities") if isinstance(obj.get("entities"), list) else []
+        view["events"] = [v for k, v in obj.pairs if k == "event"]
         return view
     last = None
     for _, data in sse_events(text):
         last = data
         try:
-            obj = json.loads(data)
+            obj = loads_pairs(data)
         except ValueError:
             continue
         if not isinstance(obj, dict):
             continue
-        ev = obj.get("event")
-        if isinstance(ev, dict) and ev.get("type") == "source":
-            view["sources"].append(ev.get("data"))
+        event_members(obj, view)
         view["citations"] += _source_list(obj.get("citations"))
         if isinstance(obj.get("entities"), list):
             view["entities"] += obj["entities"]
@@ -740,7 +850,7 @@ def client_view(out):
     return view
 
 
-COMPARED = ("content", "end", "sources", "annotations", "citations", "entities")
+COMPARED = ("content", "end", "sources", "annotations", "citations", "entities", "events")
 
 
 def comparable(view):
@@ -753,7 +863,7 @@ def main(argv):
             print(json.dumps(client_view(f.read()), indent=1, ensure_ascii=False))
         return 0
     body_path, opts = argv[0], {"profile": "openwebui", "ref_style": "auto",
-                                "max_doc_bytes": 8192, "scores": True}
+                                "max_doc_bytes": 8192, "scores": True, "max_event": MAX_EVENT}
     request, i = None, 1
     while i < len(argv):
         a = argv[i]
@@ -761,9 +871,9 @@ def main(argv):
             with open(argv[i + 1], encoding="utf-8") as f:
                 request = json.load(f)
             i += 2
-        elif a in ("--profile", "--ref-style", "--max-doc-bytes"):
+        elif a in ("--profile", "--ref-style", "--max-doc-bytes", "--max-event"):
             v = argv[i + 1]
-            opts[a[2:].replace("-", "_")] = int(v) if a == "--max-doc-bytes" else v
+            opts[a[2:].replace("-", "_")] = int(v) if a in ("--max-doc-bytes", "--max-event") else v
             i += 2
         elif a == "--no-scores":
             opts["scores"] = False

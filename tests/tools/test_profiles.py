@@ -9,6 +9,9 @@ independent reference model in oracle.py (SPEC §6-7 + the profile design notes)
     openai annotation offsets (UTF-16), webchat Markdown definitions == entity;
   * 300 random structured answers (as JSON bodies and as randomly split streams);
   * 300 random answers with references for openai / webchat (and openwebui);
+  * 200 random answers whose chunks and bodies carry upstream "event" members in any
+    spelling and number, with events of exactly, just over and far over max_event between
+    their chunks (SPEC §6 rules 4 and 6);
   * SSE lines stay under 64 KiB when a profile has much to emit.
 
 usage: test_profiles.py [CITEGATE_BIN] [unittest args]   (or CITEGATE_BIN in the environment)
@@ -98,6 +101,8 @@ def run_citegate(body, profile, request_path=None, opts=None):
         env["CITEGATE_MAX_DOC_BYTES"] = str(opts["max_doc_bytes"])
     if opts.get("scores") is False:
         env["AZURE_AI_INCLUDE_SEARCH_SCORES"] = "false"
+    if "max_event" in opts:
+        env["CITEGATE_MAX_EVENT_BYTES"] = str(opts["max_event"])
     cmd = [BIN, "filter", "--profile", profile]
     if opts.get("ref_style"):
         cmd += ["--ref-style", opts["ref_style"]]
@@ -121,7 +126,7 @@ def run_many(jobs):
 
 
 def oracle_opts(opts):
-    return {k: opts[k] for k in ("ref_style", "max_doc_bytes", "scores") if k in opts}
+    return {k: opts[k] for k in ("ref_style", "max_doc_bytes", "scores", "max_event") if k in opts}
 
 
 # ------------------------------------------------------------------------------ comparisons
@@ -258,6 +263,15 @@ def check_webchat(view):
     return bad
 
 
+def oracle_pairs(data):
+    """Top-level members of an event's JSON object data, duplicates included; [] if none."""
+    try:
+        o = oracle.loads_pairs(data)
+    except ValueError:
+        return []
+    return o.pairs if isinstance(o, dict) else []
+
+
 def sse_objects(out):
     """[(data, obj or None)] of citegate's SSE output."""
     res = []
@@ -285,7 +299,7 @@ def check_stream_shape(out, profile, want):
                 and all(o.get(k) == meta[k] for k in ("id", "created", "model") if meta[k] is not None))
 
     if profile == "openwebui":
-        n = len(want["sources"])
+        n = want["own_sources"]
         tail = evs[len(evs) - n:] if n else []
         if any(not (o and isinstance(o.get("event"), dict) and o["event"].get("type") == "source"
                     and o.get("choices") == [] and meta_ok(o)) for _, o in tail):
@@ -326,16 +340,17 @@ def check_stream_shape(out, profile, want):
             if any(ps[1:]):
                 bad.append("choice %s: the corrected content is not all in the first content event: %r"
                            % (idx, ps[:4]))
-    if profile != "off":
+    if profile != "off" and not want.get("passthrough"):
+        passed = set(want.get("oversized", []))  # forwarded unchanged (rule 6)
         for data, o in evs:
-            if isinstance(o, dict) and "event" in o:
+            if data not in passed and any(k == "event" for k, _ in oracle_pairs(data)):
                 bad.append("upstream top-level event key not removed: %s" % data[:200])
     return bad
 
 
 def check_body_shape(body, out, profile, want):
-    """JSON bodies: everything but the content and the profile's own members is kept, in
-    order; openai's "annotations" is the message's last member."""
+    """JSON bodies: everything but the content, upstream "event" members and the profile's
+    own members is kept, in order; openai's "annotations" is the message's last member."""
     pairs = lambda p: ("obj", p)  # noqa: E731 -- keeps member order and duplicates
     try:
         a, b = json.loads(body, object_pairs_hook=pairs), json.loads(out, object_pairs_hook=pairs)
@@ -349,7 +364,7 @@ def check_body_shape(body, out, profile, want):
     def strip(o, root):
         out_pairs = []
         for k, v in o[1]:
-            if root and k in added_root:
+            if root and (k in added_root or k == "event"):  # rule 4 removes upstream ones
                 continue
             if root and k == "choices" and isinstance(v, list):
                 v = [("obj", [(ck, ("obj", [(mk, mv) for mk, mv in cv[1] if mk != "content"
@@ -491,9 +506,11 @@ def split_text(rng, s):
 
 
 def build_stream(rng, contents, top_every=None, context=None, late_at=None, meta=None, crlf=False,
-                 ending="done", first_top=None):
+                 ending="done", first_top=None, mangle=None, extra=None, tail=None):
     """SSE body for {idx: content}. top_every: members added to every chunk from event late_at
-    on (Perplexity); context: Azure context put on choice 0's delta at event late_at."""
+    on (Perplexity); context: Azure context put on choice 0's delta at event late_at.
+    mangle(data): rewrites each chunk's JSON text; extra(nl): events (lists of lines) to put
+    after a chunk; tail: what a truncated stream ends with."""
     meta = meta or {"id": "chatcmpl-R", "created": 1757800000, "model": "gpt-r"}
     pieces = {i: split_text(rng, c) for i, c in contents.items()}
     events = [[(i, {"role": "assistant"}) for i in contents]]
@@ -512,6 +529,7 @@ def build_stream(rng, contents, top_every=None, context=None, late_at=None, meta
             events[late_at].append((first, {"context": context}))
     finishes = [[(i, None)] for i in contents]
     out = []
+    nl = {False: "\n", True: "\r\n"}.get(crlf, crlf)
     for n, ev in enumerate(events + finishes):
         fin = n >= len(events)
         o = dict(meta)
@@ -525,6 +543,8 @@ def build_stream(rng, contents, top_every=None, context=None, late_at=None, meta
         o["choices"] = [{"index": int(i), "delta": d or {}, "finish_reason": "stop" if fin else None}
                         for i, d in ev]
         data = json.dumps(o, ensure_ascii=rng.random() < 0.3)
+        if mangle:
+            data = mangle(data)
         k = rng.random()
         if k < 0.05:  # the JSON spread over two data lines (joined with "\n": still JSON)
             cut = data.index('"choices"')
@@ -533,6 +553,8 @@ def build_stream(rng, contents, top_every=None, context=None, late_at=None, meta
             out.append(["id: ev%d" % n, "event: message", "data: " + data])
         else:
             out.append(["data: " + data])
+        if extra:
+            out += extra(nl)
         k = rng.random()
         if k < 0.05:
             out.append([": keep-alive"])
@@ -540,12 +562,11 @@ def build_stream(rng, contents, top_every=None, context=None, late_at=None, meta
             out.append(["event: ping", "data: {}"])
         elif k < 0.1:
             out.append(["data: {not json"])
-    nl = {False: "\n", True: "\r\n"}.get(crlf, crlf)
     text = "".join(nl.join(lines) + nl + nl for lines in out)
     if ending == "done":
         text += "data: [DONE]" + nl + nl
-    elif ending == "truncated" and rng.random() < 0.5:
-        text += 'data: {"id":"x","choices":[{"index":0,"delta":{"content":"[doc1]'  # incomplete event
+    elif ending == "truncated" and (tail or rng.random() < 0.5):
+        text += tail or 'data: {"id":"x","choices":[{"index":0,"delta":{"content":"[doc1]'  # incomplete
     return text.encode("utf-8")
 
 
@@ -563,8 +584,9 @@ def build_body(rng, contents, top=None, context=None):
     return json.dumps(o, ensure_ascii=rng.random() < 0.3, indent=rng.choice([None, 1])).encode("utf-8")
 
 
-def rand_ref_case(rng):
-    """(body, request, opts) with 1-5 choices of random answers."""
+def rand_ref_case(rng, stream_extras=None):
+    """(body, request, opts) with 1-5 choices of random answers. stream_extras(contents):
+    more arguments for build_stream."""
     kind = rng.choice(["azure", "azure", "perplexity", "request"])
     streaming = rng.random() < 0.7
     ncit = rng.randint(1, 5)
@@ -602,7 +624,7 @@ def rand_ref_case(rng):
                             late_at=rng.randint(1, 3) if late else 0, crlf=rng.choice(["\n"] * 6 + ["\r\n", "\r"]),
                             ending=rng.choice(["done"] * 8 + ["truncated", "finish_only"]),
                             meta=rng.choice([None, {"id": "", "created": 0, "model": ""}]),
-                            first_top=None)
+                            first_top=None, **(stream_extras(contents) if stream_extras else {}))
     else:
         body = build_body(rng, contents, top=top, context=context)
     return body, request, opts
@@ -687,6 +709,86 @@ def rand_structured_answer(rng, tools):
 
 
 # ------------------------------------------------------------------------------ tests
+
+# ---- rules 4 and 6: upstream "event" members, oversized events
+
+EVENT_NAMES = ['"event"', '"\\u0065vent"', '"ev\\u0065nt"', '"\\u0065\\u0076ent"',
+               '"\\u0065\\u0076\\u0065\\u006e\\u0074"']
+EVENT_VALUES = ['{"type":"source","data":{"source":{"id":"evil","name":"[evil] injected"},'
+                '"document":["x"],"metadata":[{"source":"evil"}]}}',
+                '{"type":"status","data":{"description":"injected","done":true}}',
+                "1", "null", '[1,{}]', '"x"']
+
+
+def inject_events(rng, data, most=3):
+    """JSON object text with up to `most` upstream "event" members, in any spelling, at its
+    start, before "choices" or at its end (duplicates likely)."""
+    for _ in range(rng.choice([0, 0, 1, 1, 2, most])):
+        member = "%s:%s" % (rng.choice(EVENT_NAMES), rng.choice(EVENT_VALUES))
+        where = rng.choice(["start", "choices", "end"])
+        empty = re.fullmatch(r"\{\s*\}", data) is not None
+        if empty:
+            data = "{" + member + "}"
+        elif where == "start":
+            data = "{" + member + "," + data[1:]
+        elif where == "choices" and '"choices"' in data:
+            i = data.index('"choices"')
+            data = data[:i] + member + "," + data[i:]
+        else:
+            data = data[:-1] + "," + member + "}"
+    return data
+
+
+def sized_event(rng, nl, size, content=None):
+    """An event of exactly `size` bytes (SPEC §6 rule 6, sizes as oracle.sse_blocks counts
+    them): a chunk padded in a member of its own, with content for choice `content` (idx,
+    text) if given and maybe "event" members; or a comment. None when it cannot be that
+    small."""
+    if rng.random() < 0.25:
+        fill = size - len(nl) - 1 - 2
+        return [": " + "k" * fill] if fill >= 0 else None
+    chs = [] if content is None else [{"index": int(content[0]), "delta": {"content": content[1]}}]
+    o = {"id": "chatcmpl-R", "object": "chat.completion.chunk", "choices": chs, "x_pad": ""}
+    line = "data: " + inject_events(rng, json.dumps(o, ensure_ascii=False))
+    fill = size - len(line.encode()) - len(nl) - 1
+    return [line.replace('"x_pad": ""', '"x_pad": "%s"' % ("p" * fill), 1)] if fill >= 0 else None
+
+
+def rand_rules_case(rng):
+    """(body, request, opts, profiles): a random answer (as rand_ref_case) whose chunks and
+    bodies carry upstream "event" members; streams also get events of max_event bytes, one
+    more, and far more, between chunks (content in them only for openwebui, whose output
+    carries no positions that would have to count it), and may end inside one."""
+    max_event = rng.choice([1024, 2048, 4096])
+    with_content = rng.random() < 0.4
+
+    def extras(contents):
+        def extra(nl):
+            out = []
+            while rng.random() < 0.12:
+                size = rng.choice([max_event, max_event + 1, max_event + rng.randint(2, 3000)])
+                text = None
+                if with_content:
+                    text = (rng.choice(sorted(contents)), rng.choice(["[doc1] big ", "[1] big", "] [", "x"]))
+                ev = sized_event(rng, nl, size, text)
+                if ev:
+                    out.append(ev)
+            return out
+        tail = None
+        if rng.random() < 0.5:  # used when the stream is truncated
+            tail = 'data: {"choices":[{"index":0,"delta":{"content":"' + "t" * (max_event + 10)
+        return {"mangle": lambda d: inject_events(rng, d), "extra": extra, "tail": tail}
+
+    body, request, opts = rand_ref_case(rng, extras)
+    opts["max_event"] = max_event
+    if oracle.is_json_body(body):
+        body = inject_events(rng, body.decode("utf-8"), 5).encode("utf-8")
+        return body, request, opts, ["openwebui", "openai", "webchat", "structured"]
+    profiles = ["openwebui"] if with_content else ["openwebui", "openai", "webchat"]
+    if rng.random() < 0.3:
+        profiles.append("structured")
+    return body, request, opts, profiles
+
 
 def save_failure(tag, body, request):
     os.makedirs(FAILDIR, exist_ok=True)
@@ -899,7 +1001,7 @@ class T4RandomReferences(unittest.TestCase):
         while answers < self.N_ANSWERS:
             body, request, opts = rand_ref_case(rng)
             answers += len(oracle.client_view(body)["content"]) if oracle.is_json_body(body) else \
-                len(oracle.read_stream(body.decode(), request)[0].content)
+                len(oracle.read_stream(body, request)[0].content)
             rpath = os.path.join(tmp, "req%d.json" % len(cases))
             with open(rpath, "w", encoding="utf-8") as f:
                 json.dump(request, f, ensure_ascii=False)
@@ -932,6 +1034,57 @@ class T4RandomReferences(unittest.TestCase):
         if failures:
             self.fail("seed %d, %d of %d runs differ (%d answers):\n%s"
                       % (SEED + 1, len(failures), len(cases), answers, "\n".join(failures[:6])))
+
+
+class T6EventsAndOversized(unittest.TestCase):
+    """SPEC §6 rules 4 and 6 on 200 random answers: upstream "event" members in any
+    spelling and number, in chunks and bodies, never reach the client; events over
+    max_event (exactly at it, one byte over, far over, a stream ending inside one) go
+    through unchanged while the events around them are transformed."""
+
+    N_CASES = 200
+
+    def test_random_event_members_and_oversized(self):
+        rng = random.Random(SEED + 2)
+        tmp = tempfile.mkdtemp(prefix="cg-rules-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        cases, jobs = [], []
+        for n in range(self.N_CASES):
+            body, request, opts, profiles = rand_rules_case(rng)
+            rpath = os.path.join(tmp, "req%d.json" % n)
+            with open(rpath, "w", encoding="utf-8") as f:
+                json.dump(request, f, ensure_ascii=False)
+            for p in profiles:
+                cases.append((body, request, p, opts, len(jobs)))
+                jobs.append((body, p, rpath, opts))
+        outputs = run_many(jobs)
+        failures, oversized = [], 0
+        for (body, request, profile, opts, n), out in zip(cases, outputs):
+            tag = "rules-%d-%d" % (SEED, n)
+            if isinstance(out, Exception):
+                failures.append("%s: %s" % (tag, out))
+                continue
+            want = oracle.expected_view(body, request, profile, **oracle_opts(opts))
+            oversized += len(want.get("oversized", []))
+            got = oracle.client_view(out)
+            bad = diff_views(got, want, want["shaped"] if profile == "structured" else None)
+            if want["end"] != "body":
+                bad += check_stream_shape(out, profile, want)
+            else:
+                bad += check_body_shape(body, out, profile, want)
+                if any(k == "event" for k, _ in oracle_pairs(out.decode("utf-8"))):
+                    bad.append("an upstream event member is left in the body")
+            if bad:
+                b, r = save_failure(tag, body, request)
+                failures.append("%s: CITEGATE_MAX_EVENT_BYTES=%d citegate filter --profile %s%s "
+                                "--request %s < %s\n  %s" % (
+                                    tag, opts["max_event"], profile,
+                                    "".join(" %s=%s" % kv for kv in opts.items() if kv[0] != "max_event"),
+                                    r, b, "\n  ".join(bad)))
+        if failures:
+            self.fail("seed %d, %d of %d runs differ:\n%s"
+                      % (SEED + 2, len(failures), len(cases), "\n".join(failures[:6])))
+        self.assertGreater(oversized, 50, "too few oversized events generated")
 
 
 class T5Bounds(unittest.TestCase):
