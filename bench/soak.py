@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import client_view  # noqa: E402
-from streams import free_port, rss_kib, wait_port  # noqa: E402
+from streams import dechunk, free_port, rss_kib, wait_port  # noqa: E402
 
 FIXTURE = "azure_oyd_stream.sse"
 EXPECTED = os.path.join(ROOT, "tests", "fixtures", "expected", "azure_oyd_stream.openwebui.json")
@@ -38,18 +38,6 @@ EXPECTED = os.path.join(ROOT, "tests", "fixtures", "expected", "azure_oyd_stream
 
 def fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def dechunk(rest):
-    out, i = bytearray(), 0
-    while i < len(rest):
-        j = rest.index(b"\r\n", i)
-        size = int(rest[i:j], 16)
-        if size == 0:
-            break
-        out += rest[j + 2:j + 2 + size]
-        i = j + 2 + size + 2
-    return bytes(out)
 
 
 async def one_stream(port, abort_after):

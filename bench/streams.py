@@ -57,6 +57,19 @@ def wait_port(port, timeout=10):
     raise RuntimeError(f"port {port} did not open")
 
 
+def dechunk(rest):
+    """The payload of a chunked HTTP/1.1 body."""
+    out, i = bytearray(), 0
+    while i < len(rest):
+        j = rest.index(b"\r\n", i)
+        size = int(rest[i:j], 16)
+        if size == 0:
+            break
+        out += rest[j + 2:j + 2 + size]
+        i = j + 2 + size + 2
+    return bytes(out)
+
+
 async def one_stream(port, opened, release):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     body = json.dumps({"stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
@@ -79,16 +92,7 @@ async def one_stream(port, opened, release):
             await release.wait()
     writer.close()
     head, _, rest = bytes(data).partition(b"\r\n\r\n")
-    # de-chunk
-    out, i = bytearray(), 0
-    while i < len(rest):
-        j = rest.index(b"\r\n", i)
-        size = int(rest[i:j], 16)
-        if size == 0:
-            break
-        out += rest[j + 2:j + 2 + size]
-        i = j + 2 + size + 2
-    return head, bytes(out)
+    return head, dechunk(rest)
 
 
 async def run(args, cg_pid, port):
