@@ -23,6 +23,8 @@ typedef enum cg_cites_kind {
     CG_CITES_AZURE,   /* choices[i].delta.context.citations */
     CG_CITES_WEB,     /* top-level citations / search_results */
     CG_CITES_REQUEST, /* <source id="N"> tags of the client's request */
+    CG_CITES_DIALECT, /* named by the upstream as it answers: chat annotations,
+                         Anthropic citations, Responses annotations (SPEC §6, §6a) */
 } cg_cites_kind_t;
 
 typedef struct cg_citation {
@@ -62,6 +64,21 @@ size_t cg_cites_from_web(cg_cites_t *c, const cg_json_t *j, int root, const cg_c
 /* Adds one request-side source; the first one of an id wins. */
 void cg_cites_add_source(cg_cites_t *c, unsigned id, const char *name, size_t name_len,
                          const char *text, size_t text_len, const cg_cite_opts_t *o);
+
+/* A citation as an upstream dialect names it: decoded strings, any of
+ * them empty. The title falls back as SPEC §7 says; url counts when it is
+ * absolute; key, when not empty, replaces the metadata key (SPEC §7 KEY). */
+typedef struct cg_cite_in {
+    unsigned id; /* the N its references use */
+    cg_span_t title, url, content, key;
+} cg_cite_in_t;
+
+/* Adds a citation numbered in->id unless one of that id is there. A table
+ * of request-side sources keeps its kind; an empty one becomes
+ * CG_CITES_DIALECT. Returns the citation, or NULL when the table is full. */
+const cg_citation_t *cg_cites_add(cg_cites_t *c, const cg_cite_in_t *in, const cg_cite_opts_t *o);
+/* The largest id in the table (0 when empty). */
+unsigned cg_cites_max_id(const cg_cites_t *c);
 
 /* The citation that reference number n points at, or NULL. */
 const cg_citation_t *cg_cites_find(const cg_cites_t *c, unsigned n);

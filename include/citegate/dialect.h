@@ -4,10 +4,15 @@
  * `responses` upstream, the client's request becomes an Anthropic Messages
  * or an OpenAI Responses request, sent to another path with other headers.
  *
- * This is the request side, pure: bytes in, bytes out, no I/O. The shell
- * asks it for the upstream path, which client headers to forward, the
- * anthropic key header, and the upstream body (or the 400 that refuses the
- * request, in which case nothing is sent upstream).
+ * Request side (src/dialects/request.c), pure: bytes in, bytes out, no
+ * I/O. The shell asks it for the upstream path, which client headers to
+ * forward, the anthropic key header, and the upstream body (or the 400 that
+ * refuses the request, in which case nothing is sent upstream).
+ *
+ * Answer side: a dialect's view (cg_dialect_view_t, below) reads the
+ * upstream's events or body and hands the transformer chat-completion
+ * chunks of its own, so the finder, the profiles and the end-of-stream rules
+ * are those of the openai dialect. One file per dialect in src/dialects/.
  */
 #ifndef CITEGATE_DIALECT_H
 #define CITEGATE_DIALECT_H
@@ -112,5 +117,37 @@ typedef struct cg_dialect_req {
 int cg_dialect_request(cg_dialect_t d, const char *body, size_t len, const cg_request_t *req,
                        cg_span_t model, cg_dialect_req_t *out, cg_dialect_err_t *err);
 void cg_dialect_req_free(cg_dialect_req_t *r);
+
+
+/* --- Answer side ------------------------------------------------------------
+ *
+ * A view works on the transformer's internals through the functions of
+ * src/core/xform_int.h (cg__xform_*): it writes chat-completion chunks of
+ * its own (which then go through the transformer as if the upstream had
+ * sent them), adds the citations its upstream names, and ends the stream
+ * with an error. Its per-stream state is allocated zeroed and freed by the
+ * transformer.
+ */
+struct cg_xform;
+struct cg_sse_event;
+
+typedef struct cg_dialect_view {
+    size_t state_size;
+    /* Frees what a state owns, not the state itself; may be NULL. */
+    void (*state_free)(void *state);
+    /* One complete upstream SSE event (a comment or keep-alive too). Not
+     * called once the stream has ended. */
+    void (*event)(struct cg_xform *x, void *state, const struct cg_sse_event *ev);
+    /* The upstream response ended (any reason) before the stream did:
+     * release what is held. May be NULL. */
+    void (*end)(struct cg_xform *x, void *state);
+    /* A non-streaming body: appends the chat completion it amounts to to
+     * `chat`. Returns 0, or -1 when it is not this dialect's answer (the
+     * body then goes to the client unchanged). */
+    int (*body)(struct cg_xform *x, void *state, const char *body, size_t len, cg_buf_t *chat);
+} cg_dialect_view_t;
+
+/* The answer view of dialect d; NULL for openai (the transformer's own). */
+const cg_dialect_view_t *cg_dialect_view(cg_dialect_t d);
 
 #endif

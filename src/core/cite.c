@@ -395,11 +395,44 @@ void cg_cites_add_source(cg_cites_t *c, unsigned id, const char *name, size_t na
     c->kind = CG_CITES_REQUEST;
 }
 
+const cg_citation_t *cg_cites_add(cg_cites_t *c, const cg_cite_in_t *in, const cg_cite_opts_t *o)
+{
+    const cg_citation_t *old = cg_cites_find(c, in->id);
+    if (old || in->id == 0)
+        return old;
+    if (c->kind != CG_CITES_REQUEST)
+        c->kind = CG_CITES_DIALECT;
+    cg_citation_t *x = append(c);
+    if (x == NULL)
+        return NULL;
+    x->id = in->id;
+    if (in->title.n)
+        x->title = dup_cut(in->title.p, in->title.n, CG_CITE_MAX_FIELD);
+    x->content = dup_cut(in->content.p ? in->content.p : "", in->content.n, o->max_doc_bytes);
+    char *url = in->url.n ? dup_cut(in->url.p, in->url.n, CG_CITE_MAX_FIELD) : NULL;
+    finish(x, url);
+    free(url);
+    if (in->key.n) {
+        free(x->key);
+        x->key = dup_cut(in->key.p, in->key.n, CG_CITE_MAX_FIELD);
+    }
+    return x;
+}
+
+unsigned cg_cites_max_id(const cg_cites_t *c)
+{
+    unsigned m = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->v[i].id > m)
+            m = c->v[i].id;
+    return m;
+}
+
 const cg_citation_t *cg_cites_find(const cg_cites_t *c, unsigned n)
 {
     if (n == 0)
         return NULL;
-    if (c->kind != CG_CITES_REQUEST)
+    if (c->kind != CG_CITES_REQUEST && c->kind != CG_CITES_DIALECT)
         return n <= c->n ? &c->v[n - 1] : NULL;
     for (size_t i = 0; i < c->n; i++)
         if (c->v[i].id == n)

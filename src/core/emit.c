@@ -62,7 +62,7 @@ void cg__emit_str(cg_out_t *o, const char *s)
 
 /* Writes the "id", "object", "created", "model" members, copied from the
  * upstream's chunks (raw JSON values) or empty ones. */
-static void put_meta(const cg_xform_t *x, cg_buf_t *b)
+void cg__emit_meta(const cg_xform_t *x, cg_buf_t *b)
 {
     cg_buf_puts(b, "\"id\":");
     if (x->meta_id.len)
@@ -84,7 +84,7 @@ static void put_meta(const cg_xform_t *x, cg_buf_t *b)
 void cg__emit_chunk_open(const cg_xform_t *x, cg_buf_t *b)
 {
     cg_buf_puts(b, "data: {");
-    put_meta(x, b);
+    cg__emit_meta(x, b);
 }
 
 void cg__emit_content_open(const cg_xform_t *x, cg_buf_t *b, size_t index)

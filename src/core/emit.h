@@ -20,6 +20,9 @@ void cg__emit_str(cg_out_t *o, const char *s);
 /* Makes arena bytes [from, arena.len) the next output segment. */
 void cg__emit_arena_since(cg_out_t *o, size_t from);
 
+/* Writes the members "id", "object", "created", "model" of our chunks:
+ * the upstream's (raw JSON values), else empty ones. */
+void cg__emit_meta(const cg_xform_t *x, cg_buf_t *b);
 /* Writes the opening of one of our chunks: `data: {"id":…,"model":…`. */
 void cg__emit_chunk_open(const cg_xform_t *x, cg_buf_t *b);
 /* A content-only chunk of our own: its opening up to the content string,

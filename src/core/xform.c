@@ -134,7 +134,29 @@ void cg_xform_free(cg_xform_t *x)
     cg_buf_free(&x->meta_id);
     cg_buf_free(&x->meta_created);
     cg_buf_free(&x->meta_model);
+    if (x->view && x->view->state_free && x->view_state)
+        x->view->state_free(x->view_state);
+    free(x->view_state);
+    cg_buf_free(&x->synth);
+    cg_buf_free(&x->dbody);
     free(x);
+}
+
+void cg_xform_set_dialect(cg_xform_t *x, cg_dialect_t d, const cg_dialect_req_t *dreq,
+                          int64_t created)
+{
+    x->view = cg_dialect_view(d);
+    x->dreq = dreq;
+    x->created = created;
+    if (x->view == NULL)
+        return;
+    if (x->view->state_size)
+        x->view_state = cg_xcalloc(1, x->view->state_size);
+    x->meta_created.len = 0;
+    cg_buf_printf(&x->meta_created, "%lld", (long long)created);
+    /* Every reference these dialects write is [N] (SPEC §6a). */
+    if (x->style == CG_REF_ANY)
+        x->style = CG_REF_NUMERIC;
 }
 
 const cg_xform_stats_t *cg_xform_stats(const cg_xform_t *x)
@@ -860,9 +882,10 @@ static void trim_peaks(cg_xform_t *x)
     }
 }
 
+static void view_event(cg_xform_t *x, const cg_sse_event_t *ev);
+
 static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
 {
-    x->stats.events_in++;
     /* The LF of a CRLF split across reads ends the previous event: it goes
      * out right behind it if that event went out unchanged (before anything
      * this event makes us write), and is dropped after our own line ends. */
@@ -900,8 +923,10 @@ static void begin_oversized(cg_xform_t *x)
     cg_span_t pending = cg_sse_pending(&x->sse);
     uint8_t lead = x->sse.lead; /* see on_event; with none pending, the first piece's */
     x->stats.events_in++;
-    x->stats.events_out++;
     x->stats.oversized++;
+    if (x->view)
+        return; /* not the client's format: it cannot go out as it came */
+    x->stats.events_out++;
     if (lead && x->last_raw)
         cg__emit_str(x->out, "\n");
     if (!x->ended)
@@ -977,6 +1002,8 @@ static void show_held_content(cg_xform_t *x, const cg_sse_event_t *ev)
 static void replay_event(cg_xform_t *x, const cg_sse_event_t *ev)
 {
     x->ev_stable = false; /* the held buffer is not the caller's input */
+    if (x->view == NULL)
+        x->stats.events_in++; /* a view's chunks are not upstream events */
     on_event(x, ev);
 }
 
@@ -998,12 +1025,12 @@ int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
     out_begin(out);
     x->out = out;
     x->put = put_data_ev;
-    if (!x->cfg.profile->transforms || x->stats.passthrough) {
+    if (x->view == NULL && (!x->cfg.profile->transforms || x->stats.passthrough)) {
         cg__emit_span(out, in, len);
         out_end(out);
         return 0;
     }
-    if (x->cfg.profile->holds_stream) {
+    if (x->cfg.profile->holds_stream && x->view == NULL) {
         hold_feed(x, in, len);
         out_end(out);
         return 0;
@@ -1019,10 +1046,16 @@ int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
             continue;
         }
         x->ev_stable = ev.raw.p >= in && ev.raw.p + ev.raw.n <= in + len;
-        if (ev.oversized)
-            oversized_piece(x, &ev);
-        else
-            on_event(x, &ev);
+        if (ev.oversized) {
+            if (x->view == NULL)
+                oversized_piece(x, &ev);
+        } else {
+            x->stats.events_in++;
+            if (x->view)
+                view_event(x, &ev);
+            else
+                on_event(x, &ev);
+        }
         pos += (size_t)r;
     }
     out_end(out);
@@ -1034,16 +1067,18 @@ int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
     out_begin(out);
     x->out = out;
     cg_span_t pending = cg_sse_pending(&x->sse);
-    if (x->sse.lead && pending.n && x->last_raw && !x->stats.passthrough)
+    if (x->sse.lead && pending.n && x->last_raw && !x->stats.passthrough && !x->view)
         cg__emit_copy(out, pending.p, x->sse.lead); /* the LF that ends the last event */
     x->put = put_data_ev;
     const cg_profile_t *p = x->cfg.profile;
+    if (x->view && x->view->end && !x->ended)
+        x->view->end(x, x->view_state);
     if (p->holds_stream && !x->stats.passthrough && !x->ended)
         replay_held(x);
-    if (p->transforms && !x->stats.passthrough && !x->ended) {
+    if ((p->transforms || x->view) && !x->stats.passthrough && !x->ended) {
         /* The upstream ended inside an oversized event, whose bytes went out
          * already: end it, so that what we write stands apart. */
-        if (x->sse.oversized)
+        if (x->sse.oversized && !x->view)
             cg__emit_str(out, x->sse.bol && !x->sse.cr ? "\n" : "\n\n");
         if (x->stats.saw_finish) {
             end_stream(x, true);
@@ -1085,6 +1120,17 @@ int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
     x->data_stable = x->ev_stable = true;
     cg_json_t *j = &x->json;
     const cg_profile_t *p = x->cfg.profile;
+    if (x->view) {
+        x->dbody.len = 0;
+        if (x->view->body == NULL || x->view->body(x, x->view_state, body, len, &x->dbody) != 0) {
+            x->stats.malformed++;
+            cg__emit_span(out, body, len);
+            out_end(out);
+            return -1;
+        }
+        body = x->dbody.p;
+        len = x->dbody.len;
+    }
     if (!p->transforms) {
         cg__emit_span(out, body, len);
         out_end(out);
@@ -1111,4 +1157,114 @@ int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
     x->ended = true;
     out_end(out);
     return 0;
+}
+
+/* --- Dialect views (xform_int.h) ------------------------------------------- */
+
+static void view_event(cg_xform_t *x, const cg_sse_event_t *ev)
+{
+    if (!x->ended)
+        x->view->event(x, x->view_state, ev);
+    trim_peaks(x);
+}
+
+cg_buf_t *cg__xform_chunk_begin(cg_xform_t *x)
+{
+    x->synth.len = 0;
+    cg_buf_puts(&x->synth, "data: ");
+    return &x->synth;
+}
+
+/* A holding profile holds the view's chunks, not the upstream's bytes;
+ * beyond max_event they go out as they are. */
+static void hold_chunk(cg_xform_t *x, const char *p, size_t n)
+{
+    if (!x->stats.passthrough && x->hold.len + n <= x->cfg.max_event) {
+        cg_buf_put(&x->hold, p, n);
+        return;
+    }
+    if (!x->stats.passthrough) {
+        x->stats.passthrough = true;
+        cg__emit_copy(x->out, x->hold.p, x->hold.len);
+        cg_buf_free(&x->hold);
+    }
+    cg__emit_copy(x->out, p, n);
+}
+
+void cg__xform_chunk_end(cg_xform_t *x)
+{
+    cg_buf_t *b = &x->synth;
+    cg_buf_puts(b, "\n\n");
+    if (x->cfg.profile->holds_stream && !x->body_mode) {
+        hold_chunk(x, b->p, b->len);
+        return;
+    }
+    cg_sse_event_t ev = {0};
+    ev.raw = cg_span(b->p, b->len);
+    ev.data = cg_span(b->p + 6, b->len - 8);
+    ev.ndata = 1;
+    x->ev_stable = false; /* ours, rewritten on the next chunk */
+    on_event(x, &ev);
+}
+
+void cg__xform_chunk_meta(const cg_xform_t *x, cg_buf_t *b)
+{
+    cg__emit_meta(x, b);
+}
+
+static void remember_raw(cg_buf_t *b, cg_span_t v)
+{
+    if (b->len == 0 && v.n > 0 && v.n <= 256 && !cg_span_eq(v, "null") && !cg_span_eq(v, "\"\""))
+        cg_buf_put(b, v.p, v.n);
+}
+
+void cg__xform_meta(cg_xform_t *x, cg_span_t id, cg_span_t model)
+{
+    remember_raw(&x->meta_id, id);
+    remember_raw(&x->meta_model, model);
+}
+
+unsigned cg__xform_cite(cg_xform_t *x, cg_cite_in_t *in)
+{
+    adopt_request_sources(x);
+    if (x->cites_set && x->cites.kind != CG_CITES_REQUEST && x->cites.kind != CG_CITES_DIALECT)
+        return 0; /* the stream's citations came from elsewhere (first match wins) */
+    if (in->id == 0)
+        in->id = cg_cites_max_id(&x->cites) + 1;
+    if (in->id > CG_REF_MAX_N)
+        return 0;
+    cg_cite_opts_t o = {x->cfg.max_doc_bytes, x->cfg.scores};
+    if (cg_cites_add(&x->cites, in, &o) == NULL)
+        return 0;
+    x->cites_set = true;
+    x->max_link_known = false;
+    if (x->style == CG_REF_ANY)
+        set_style(x, CG_REF_NUMERIC);
+    return in->id;
+}
+
+void cg__xform_mention(cg_xform_t *x, unsigned n)
+{
+    if (x->style == CG_REF_ANY)
+        set_style(x, CG_REF_NUMERIC);
+    record_ref(x, x->style, n);
+}
+
+void cg__xform_error(cg_xform_t *x, cg_span_t message, cg_span_t code)
+{
+    if (x->ended)
+        return;
+    if (x->cfg.profile->holds_stream && !x->stats.passthrough)
+        replay_held(x); /* what was held goes first, as at any end */
+    x->stats.truncated = true;
+    end_stream(x, false);
+    cg_out_t *o = x->out;
+    size_t from = o->arena.len;
+    cg_buf_puts(&o->arena, "data: {\"error\":{\"message\":");
+    cg_buf_put(&o->arena, message.p, message.n);
+    cg_buf_puts(&o->arena, ",\"type\":\"upstream_error\",\"code\":");
+    cg_buf_put(&o->arena, code.p, code.n);
+    cg_buf_puts(&o->arena, "}}\n\n");
+    cg__emit_arena_since(o, from);
+    x->stats.events_out++;
 }

@@ -8,6 +8,7 @@
 #ifndef CITEGATE_XFORM_INT_H
 #define CITEGATE_XFORM_INT_H
 
+#include "citegate/dialect.h"
 #include "citegate/json.h"
 #include "citegate/sse.h"
 #include "citegate/xform.h"
@@ -78,6 +79,40 @@ struct cg_xform {
     bool last_raw;              /* the previous event went out unchanged */
 
     void *state; /* the profile's state_size bytes, or NULL */
+
+    /* The upstream's dialect, when it is not openai (cg_xform_set_dialect). */
+    const cg_dialect_view_t *view;
+    void *view_state;
+    const cg_dialect_req_t *dreq; /* what the request side knew, or NULL */
+    int64_t created;              /* the client's "created" (Unix seconds) */
+    cg_buf_t synth;               /* the view's chunk being written */
+    cg_buf_t dbody;               /* a non-streaming body, as a chat completion */
 };
+
+/* --- For dialect views (citegate/dialect.h) ---------------------------------
+ *
+ * A view writes chunks of its own: cg__xform_chunk_begin() returns a buffer
+ * that holds `data: `; the view appends the chunk's JSON (or `[DONE]`),
+ * then cg__xform_chunk_end() puts it through the transformer as if the
+ * upstream had sent it. */
+cg_buf_t *cg__xform_chunk_begin(cg_xform_t *x);
+void cg__xform_chunk_end(cg_xform_t *x);
+/* Appends the members "id", "object", "created" and "model" of the
+ * stream's chunks (no braces). */
+void cg__xform_chunk_meta(const cg_xform_t *x, cg_buf_t *b);
+/* Sets the stream's id and model (raw JSON values, quotes included; the
+ * first non-empty ones win); "created" is cg_xform_set_dialect's. */
+void cg__xform_meta(cg_xform_t *x, cg_span_t id, cg_span_t model);
+/* Adds a citation the upstream names (request-side sources are adopted
+ * first, so their ids stay theirs). in->id 0 takes the next number after
+ * every number used so far. Returns the citation's number, or 0 when the
+ * table is full. */
+unsigned cg__xform_cite(cg_xform_t *x, cg_cite_in_t *in);
+/* Citation n counts as referenced once, with no text of its own (SPEC §6,
+ * annotation-sourced citations). */
+void cg__xform_mention(cg_xform_t *x, unsigned n);
+/* Ends the stream with SPEC §6's error event: held bytes and the profile's
+ * citation events first, no [DONE]. message and code are raw JSON values. */
+void cg__xform_error(cg_xform_t *x, cg_span_t message, cg_span_t code);
 
 #endif

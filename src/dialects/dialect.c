@@ -1,4 +1,5 @@
-/* Upstream dialects: names, paths and the header rule (include/citegate/dialect.h). */
+/* Upstream dialects: names, paths, the header rule and the answer views
+ * (include/citegate/dialect.h). */
 #include "citegate/dialect.h"
 
 #include <string.h>
@@ -78,4 +79,10 @@ cg_span_t cg_dialect_api_key(cg_span_t api_key, cg_span_t authorization)
         return none;
     cg_span_t k = trim(cg_span(a.p + 6, a.n - 6));
     return k.n > 0 ? k : none;
+}
+
+const cg_dialect_view_t *cg_dialect_view(cg_dialect_t d)
+{
+    (void)d;
+    return NULL;
 }
