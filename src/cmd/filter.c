@@ -4,6 +4,7 @@
  * else: SSE). stdout: what the client would get.
  */
 #include "citegate/config.h"
+#include "citegate/dialect.h"
 #include "citegate/request.h"
 #include "citegate/xform.h"
 #include "cmd.h"
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FILTER_MAX_INPUT (1u << 30)
@@ -58,7 +60,21 @@ static bool looks_like_json(const cg_buf_t *b)
     return i < b->len && b->p[i] == '{';
 }
 
-static int load_request(const char *path, cg_request_t *req, const cg_xform_cfg_t *xc)
+/* The request as the upstream's dialect saw it: the answer side needs its
+ * document ids and include_usage. */
+static int translate_request(cg_dialect_t d, const cg_buf_t *body, const cg_request_t *req,
+                             cg_dialect_req_t *dreq)
+{
+    cg_dialect_err_t e;
+    if (cg_dialect_request(d, body->p ? body->p : "", body->len, req, cg_span(NULL, 0), dreq,
+                           &e) == 0)
+        return 0;
+    fprintf(stderr, "citegate filter: --request: %s\n", e.message);
+    return -1;
+}
+
+static int load_request(const char *path, cg_request_t *req, const cg_xform_cfg_t *xc,
+                        cg_dialect_t d, cg_dialect_req_t *dreq)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
@@ -73,6 +89,8 @@ static int load_request(const char *path, cg_request_t *req, const cg_xform_cfg_
         fprintf(stderr, "citegate filter: --request %s: not a JSON object\n", path);
         rc = -1;
     }
+    if (rc == 0 && d != CG_DIALECT_OPENAI)
+        rc = translate_request(d, &body, req, dreq);
     cg_buf_free(&body);
     return rc;
 }
@@ -80,6 +98,7 @@ static int load_request(const char *path, cg_request_t *req, const cg_xform_cfg_
 static void usage(FILE *f)
 {
     fputs("usage: citegate filter [--profile NAME] [--ref-style doc|numeric|auto] "
+          "[--dialect openai|anthropic|responses] [--created SECONDS] "
           "[--request FILE] < upstream-body > client-body\n",
           f);
 }
@@ -111,6 +130,7 @@ int cg_main_filter(int argc, char **argv)
         return 1;
     }
     const char *request_path = NULL;
+    long long created = (long long)time(NULL);
     int rc = 1;
     for (int i = 1; i < argc; i++) {
         const char *var = NULL;
@@ -118,7 +138,9 @@ int cg_main_filter(int argc, char **argv)
             var = "CITEGATE_PROFILE";
         else if (strcmp(argv[i], "--ref-style") == 0)
             var = "CITEGATE_REF_STYLE";
-        else if (strcmp(argv[i], "--request") == 0)
+        else if (strcmp(argv[i], "--dialect") == 0)
+            var = "CITEGATE_UPSTREAM_DIALECT";
+        else if (strcmp(argv[i], "--request") == 0 || strcmp(argv[i], "--created") == 0)
             var = "";
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -134,7 +156,14 @@ int cg_main_filter(int argc, char **argv)
             goto done;
         }
         i++;
-        if (var[0] == '\0')
+        if (strcmp(argv[i - 1], "--created") == 0) {
+            char *end;
+            created = strtoll(argv[i], &end, 10);
+            if (*end != '\0' || end == argv[i]) {
+                fprintf(stderr, "citegate filter: --created needs a number of seconds\n");
+                goto done;
+            }
+        } else if (var[0] == '\0')
             request_path = argv[i];
         else if (cg_config_set(&cfg, var, argv[i], err, sizeof(err)) != 0) {
             fprintf(stderr, "citegate filter: %s\n", err);
@@ -145,14 +174,21 @@ int cg_main_filter(int argc, char **argv)
     cg_xform_cfg_t xc;
     cg_config_xform(&cfg, &xc);
     cg_request_t req = {0};
-    if (request_path && load_request(request_path, &req, &xc) != 0)
+    cg_dialect_req_t dreq = {0};
+    cg_dialect_t d = cfg.upstream_dialect;
+    if (request_path && load_request(request_path, &req, &xc, d, &dreq) != 0) {
+        cg_request_free(&req);
+        cg_dialect_req_free(&dreq);
         goto done;
+    }
     cg_buf_t in = {0};
     if (read_all(stdin, &in, "stdin") != 0) {
         cg_request_free(&req);
+        cg_dialect_req_free(&dreq);
         goto done;
     }
     cg_xform_t *x = cg_xform_new(&xc, request_path ? &req : NULL);
+    cg_xform_set_dialect(x, d, request_path ? &dreq : NULL, created);
     if (looks_like_json(&in)) {
         cg_out_t out = {0};
         int body_rc = cg_xform_body(x, in.p, in.len, &out);
@@ -166,6 +202,7 @@ int cg_main_filter(int argc, char **argv)
     fflush(stdout);
     cg_xform_free(x);
     cg_request_free(&req);
+    cg_dialect_req_free(&dreq);
     cg_buf_free(&in);
 done:
     cg_config_free(&cfg);
