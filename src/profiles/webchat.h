@@ -22,9 +22,11 @@ void cg__webchat_positions_free(cg_positions_t *t);
  * time c is asked for. */
 size_t cg__webchat_position(cg_positions_t *t, const cg_xform_t *x, const cg_citation_t *c);
 /* The citation at position p, 1 <= p <= t->n. */
-const cg_citation_t *cg__webchat_position_cite(const cg_positions_t *t, const cg_xform_t *x, size_t p);
+const cg_citation_t *cg__webchat_position_cite(const cg_positions_t *t, const cg_xform_t *x,
+                                               size_t p);
 /* Whether citation c has a position yet. */
-bool cg__webchat_position_known(const cg_positions_t *t, const cg_xform_t *x, const cg_citation_t *c);
+bool cg__webchat_position_known(const cg_positions_t *t, const cg_xform_t *x,
+                                const cg_citation_t *c);
 
 /* The positions one choice cites: a bitmap of CG_CITE_MAX bits (125 bytes),
  * allocated when the first one is added; NULL while it cites none. */
