@@ -5,6 +5,7 @@
  */
 #include "citegate/config.h"
 #include "citegate/dialect.h"
+#include "citegate/profile.h"
 #include "citegate/request.h"
 #include "citegate/xform.h"
 #include "cmd.h"
@@ -101,6 +102,7 @@ static void usage(FILE *f)
           "[--dialect openai|anthropic|responses] [--created SECONDS] "
           "[--request FILE] < upstream-body > client-body\n",
           f);
+    fprintf(f, "profiles: %s\n", cg_profile_list());
 }
 
 /* Feeds SSE in read-sized pieces, exactly as the daemon would. */

@@ -1,5 +1,6 @@
 /* citegate: command line entry. */
 #include "citegate/config.h"
+#include "citegate/profile.h"
 #include "citegate/version.h"
 #include "cmd.h"
 
@@ -13,6 +14,8 @@ static void usage(FILE *f)
           "       citegate filter [--profile NAME] [--ref-style STYLE] [--request FILE]\n"
           "                < upstream-body > client-body\n",
           f);
+    /* From the registry, so the list cannot fall behind it. */
+    fprintf(f, "profiles: %s\n", cg_profile_list());
 }
 
 int main(int argc, char **argv)

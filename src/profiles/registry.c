@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* Every profile, in the order of cg_profile_list() and of the indexes. */
-#define PROFILES(X) X(off) X(openwebui) X(openai) X(webchat) X(structured)
+#define PROFILES(X) X(off) X(openwebui) X(openai) X(webchat) X(structured) X(markdown)
 
 #define DECLARE(name) extern const cg_profile_t cg__profile_##name;
 PROFILES(DECLARE)

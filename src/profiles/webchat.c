@@ -5,12 +5,13 @@
  * per position. Both are written from the same position table, so the
  * Markdown and the entity cannot disagree.
  *
- * State: the position table (a citation pointer per position and a 2-byte
- * position per citation, at most CG_CITE_MAX each), and per choice the last
- * byte written and, once it cites, a bitmap of its positions.
+ * State: the position table (webchat.h: two 2-byte entries per citation, at
+ * most CG_CITE_MAX), and per choice the last byte written and, once it
+ * cites, a bitmap of its positions (125 bytes).
  */
+#include "webchat.h"
+
 #include "core/emit.h"
-#include "core/xform_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +20,7 @@
 #define ZWSP         "\xE2\x80\x8B" /* U+200B ZERO WIDTH SPACE */
 
 typedef struct webchat {
-    const cg_citation_t **bypos; /* citation of position i + 1 */
-    uint16_t *pos;               /* position of citation i (of x->cites), 0: none yet */
-    size_t npos;
+    cg_positions_t pos;
 } webchat_t;
 
 typedef struct webchat_choice {
@@ -30,22 +29,89 @@ typedef struct webchat_choice {
     char last;      /* the last content byte written */
 } webchat_choice_t;
 
+/* --- Shared with markdown (webchat.h) -------------------------------------- */
+
+void cg__webchat_positions_free(cg_positions_t *t)
+{
+    free(t->cite);
+    free(t->pos);
+}
+
+/* Room for every citation of the table, which may have grown since. */
+static void reserve(cg_positions_t *t, size_t n)
+{
+    if (n <= t->cap)
+        return;
+    t->pos = cg_xrealloc(t->pos, n * sizeof(*t->pos));
+    memset(t->pos + t->cap, 0, (n - t->cap) * sizeof(*t->pos));
+    t->cite = cg_xrealloc(t->cite, n * sizeof(*t->cite));
+    t->cap = n;
+}
+
+size_t cg__webchat_position(cg_positions_t *t, const cg_xform_t *x, const cg_citation_t *c)
+{
+    reserve(t, x->cites.n);
+    size_t k = (size_t)(c - x->cites.v);
+    if (t->pos[k] == 0) {
+        t->cite[t->n++] = (uint16_t)k;
+        t->pos[k] = (uint16_t)t->n;
+    }
+    return t->pos[k];
+}
+
+const cg_citation_t *cg__webchat_position_cite(const cg_positions_t *t, const cg_xform_t *x,
+                                               size_t p)
+{
+    return &x->cites.v[t->cite[p - 1]];
+}
+
+bool cg__webchat_position_known(const cg_positions_t *t, const cg_xform_t *x,
+                                const cg_citation_t *c)
+{
+    size_t k = (size_t)(c - x->cites.v);
+    return k < t->cap && t->pos[k] != 0;
+}
+
+void cg__webchat_use(uint8_t **set, size_t pos)
+{
+    if (*set == NULL)
+        *set = cg_xcalloc((CG_CITE_MAX + 7) / 8, 1);
+    (*set)[(pos - 1) / 8] |= (uint8_t)(1u << ((pos - 1) % 8));
+}
+
+bool cg__webchat_uses(const uint8_t *set, size_t pos)
+{
+    return set && (set[(pos - 1) / 8] & (1u << ((pos - 1) % 8)));
+}
+
+void cg__webchat_put_content(cg_xform_t *x, size_t index, const char *esc, size_t n)
+{
+    cg_out_t *o = x->out;
+    cg_buf_t *b = &o->arena;
+    size_t from = b->len;
+    for (size_t at = 0; at < n;) {
+        size_t take = cg_json_safe_cut(esc + at, n - at, CG_XFORM_SPLIT_CHUNK);
+        cg__emit_content_open(x, b, index);
+        cg_buf_put(b, esc + at, take);
+        cg_buf_puts(b, cg__emit_content_close);
+        x->stats.events_out++;
+        at += take;
+    }
+    cg__emit_arena_since(o, from);
+}
+
+/* --- The profile ------------------------------------------------------------ */
+
 static void state_free(void *state)
 {
     webchat_t *s = state;
-    free(s->bypos);
-    free(s->pos);
+    cg__webchat_positions_free(&s->pos);
 }
 
 static void choice_free(void *state)
 {
     webchat_choice_t *wc = state;
     free(wc->used);
-}
-
-static bool uses(const webchat_choice_t *wc, size_t pos)
-{
-    return wc->used && (wc->used[(pos - 1) / 8] & (1u << ((pos - 1) % 8)));
 }
 
 /* Markdown would read a badge followed by "[", "(" or ":" as part of a
@@ -61,23 +127,6 @@ static bool on_text(cg_xform_t *x, cg_choice_t *ch, const char *p, size_t n)
     return guard;
 }
 
-/* The position of citation c, given in first-reference order. */
-static size_t position(cg_xform_t *x, const cg_citation_t *c)
-{
-    webchat_t *s = x->state;
-    if (s->pos == NULL) {
-        /* The citation table is complete once a reference resolves. */
-        s->pos = cg_xcalloc(x->cites.n, sizeof(*s->pos));
-        s->bypos = cg_xcalloc(x->cites.n, sizeof(*s->bypos));
-    }
-    size_t k = (size_t)(c - x->cites.v);
-    if (s->pos[k] == 0) {
-        s->bypos[s->npos++] = c;
-        s->pos[k] = (uint16_t)s->npos;
-    }
-    return s->pos[k];
-}
-
 /* `[P]`, P the citation's position, with U+200B after a "]" so Markdown
  * doesn't read `[1][2]` (or `[x][2]`) as a link labelled 1 pointing at
  * definition 2. A reference the stream could not record stays as written. */
@@ -87,7 +136,8 @@ static bool on_ref(cg_xform_t *x, cg_choice_t *ch, const cg_refrec_t *rec, const
     if (rec == NULL)
         return false;
     webchat_choice_t *wc = ch->state;
-    size_t pos = position(x, c);
+    webchat_t *s = x->state;
+    size_t pos = cg__webchat_position(&s->pos, x, c);
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
     if (wc->last == ']')
@@ -96,9 +146,7 @@ static bool on_ref(cg_xform_t *x, cg_choice_t *ch, const cg_refrec_t *rec, const
     cg__emit_arena_since(o, from);
     wc->after_ref = true;
     wc->last = ']';
-    if (wc->used == NULL)
-        wc->used = cg_xcalloc((CG_CITE_MAX + 7) / 8, 1);
-    wc->used[(pos - 1) / 8] |= (uint8_t)(1u << ((pos - 1) % 8));
+    cg__webchat_use(&wc->used, pos);
     return true;
 }
 
@@ -185,14 +233,15 @@ static void put_def(cg_buf_t *b, size_t pos, const cg_citation_t *c)
 }
 
 /* A choice's Markdown definitions, JSON-escaped for inside its content. */
-static void put_defs(const webchat_t *s, const webchat_choice_t *wc, cg_buf_t *b)
+static void put_defs(const cg_xform_t *x, const webchat_choice_t *wc, cg_buf_t *b)
 {
+    const webchat_t *s = x->state;
     cg_buf_t md = {0};
-    for (size_t pos = 1; pos <= s->npos; pos++) {
-        if (!uses(wc, pos))
+    for (size_t pos = 1; pos <= s->pos.n; pos++) {
+        if (!cg__webchat_uses(wc->used, pos))
             continue;
         cg_buf_puts(&md, md.len ? "\n" : "\n\n");
-        put_def(&md, pos, s->bypos[pos - 1]);
+        put_def(&md, pos, cg__webchat_position_cite(&s->pos, x, pos));
     }
     cg_json_put_escaped(b, md.p, md.len);
     cg_buf_free(&md);
@@ -223,15 +272,16 @@ static void put_claim(cg_buf_t *b, size_t pos, const cg_citation_t *c, bool text
 }
 
 /* The schema.org Message thing of the answer; "text" is optional. */
-static void put_message(const webchat_t *s, cg_buf_t *b, bool text)
+static void put_message(const cg_xform_t *x, cg_buf_t *b, bool text)
 {
+    const webchat_t *s = x->state;
     cg_buf_puts(b, "{\"@context\":\"https://schema.org\",\"@id\":\"\",\"@type\":\"Message\","
                    "\"type\":\"https://schema.org/Message\",\"keywords\":[\"AIGeneratedContent\"],"
                    "\"citation\":[");
-    for (size_t pos = 1; pos <= s->npos; pos++) {
+    for (size_t pos = 1; pos <= s->pos.n; pos++) {
         if (pos > 1)
             cg_buf_putc(b, ',');
-        put_claim(b, pos, s->bypos[pos - 1], text);
+        put_claim(b, pos, cg__webchat_position_cite(&s->pos, x, pos), text);
     }
     cg_buf_puts(b, "]}");
 }
@@ -240,44 +290,36 @@ static void put_message(const webchat_t *s, cg_buf_t *b, bool text)
 static bool stream_end(cg_xform_t *x)
 {
     const webchat_t *s = x->state;
-    if (s->npos == 0)
+    if (s->pos.n == 0)
         return false;
-    cg_out_t *o = x->out;
-    cg_buf_t *b = &o->arena;
-    size_t from = b->len;
     cg_buf_t defs = {0};
     for (size_t i = 0; i < x->nchoices; i++) {
         const webchat_choice_t *wc = x->choices[i].state;
         if (wc->used == NULL)
             continue;
         defs.len = 0;
-        put_defs(s, wc, &defs);
-        /* Many long definitions go out in several content chunks (SPEC §6). */
-        for (size_t at = 0; at < defs.len;) {
-            size_t take = cg_json_safe_cut(defs.p + at, defs.len - at, CG_XFORM_SPLIT_CHUNK);
-            cg__emit_content_open(x, b, i);
-            cg_buf_put(b, defs.p + at, take);
-            cg_buf_puts(b, cg__emit_content_close);
-            x->stats.events_out++;
-            at += take;
-        }
+        put_defs(x, wc, &defs);
+        cg__webchat_put_content(x, i, defs.p, defs.len);
     }
     cg_buf_free(&defs);
+    cg_out_t *o = x->out;
+    cg_buf_t *b = &o->arena;
+    size_t from = b->len;
     size_t line = b->len;
     cg__emit_chunk_open(x, b);
     cg_buf_puts(b, ",\"choices\":[],\"entities\":[");
     size_t entity = b->len;
-    put_message(s, b, true);
+    put_message(x, b, true);
     if (b->len - line > CG_XFORM_LINE_MAX - 64) {
         /* Too long for one SSE line (SPEC §6): the snippets are emptied;
          * name, url and abstract remain, so the badges still work. */
         b->len = entity;
-        put_message(s, b, false);
+        put_message(x, b, false);
     }
     cg_buf_puts(b, "]}\n\n");
     cg__emit_arena_since(o, from);
     x->stats.events_out++;
-    x->stats.citations_emitted += s->npos;
+    x->stats.citations_emitted += s->pos.n;
     return true;
 }
 
@@ -288,22 +330,22 @@ static void body_message(cg_xform_t *x, cg_choice_t *ch, int msg)
     if (wc->used == NULL)
         return;
     size_t from = x->out->arena.len;
-    put_defs(x->state, wc, &x->out->arena);
+    put_defs(x, wc, &x->out->arena);
     cg__emit_arena_since(x->out, from);
 }
 
 static void body_end(cg_xform_t *x, bool comma)
 {
     const webchat_t *s = x->state;
-    if (s->npos == 0)
+    if (s->pos.n == 0)
         return;
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
     cg_buf_puts(&o->arena, comma ? ",\"entities\":[" : "\"entities\":[");
-    put_message(s, &o->arena, true);
+    put_message(x, &o->arena, true);
     cg_buf_putc(&o->arena, ']');
     cg__emit_arena_since(o, from);
-    x->stats.citations_emitted += s->npos;
+    x->stats.citations_emitted += s->pos.n;
 }
 
 const cg_profile_t cg__profile_webchat = {

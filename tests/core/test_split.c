@@ -41,7 +41,8 @@ static const struct {
 };
 
 /* Every profile that transforms; each fixture runs through all of them. */
-static const char *const profiles[] = {"openwebui", "openai", "webchat", "structured"};
+static const char *const profiles[] = {"openwebui", "openai", "webchat", "structured",
+                                       "markdown"};
 
 static char *fixture(const char *name, size_t *n)
 {
@@ -304,7 +305,7 @@ static void test_rules_every_byte_split(void **state)
         {"event members, oversized events (LF)", "\n", true, false},
         {"event members, oversized events (CRLF), truncated", "\r\n", true, true},
     };
-    static const char *const all[] = {"openwebui", "openai", "webchat", "structured"};
+    static const char *const all[] = {"openwebui", "openai", "webchat", "structured", "markdown"};
     for (size_t i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++) {
         cg_buf_t in = {0};
         rules_input(&in, inputs[i].eol, inputs[i].big, inputs[i].truncated);

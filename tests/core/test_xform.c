@@ -192,7 +192,8 @@ static char *xf_profile(const char *s, const char *profile)
     return out.p;
 }
 
-static const char *const TRANSFORMING[] = {"openwebui", "openai", "webchat", "structured"};
+static const char *const TRANSFORMING[] = {"openwebui", "openai", "webchat", "structured",
+                                            "markdown"};
 
 /* Each case: one upstream event and the event every transforming profile
  * makes of it (the start of the output). */
@@ -735,9 +736,10 @@ static void test_body_event_keys_removed(void **state)
         {"{\"event\":1,\"\\u0065vent\":2}", "{"},
     };
     /* openwebui always adds "sources"; the others add nothing without citations */
-    static const char *const added[] = {",\"sources\":[]}", "}", "}", "}"};
-    static const char *const profiles[] = {"openwebui", "openai", "webchat", "structured"};
-    for (size_t p = 0; p < 4; p++) {
+    static const char *const added[] = {",\"sources\":[]}", "}", "}", "}", "}"};
+    static const char *const profiles[] = {"openwebui", "openai", "webchat", "structured",
+                                           "markdown"};
+    for (size_t p = 0; p < 5; p++) {
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
             char *b = body_out(profiles[p], cases[i][0]);
             cg_buf_t want = {0};

@@ -9,7 +9,7 @@
  *   bit 5:    max_doc_bytes 16 instead of 8192 (cuts snippets)
  *   bit 6:    no search scores
  *   bit 7:    another profile, picked by bits 5-6 (which then lose their
- *             meaning): openai, webchat, structured, webchat
+ *             meaning): openai, webchat, structured, markdown
  * Header byte 1 == 0 is profile openwebui with cg_xform_cfg_default() and the
  * <source> request.
  *
@@ -81,7 +81,7 @@ static void pick_cfg(cg_xform_cfg_t *cfg, uint8_t flags)
     if (flags & 0x10)
         cfg->max_event = 512;
     if (flags & 0x80) {
-        static const char *const other[4] = {"openai", "webchat", "structured", "webchat"};
+        static const char *const other[4] = {"openai", "webchat", "structured", "markdown"};
         cfg->profile = profile_named(other[(flags >> 5) & 3]);
         return;
     }

@@ -16,8 +16,10 @@ FIXTURES = HERE.parent / "fixtures"
 
 # fuzz_sse byte 1 & 3: max_event 8, 64, 4096, 1 MiB.
 SSE_CAP_64, SSE_CAP_4K, SSE_CAP_1M = 1, 2, 3
-# fuzz_xform byte 1: request (bits 0-1), style (2-3), small max_event (4).
+# fuzz_xform byte 1: request (bits 0-1), style (2-3), small max_event (4); bit 7 picks
+# another profile by bits 5-6.
 XF_DEFAULT, XF_NO_REQ, XF_DATA_SOURCES, XF_DOC, XF_NUMERIC, XF_SMALL_EVENT = 0, 1, 2, 4, 8, 16
+XF_MARKDOWN = 0x80 | 0x60
 
 SSE_SEEDS = {
     "crlf_split": (0x00, SSE_CAP_1M, b"data: a\r\n\r\ndata: b\r\n\r\n"),
@@ -110,6 +112,17 @@ XFORM_SEEDS = {
     "oversized_truncated": (0x80, XF_SMALL_EVENT,
                             b'data: {"choices":[{"delta":{"content":"x [1"}}]}\n\n'
                             b'data: {"choices":[{"delta":{"content":"' + b"t" * 700),
+    "markdown_stream": (0x41, XF_MARKDOWN | XF_DATA_SOURCES,
+                        b'data: {"choices":[{"index":0,"delta":{"content":"early [doc2] "}}]}\n\n'
+                        b'data: {"choices":[{"index":0,"delta":{"context":{"citations":['
+                        b'{"title":"a\\\\b`c*d_e[f]g<h>","url":"https://e.example/a b(c)"},'
+                        b'{"title":"T"}]}}},{"index":1,"delta":{"content":"[doc1][doc2]"}}]}\n\n'
+                        b'data: {"choices":[{"index":0,"delta":{"content":"[doc2][do"}}]}\n\n'
+                        b'data: {"choices":[{"index":0,"delta":{"content":"c1]"},'
+                        b'"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'),
+    "markdown_truncated": (0x07, XF_MARKDOWN,
+                           b'data: {"citations":["https://p.example/1"],"choices":[{"index":0,'
+                           b'"delta":{"content":"x [1][1"}}]}\n\ndata: {"choices":[{"index":0,'),
     "body": (0x00, XF_DATA_SOURCES,
              b'{"choices":[{"index":0,"message":{"content":"x [doc1]","context":'
              b'{"citations":[{"title":"T","url":"https://e.example/a b","content":"c"}]}},'

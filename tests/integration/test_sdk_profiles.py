@@ -1,4 +1,4 @@
-"""Every profile (openwebui, openai, webchat, structured, off), chosen per request with the
+"""Every profile (openwebui, openai, webchat, structured, markdown, off), chosen per request with the
 X-Citegate-Profile header, consumed by real client code (tests/sdk/sdk_profiles.mjs):
 
 - the official OpenAI SDK (openai-node, pinned in tests/sdk/package.json): streaming through
@@ -26,7 +26,7 @@ import unittest
 import harness as H
 
 SDK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sdk")
-PROFILES = ("openwebui", "openai", "webchat", "structured", "off")
+PROFILES = ("openwebui", "openai", "webchat", "structured", "markdown", "off")
 
 STREAMS = {  # fixture -> request fixture
     "azure_oyd_stream.sse": "chat_request.json",
@@ -239,6 +239,12 @@ class SDKProfiles(unittest.TestCase):
             self.check_stream("webchat", fx)
         for fx in BODIES:
             self.check_body("webchat", fx)
+
+    def test_markdown(self):
+        for fx in STREAMS:
+            self.check_stream("markdown", fx)
+        for fx in BODIES:
+            self.check_body("markdown", fx)
 
     def test_structured_on_citation_answers(self):
         for fx in STREAMS:

@@ -1,4 +1,4 @@
-/* Profiles openai, webchat and structured (SPEC §7): the details each
+/* Profiles openai, webchat, markdown and structured (SPEC §7): the details each
  * frontend depends on. Whole-stream behaviour under splits is in
  * test_split.c; the independent Python model is tests/tools/test_profiles.py. */
 #include <setjmp.h>
@@ -256,6 +256,259 @@ static void test_webchat_nothing_cited_adds_nothing(void **state)
     free(in);
 }
 
+/* --- markdown --------------------------------------------------------------- */
+
+/* The content of choice `index` that profile markdown makes of `in`. */
+static char *markdown_content(const char *in, const cg_request_t *req, size_t index, view_t *v)
+{
+    cg_buf_t out = {0};
+    run("markdown", in, req, v, &out);
+    cg_buf_free(&out);
+    return cg_xstrndup(v->content[index].p ? v->content[index].p : "", v->content[index].len);
+}
+
+static void test_markdown_links_and_renumbering(void **state)
+{
+    (void)state;
+    /* doc2 has no URL: [N] alone. Adjacent links get no U+200B. */
+    char *c = chunk("A [doc2][doc1] B [doc1] [doc7] [doc0] [doc3]");
+    char *in = stream_of(c, NULL);
+    view_t v;
+    char *got = markdown_content(in, NULL, 0, &v);
+    assert_string_equal(got, "A [1][2](https://x.example/a%20b) B [2](https://x.example/a%20b) "
+                             "[doc7] [doc0] [3]\n\n**Sources**\n"
+                             "1. Two\n"
+                             "2. [One](https://x.example/a%20b)\n"
+                             "3. Say \"hi\" \\\\ there");
+    assert_int_equal(v.extras.len, 0); /* no entities, annotations or citations */
+    assert_string_equal(v.sources.p, "[]");
+    assert_true(v.ends_done);
+    free(got);
+    view_free(&v);
+    free(c);
+    free(in);
+}
+
+/* The Sources block is one content delta of its own, right before [DONE]. */
+static void test_markdown_sources_delta_before_done(void **state)
+{
+    (void)state;
+    char *c = chunk("X [doc1].");
+    char *in = stream_of(c, NULL);
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named("markdown"));
+    cg_buf_t out = {0};
+    run_stream(&cfg, NULL, in, strlen(in), NULL, 0, &out);
+    cg_buf_putc(&out, '\0');
+    const char *tail = "\"delta\":{\"content\":"
+                       "\"\\n\\n**Sources**\\n1. [One](https://x.example/a%20b)\"},"
+                       "\"finish_reason\":null}]}\n\ndata: [DONE]\n\n";
+    assert_true(strlen(out.p) > strlen(tail));
+    assert_string_equal(out.p + strlen(out.p) - strlen(tail), tail);
+    assert_non_null(strstr(out.p, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\","
+                                  "\"created\":5,\"model\":\"m\",\"choices\":[{\"index\":0,"
+                                  "\"delta\":{\"content\":\"\\n\\n**Sources**"));
+    cg_buf_free(&out);
+    free(c);
+    free(in);
+}
+
+/* Every character SPEC §7 lists is escaped in TITLE, in both line forms;
+ * others (a quote, parentheses, #) are not; the URL is percent-encoded. */
+static void test_markdown_escapes_titles_and_encodes_urls(void **state)
+{
+    (void)state;
+    const char *in =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"context\":{\"citations\":["
+        "{\"title\":\"a\\\\b`c*d_e[f]g<h>i\\\"j(k)#\",\"url\":\"https://u.example/a b(c)<d>?q=1\"},"
+        "{\"title\":\"a\\\\b`c*d_e[f]g<h>i\\\"j(k)#\"}]}}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"P [doc1] Q [doc2]\"}}]}\n\n"
+        "data: [DONE]\n\n";
+    view_t v;
+    char *got = markdown_content(in, NULL, 0, &v);
+    assert_string_equal(got, "P [1](https://u.example/a%20b%28c%29%3Cd%3E?q=1) Q [2]"
+                             "\n\n**Sources**\n"
+                             "1. [a\\\\b\\`c\\*d\\_e\\[f\\]g\\<h\\>i\"j(k)#]"
+                             "(https://u.example/a%20b%28c%29%3Cd%3E?q=1)\n"
+                             "2. a\\\\b\\`c\\*d\\_e\\[f\\]g\\<h\\>i\"j(k)#");
+    free(got);
+    view_free(&v);
+}
+
+static void test_markdown_nothing_cited_adds_nothing(void **state)
+{
+    (void)state;
+    char *c = chunk("No references [doc9] [doc0].");
+    char *in = stream_of(c, NULL);
+    view_t v;
+    cg_buf_t out = {0};
+    run("markdown", in, NULL, &v, &out);
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p, "No references [doc9] [doc0].");
+    assert_null(memmem(out.p, out.len, "Sources", 7));
+    assert_int_equal(v.events, 3); /* context, content, [DONE]: nothing added */
+    assert_true(v.ends_done);
+    view_free(&v);
+    cg_buf_free(&out);
+    free(c);
+    free(in);
+}
+
+/* Each citing choice lists the positions it cites; positions are the
+ * answer's. A reference made before the citations were known stays as
+ * written, and its citation still gets a line (SPEC §6). */
+static void test_markdown_choices_and_late_citations(void **state)
+{
+    (void)state;
+    const char *in =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Early [doc2]. \"}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"context\":{\"citations\":["
+        "{\"title\":\"One\",\"url\":\"https://o.example/\"},{\"title\":\"Two\"},"
+        "{\"title\":\"Three\"}]}}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Zero [doc3]\"}},"
+        "{\"index\":1,\"delta\":{\"content\":\"One [doc1][doc3]\"}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"},"
+        "{\"index\":1,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+        "data: [DONE]\n\n";
+    view_t v;
+    char *zero = markdown_content(in, NULL, 0, &v);
+    char *one = cg_xstrndup(v.content[1].p, v.content[1].len);
+    assert_string_equal(zero, "Early [doc2]. Zero [1]\n\n**Sources**\n1. Three\n3. Two");
+    assert_string_equal(one, "One [2](https://o.example/)[1]\n\n**Sources**\n"
+                             "1. Three\n2. [One](https://o.example/)");
+    free(zero);
+    free(one);
+    view_free(&v);
+}
+
+/* A truncated answer: held bytes, then the Sources delta, then the error
+ * event, and no [DONE] (SPEC §6 End of stream). */
+static void test_markdown_truncated_stream(void **state)
+{
+    (void)state;
+    const char *in =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"context\":{\"citations\":["
+        "{\"title\":\"One\",\"url\":\"https://o.example/\"}]}}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Cut [doc1] [do\"}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"never";
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named("markdown"));
+    cg_buf_t out = {0};
+    run_stream(&cfg, NULL, in, strlen(in), NULL, 0, &out);
+    view_t v;
+    view_of_stream(&v, out.p, out.len);
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p, "Cut [1](https://o.example/) [do"
+                                         "\n\n**Sources**\n1. [One](https://o.example/)");
+    assert_true(v.ends_error);
+    assert_false(v.ends_done);
+    assert_null(memmem(out.p, out.len, "[DONE]", 6));
+    const char *src = memmem(out.p, out.len, "**Sources**", 11);
+    const char *err = memmem(out.p, out.len, "\"upstream_closed\"", 17);
+    assert_non_null(src);
+    assert_non_null(err);
+    assert_true(src < err);
+    view_free(&v);
+    cg_buf_free(&out);
+}
+
+static void test_markdown_body(void **state)
+{
+    (void)state;
+    const char *body =
+        "{\"id\":\"b\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
+        "\"See [doc2] and [doc1][doc2].\",\"context\":{\"citations\":[{\"title\":\"One_1\","
+        "\"url\":\"https://x.example/a b\"},{\"title\":\"Two\"}]}},\"finish_reason\":\"stop\"}],"
+        "\"usage\":{\"total_tokens\":3}}";
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named("markdown"));
+    cg_xform_t *x = cg_xform_new(&cfg, NULL);
+    cg_out_t out = {0};
+    assert_int_equal(cg_xform_body(x, body, strlen(body), &out), 0);
+    cg_buf_t b = {0};
+    for (size_t i = 0; i < out.nseg; i++)
+        cg_buf_put(&b, out.seg[i].p, out.seg[i].n);
+    view_t v;
+    assert_int_equal(view_of_body(&v, b.p, b.len), 0);
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p, "See [1] and [2](https://x.example/a%20b)[1]."
+                                         "\n\n**Sources**\n"
+                                         "1. Two\n2. [One\\_1](https://x.example/a%20b)");
+    assert_int_equal(v.extras.len, 0);
+    assert_string_equal(v.sources.p, "[]");
+    /* Nothing but the content changed. */
+    cg_buf_putc(&b, '\0');
+    assert_non_null(strstr(b.p, "\"usage\":{\"total_tokens\":3}}"));
+    assert_int_equal(cg_xform_stats(x)->citations_emitted, 2);
+    view_free(&v);
+    cg_buf_free(&b);
+    cg_out_free(&out);
+    cg_xform_free(x);
+}
+
+/* 25 citations with titles of 1,000 characters to escape and URLs of 1,000
+ * spaces fit in a 52 KB context line but make a Sources block of 150 KB
+ * (JSON-escaped): it goes out in several content chunks, no line over 64 KiB
+ * (SPEC §6 rule 5), the same however the stream is read. */
+static void test_markdown_long_sources_split(void **state)
+{
+    (void)state;
+    enum { NCITE = 25 };
+    cg_buf_t in = {0}, want = {0}, title = {0}, esc = {0}, url = {0}, link = {0};
+    for (int i = 0; i < 1000; i++) {
+        cg_buf_puts(&title, i % 2 ? "*" : "_");
+        cg_buf_puts(&esc, i % 2 ? "\\*" : "\\_");
+        cg_buf_putc(&url, ' ');
+        cg_buf_puts(&link, "%20");
+    }
+    cg_buf_puts(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{\"context\":{\"citations\":[");
+    for (int i = 0; i < NCITE; i++)
+        cg_buf_printf(&in, "%s{\"title\":\"%d%.*s\",\"url\":\"https://x.example/%.*s%d\"}",
+                      i ? "," : "", i, (int)title.len, title.p, (int)url.len, url.p, i);
+    cg_buf_puts(&in, "]}}}]}\n\n");
+    cg_buf_puts(&want, "\n\n**Sources**");
+    for (int i = 0; i < NCITE; i++) {
+        cg_buf_printf(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"[doc%d]\"}}]}\n\n",
+                      i + 1);
+        cg_buf_printf(&want, "\n%d. [%d%.*s](https://x.example/%.*s%d)", i + 1, i, (int)esc.len, esc.p,
+                      (int)link.len, link.p, i);
+    }
+    cg_buf_puts(&in, "data: [DONE]\n\n");
+    assert_true(in.len < 65536 && want.len > 65536);
+    static const size_t reads[] = {0, 4093, 65536};
+    view_t first = {0};
+    for (size_t r = 0; r < 3; r++) {
+        cg_xform_cfg_t cfg;
+        cg_xform_cfg_default(&cfg, profile_named("markdown"));
+        cg_buf_t out = {0};
+        run_stream(&cfg, NULL, in.p, in.len, reads[r] ? &reads[r] : NULL, reads[r] ? 1 : 0, &out);
+        view_t v;
+        view_of_stream(&v, out.p, out.len);
+        if (v.max_line > 65536)
+            fail_msg("read %zu: line of %zu bytes", reads[r], v.max_line);
+        assert_true(v.content[0].len > want.len);
+        assert_memory_equal(v.content[0].p + v.content[0].len - want.len, want.p, want.len);
+        /* 1 context + NCITE content events + [DONE], plus 5 or more for Sources */
+        assert_true(v.events >= NCITE + 2 + 5);
+        assert_true(v.ends_done);
+        if (r == 0) {
+            first = v;
+        } else {
+            char why[256];
+            assert_true(view_equal(&first, &v, why, sizeof(why)));
+            view_free(&v);
+        }
+        cg_buf_free(&out);
+    }
+    view_free(&first);
+    cg_buf_free(&in);
+    cg_buf_free(&want);
+    cg_buf_free(&title);
+    cg_buf_free(&esc);
+    cg_buf_free(&url);
+    cg_buf_free(&link);
+}
+
 /* --- structured ------------------------------------------------------------- */
 
 static const char *TOOL_REQ =
@@ -492,6 +745,14 @@ int main(void)
         cmocka_unit_test(test_webchat_renumbers_and_separates),
         cmocka_unit_test(test_webchat_escapes_titles_and_cuts_abstracts),
         cmocka_unit_test(test_webchat_nothing_cited_adds_nothing),
+        cmocka_unit_test(test_markdown_links_and_renumbering),
+        cmocka_unit_test(test_markdown_sources_delta_before_done),
+        cmocka_unit_test(test_markdown_escapes_titles_and_encodes_urls),
+        cmocka_unit_test(test_markdown_nothing_cited_adds_nothing),
+        cmocka_unit_test(test_markdown_choices_and_late_citations),
+        cmocka_unit_test(test_markdown_truncated_stream),
+        cmocka_unit_test(test_markdown_body),
+        cmocka_unit_test(test_markdown_long_sources_split),
         cmocka_unit_test(test_structured_removes_and_renumbers),
         cmocka_unit_test(test_structured_rejects_bad_shapes),
         cmocka_unit_test(test_structured_stream_is_held_then_replayed),

@@ -32,7 +32,8 @@ Both return the CLIENT VIEW, a dict with the same keys:
 expected_view() adds "oversized" (the data of the events forwarded unchanged), "own_sources"
 (how many of "sources" are the profile's own, at the end), "passthrough" (structured: the
 stream went through unchanged), "removed" and "shaped" (structured: invalid citations
-removed; which choices have the {response, citations} shape), "defs" (webchat definitions)
+removed; which choices have the {response, citations} shape), "defs" (webchat definitions,
+markdown Sources blocks)
 and "meta" (the first non-empty id/created/model of the stream), which client_view() cannot
 see.
 
@@ -45,7 +46,7 @@ import re
 import sys
 import urllib.parse
 
-PROFILES = ("openwebui", "openai", "webchat", "structured", "off")
+PROFILES = ("openwebui", "openai", "webchat", "structured", "markdown", "off")
 REF_RE = {"doc": re.compile(r"\[doc([0-9]{1,4})\]"), "numeric": re.compile(r"\[([0-9]{1,4})\]")}
 MARKER_RE = re.compile(r"\[([0-9]{1,4})\]")
 ZWSP = "\u200b"
@@ -513,6 +514,30 @@ def webchat_escape(s):
             .replace("\r", " ").replace("\n", " ").replace("\t", " "))
 
 
+def markdown_escape(s):
+    """SPEC §7 markdown: backslash, backtick, *, _, [, ], < and > in TITLE get a backslash."""
+    return re.sub(r"([\\`*_\[\]<>])", r"\\\1", s)
+
+
+def markdown_sources(st, resolving, counted):
+    """Profile markdown: {key: position} and {choice: positions its Sources block lists}.
+    Positions as in webchat (first resolving reference). A citation the answer references
+    only before the citations were known is still emitted (SPEC §6): it takes the next
+    positions, in first-reference order, in the first choice (lowest index) that has
+    content of its own (not only content forwarded inside oversized events)."""
+    pos = {}
+    for key, _ in first_order(resolving):
+        pos[key] = len(pos) + 1
+    listed = {idx: {pos[r.key] for r in resolving if r.idx == idx} for idx in st.order}
+    late = [key for key, _ in first_order(counted) if key not in pos]
+    with_text = sorted((i for i in st.order if st.segments[i]), key=int)
+    if late and with_text:
+        for key in late:
+            pos[key] = len(pos) + 1
+            listed[with_text[0]].add(pos[key])
+    return pos, listed
+
+
 def abstract_of(snippet, title):
     a = re.sub(r"[ \t\n\r\f\v]+", " ", snippet).strip(" ")
     if a == "":
@@ -603,6 +628,24 @@ def transform(st, profile, style, max_doc_bytes, scores):
             out["entities"] = [{"@context": "https://schema.org", "@id": "", "@type": "Message",
                                 "type": "https://schema.org/Message",
                                 "keywords": ["AIGeneratedContent"], "citation": claims}]
+    elif profile == "markdown":
+        pos, listed = markdown_sources(st, resolving, counted)
+        cit_of = {pos[r.key]: r.cit for r in counted if r.key in pos}
+        for idx in st.order:
+            mine = sorted((r for r in resolving if r.idx == idx), key=lambda r: r.start)
+            repl = [(r.start, r.end, "[%d](%s)" % (pos[r.key], link(r.cit.url)) if r.cit.url
+                     else "[%d]" % pos[r.key]) for r in mine]
+            out["content"][idx] = apply(st.content[idx], repl)
+            if listed[idx]:
+                lines = []
+                for p in sorted(listed[idx]):
+                    c = cit_of[p]
+                    if c.url:
+                        lines.append("%d. [%s](%s)" % (p, markdown_escape(c.title), link(c.url)))
+                    else:
+                        lines.append("%d. %s" % (p, markdown_escape(c.title)))
+                out["defs"][idx] = "\n\n**Sources**\n" + "\n".join(lines)
+                out["content"][idx] += out["defs"][idx]
     return out
 
 

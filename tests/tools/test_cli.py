@@ -63,12 +63,21 @@ check("unknown flag exits 1", p.returncode == 1, p.returncode)
 
 p = run(["--help"])
 check("--help exits 0 with usage", p.returncode == 0 and b"usage" in p.stdout, p.stdout)
+PROFILES = b"profiles: off, openwebui, openai, webchat, structured, markdown"
+check("filter --help lists the profiles", PROFILES in p.stdout, p.stdout)
+p = subprocess.run([CITEGATE, "--help"], capture_output=True, timeout=30, env=ENV)
+check("citegate --help lists the profiles", p.returncode == 0 and PROFILES in p.stdout, p.stdout)
 
 env = dict(ENV, CITEGATE_PROFILE="off")
 p = run([], stream, env)
 check("CITEGATE_PROFILE=off applies", p.stdout == stream)
 p = run(["--profile", "openwebui"], stream, env)
 check("flag wins over variable", b"[[doc1]](https://docs.example.com/x100/manual.pdf)" in p.stdout)
+
+env = dict(ENV, CITEGATE_PROFILE="markdown")
+p = run([], stream, env)
+check("CITEGATE_PROFILE=markdown applies",
+      b"[1](https://docs.example.com/x100/manual.pdf)" in p.stdout and b"**Sources**" in p.stdout, p.stdout)
 
 env = dict(ENV, CITEGATE_REF_STYLE="numeric")
 p = run([], stream, env)

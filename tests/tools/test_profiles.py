@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Profiles openwebui / openai / webchat / structured / off: `citegate filter` against the
-independent reference model in oracle.py (SPEC §6-7 + the profile design notes).
+"""Profiles openwebui / openai / webchat / structured / markdown / off: `citegate filter` against
+the independent reference model in oracle.py (SPEC §6-7 + the profile design notes).
 
   * the oracle itself reproduces the hand-written tests/fixtures/expected/*.openwebui.json;
   * the stored expected/profiles/<name>.<profile>.json files are what the oracle says;
   * every fixture x profile (and a few option variants) through citegate == oracle, plus
     checks that need no oracle: where the profile chunks sit, their id/created/model,
-    openai annotation offsets (UTF-16), webchat Markdown definitions == entity;
+    openai annotation offsets (UTF-16), webchat Markdown definitions == entity, markdown
+    Sources blocks well formed and the same position meaning the same source in every choice;
   * 300 random structured answers (as JSON bodies and as randomly split streams);
-  * 300 random answers with references for openai / webchat (and openwebui);
+  * 300 random answers with references for openai / webchat / markdown (and openwebui);
   * 200 random answers whose chunks and bodies carry upstream "event" members in any
     spelling and number, with events of exactly, just over and far over max_event between
     their chunks (SPEC §6 rules 4 and 6);
@@ -74,8 +75,8 @@ VARIANTS = [
     ("profiles/request_sources_stream.sse", "profiles/rag_request_rich.json", {"max_doc_bytes": 50}),
     ("profiles/azure_late_context.sse", "chat_request.json", {"ref_style": "doc"}),
 ]
-TRANSFORMING = ("openwebui", "openai", "webchat", "structured")
-STORED = ("openai", "webchat", "structured")  # + openwebui for the fixtures under profiles/
+TRANSFORMING = ("openwebui", "openai", "webchat", "structured", "markdown")
+STORED = ("openai", "webchat", "structured", "markdown")  # + openwebui for the fixtures under profiles/
 
 
 def read(rel):
@@ -263,6 +264,38 @@ def check_webchat(view):
     return bad
 
 
+SOURCES_HEAD = "\n\n**Sources**\n"
+SOURCE_LINE = re.compile(r"([0-9]+)\. (?:\[((?:[^\\\[\]]|\\.)*)\]\(([^\s()<>]+)\)|((?:[^\\\[\]]|\\.)*))")
+MD_SPECIAL = set("\\`*_[]<>")
+
+
+def check_markdown(view):
+    """markdown: each choice's Sources block (if any) is the last thing in its content, its
+    lines `N. [TITLE](URL)` / `N. TITLE` with N ascending and every special character of
+    TITLE escaped; a position names the same title and URL in every choice."""
+    bad, seen = [], {}
+    for idx, content in view["content"].items():
+        _, sep, block = content.rpartition(SOURCES_HEAD)
+        if not sep:
+            continue
+        nums = []
+        for line in re.split(r"\n(?=[0-9]+\. )", block):  # a TITLE may hold a line break
+            m = SOURCE_LINE.fullmatch(line)
+            if not m:
+                bad.append("choice %s: Sources line %r is malformed" % (idx, line))
+                continue
+            n, title = int(m.group(1)), m.group(2) if m.group(3) else m.group(4)
+            plain = re.sub(r"\\(.)", r"\1", title)
+            if re.sub(r"\\.", "", title) and set(re.sub(r"\\.", "", title)) & MD_SPECIAL:
+                bad.append("choice %s: unescaped special character in %r" % (idx, line))
+            nums.append(n)
+            if seen.setdefault(n, (plain, m.group(3))) != (plain, m.group(3)):
+                bad.append("position %d is %r here, %r elsewhere" % (n, (plain, m.group(3)), seen[n]))
+        if nums != sorted(set(nums)):
+            bad.append("choice %s: Sources positions not ascending/unique: %r" % (idx, nums))
+    return bad
+
+
 def oracle_pairs(data):
     """Top-level members of an event's JSON object data, duplicates included; [] if none."""
     try:
@@ -327,6 +360,21 @@ def check_stream_shape(out, profile, want):
         if got_defs != defs:
             bad.append("definitions chunks before the entity: want %r got %r" % (defs, got_defs))
         evs = evs[:-1 - len(defs)]
+    elif profile == "markdown" and want["defs"]:
+        # The Sources blocks: content-only chunks of our own, in choice order, each block in
+        # one chunk unless it is too long for one line.
+        defs, got_defs, n = want["defs"], {}, 0
+        for _, d in reversed(evs):
+            chs = d.get("choices") if isinstance(d, dict) else None
+            if got_defs == defs or not (meta_ok(d) and isinstance(chs, list) and len(chs) == 1
+                                        and set(chs[0].get("delta") or {}) == {"content"}):
+                break
+            i = str(chs[0].get("index"))
+            got_defs[i] = chs[0]["delta"]["content"] + got_defs.get(i, "")
+            n += 1
+        if got_defs != defs:
+            bad.append("Sources chunks before the end: want %r got %r" % (defs, got_defs))
+        evs = evs[:len(evs) - n]
     elif profile == "structured":
         pieces = {}
         for _, o in evs:
@@ -757,8 +805,8 @@ def sized_event(rng, nl, size, content=None):
 def rand_rules_case(rng):
     """(body, request, opts, profiles): a random answer (as rand_ref_case) whose chunks and
     bodies carry upstream "event" members; streams also get events of max_event bytes, one
-    more, and far more, between chunks (content in them only for openwebui, whose output
-    carries no positions that would have to count it), and may end inside one."""
+    more, and far more, between chunks (content in them only for openwebui and markdown, whose
+    output carries no positions that would have to count it), and may end inside one."""
     max_event = rng.choice([1024, 2048, 4096])
     with_content = rng.random() < 0.4
 
@@ -783,8 +831,8 @@ def rand_rules_case(rng):
     opts["max_event"] = max_event
     if oracle.is_json_body(body):
         body = inject_events(rng, body.decode("utf-8"), 5).encode("utf-8")
-        return body, request, opts, ["openwebui", "openai", "webchat", "structured"]
-    profiles = ["openwebui"] if with_content else ["openwebui", "openai", "webchat"]
+        return body, request, opts, ["openwebui", "openai", "webchat", "structured", "markdown"]
+    profiles = ["openwebui", "markdown"] if with_content else ["openwebui", "openai", "webchat", "markdown"]
     if rng.random() < 0.3:
         profiles.append("structured")
     return body, request, opts, profiles
@@ -880,7 +928,7 @@ class T2Fixtures(unittest.TestCase):
             for profile in TRANSFORMING + ("off",):
                 cls.cases.append((fixture, request, profile, {}))
         for fixture, request, opts in VARIANTS:
-            for profile in ("openwebui", "openai", "webchat"):
+            for profile in ("openwebui", "openai", "webchat", "markdown"):
                 cls.cases.append((fixture, request, profile, opts))
         jobs = [(read(f), p, os.path.join(FIXTURES, r) if r else None, o) for f, r, p, o in cls.cases]
         cls.outputs = run_many(jobs)
@@ -907,6 +955,8 @@ class T2Fixtures(unittest.TestCase):
                     bad += check_annotations(got)
                 if profile == "webchat":
                     bad += check_webchat(got)
+                if profile == "markdown":
+                    bad += check_markdown(got)
                 if bad:
                     self.fail("filter --profile %s%s --request %s < %s\n  %s" % (
                         profile, "".join(" %s=%s" % kv for kv in opts.items()), request, fixture,
@@ -989,7 +1039,8 @@ class T3RandomStructured(unittest.TestCase):
 
 class T4RandomReferences(unittest.TestCase):
     """300 random answers with references (valid, out of range, adjacent, split across
-    events, late citations) for openai and webchat (and openwebui on a third of them)."""
+    events, late citations) for openai, webchat and markdown (and openwebui on a third of
+    them)."""
 
     N_ANSWERS = 300
 
@@ -1005,7 +1056,7 @@ class T4RandomReferences(unittest.TestCase):
             rpath = os.path.join(tmp, "req%d.json" % len(cases))
             with open(rpath, "w", encoding="utf-8") as f:
                 json.dump(request, f, ensure_ascii=False)
-            profiles = ["openai", "webchat"] + (["openwebui"] if rng.random() < 0.33 else [])
+            profiles = ["openai", "webchat", "markdown"] + (["openwebui"] if rng.random() < 0.33 else [])
             for p in profiles:
                 cases.append((body, request, p, opts, len(jobs)))
                 jobs.append((body, p, rpath, opts))
@@ -1027,6 +1078,8 @@ class T4RandomReferences(unittest.TestCase):
                 bad += check_annotations(got)
             if profile == "webchat":
                 bad += check_webchat(got)
+            if profile == "markdown":
+                bad += check_markdown(got)
             if bad:
                 b, r = save_failure(tag, body, request)
                 failures.append("%s: citegate filter --profile %s%s --request %s < %s\n  %s" % (
@@ -1119,6 +1172,8 @@ class T5Bounds(unittest.TestCase):
         cits = [{"content": ("snippet %d " % i) * 900, "title": "T%d" % i, "url": None,
                  "filepath": "f%d.md" % i, "chunk_id": str(i)} for i in range(12)]
         url = [{"content": "one", "title": "T1", "url": "https://a.example/1"}]
+        long_titles = [{"content": "s", "title": "%d%s" % (i, "*_" * 500), "url": "https://l.example/%s%d"
+                        % (" " * 1000, i)} for i in range(25)]
         meta = {"id": "chatcmpl-L", "object": "chat.completion.chunk", "created": 1, "model": "m"}
 
         def ev(delta, fin=None):
@@ -1134,11 +1189,17 @@ class T5Bounds(unittest.TestCase):
             # one 42 KB event full of references: the rewritten event
             "42 KB event": ev({"role": "assistant", "context": {"citations": url}})
             + ev({"content": "[doc1] " * 6000}),
+            # 25 titles of 1,000 characters to escape, URLs of 1,000 spaces: markdown's Sources
+            # block is 150 KB of JSON, webchat's definitions 100 KB
+            "25 long titles": ev({"role": "assistant", "context": {"citations": long_titles}})
+            + "".join(ev({"content": "[doc%d] " % (i + 1)}) for i in range(25)),
         }
         jobs, names = [], []
         for name, text in bodies.items():
             body = (text + ev({}, "stop") + "data: [DONE]\n\n").encode()
-            for p in ("openwebui", "openai", "webchat"):
+            for p in ("openwebui", "openai", "webchat", "markdown"):
+                if p == "webchat" and name == "25 long titles":
+                    continue  # its one entity line holds every name and URL (README, Known limits)
                 names.append((name, p, body))
                 jobs.append((body, p, None, {}))
         bad = []
@@ -1167,7 +1228,8 @@ class T5Bounds(unittest.TestCase):
                     if c_got.get("appearance", {}).get("text") == "":
                         c_want["appearance"]["text"] = ""
             d = diff_views(got, want)
-            d += check_annotations(got) if p == "openai" else check_webchat(got) if p == "webchat" else []
+            d += {"openai": check_annotations, "webchat": check_webchat,
+                  "markdown": check_markdown}.get(p, lambda _: [])(got)
             if d:
                 bad.append("%s, profile %s: %s" % (name, p, "\n  ".join(d)[:1000]))
         if bad:
