@@ -63,6 +63,10 @@ check("unknown flag exits 1", p.returncode == 1, p.returncode)
 
 p = run(["--help"])
 check("--help exits 0 with usage", p.returncode == 0 and b"usage" in p.stdout, p.stdout)
+check("--help names the citation style", b"doc|numeric|citation|auto" in p.stdout, p.stdout)
+
+p = run(["--ref-style", "citation"], stream)
+check("--ref-style citation is accepted", p.returncode == 0, p.stderr)
 
 env = dict(ENV, CITEGATE_PROFILE="off")
 p = run([], stream, env)
