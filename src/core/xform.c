@@ -88,6 +88,8 @@ void cg_xform_cfg_default(cg_xform_cfg_t *cfg, const cg_profile_t *profile)
 
 /* --- Stream state ---------------------------------------------------------- */
 
+static void settle_style(cg_xform_t *x);
+
 cg_xform_t *cg_xform_new(const cg_xform_cfg_t *cfg, const cg_request_t *req)
 {
     cg_xform_t *x = cg_xcalloc(1, sizeof(*x));
@@ -98,14 +100,8 @@ cg_xform_t *cg_xform_new(const cg_xform_cfg_t *cfg, const cg_request_t *req)
     cg_sse_init(&x->sse, cfg->max_event);
     cg_json_init(&x->json, CG_XFORM_MAX_TOKENS);
     x->style = cfg->style;
-    if (x->style == CG_REF_ANY && req) {
-        /* Known from the request: Azure data sources answer in [docN], and
-         * Open WebUI's <source> template asks for [N]. */
-        if (req->has_data_sources)
-            x->style = CG_REF_DOC;
-        else if (req->sources.n > 0)
-            x->style = CG_REF_NUMERIC;
-    }
+    x->auto_style = cfg->style == CG_REF_ANY;
+    settle_style(x);
     return x;
 }
 
@@ -155,8 +151,10 @@ void cg_xform_set_dialect(cg_xform_t *x, cg_dialect_t d, const cg_dialect_req_t 
     x->meta_created.len = 0;
     cg_buf_printf(&x->meta_created, "%lld", (long long)created);
     /* Every reference these dialects write is [N] (SPEC §6a). */
-    if (x->style == CG_REF_ANY)
-        x->style = CG_REF_NUMERIC;
+    if (x->auto_style) {
+        x->auto_style = false;
+        x->style = x->style == CG_REF_DOC ? CG_REF_DOC : CG_REF_NUMERIC;
+    }
 }
 
 const cg_xform_stats_t *cg_xform_stats(const cg_xform_t *x)
@@ -194,6 +192,35 @@ static void set_style(cg_xform_t *x, cg_ref_style_t style)
         cg_ref_set_styles(&x->choices[i].ref, style);
 }
 
+/*
+ * SPEC §3, CITEGATE_REF_STYLE=auto: doc when the citations come from Azure
+ * context (or the request carries Azure data sources, whose answers cite
+ * [docN]); otherwise citation when the first reference seen is
+ * [citation:N], numeric when it is [N]. What is not known yet stays open:
+ * the finders look for every form still possible. A [docN] never decides
+ * between the other two: outside Azure context it is no reference.
+ */
+static cg_ref_style_t auto_style(const cg_xform_t *x)
+{
+    bool sources = x->req && x->req->sources.n > 0;
+    if ((x->req && x->req->has_data_sources) || (x->cites_set && x->cites.kind == CG_CITES_AZURE))
+        return CG_REF_DOC;
+    cg_ref_style_t rest = x->first_ref ? (cg_ref_style_t)x->first_ref
+                                       : (cg_ref_style_t)(CG_REF_NUMERIC | CG_REF_CITATION);
+    if (x->cites_set || sources)
+        return rest;
+    return (cg_ref_style_t)(rest | CG_REF_DOC); /* Azure context may still come */
+}
+
+static void settle_style(cg_xform_t *x)
+{
+    if (!x->auto_style)
+        return;
+    cg_ref_style_t s = auto_style(x);
+    if (s != x->style)
+        set_style(x, s);
+}
+
 /* Adopts the stream's citations: the first source kind seen wins (SPEC §6). */
 static void learn_cites(cg_xform_t *x, const cg_json_t *j, int choices, int msg_key)
 {
@@ -204,17 +231,15 @@ static void learn_cites(cg_xform_t *x, const cg_json_t *j, int choices, int msg_
             int msg = cg_json_get(j, c, msg_key ? "message" : "delta");
             int ctx = cg_json_get(j, msg, "context");
             if (ctx >= 0 && cg_cites_from_azure(&x->cites, j, ctx, &o) > 0) {
-                if (x->style == CG_REF_ANY)
-                    set_style(x, CG_REF_DOC);
                 x->cites_set = true;
+                settle_style(x);
                 return;
             }
         }
     }
     if (cg_cites_from_web(&x->cites, j, 0, &o) > 0) {
-        if (x->style == CG_REF_ANY)
-            set_style(x, CG_REF_NUMERIC);
         x->cites_set = true;
+        settle_style(x);
     }
 }
 
@@ -226,8 +251,7 @@ static void adopt_request_sources(cg_xform_t *x)
         return;
     cg_cites_copy(&x->cites, &x->req->sources);
     x->cites_set = true;
-    if (x->style == CG_REF_ANY)
-        set_style(x, CG_REF_NUMERIC);
+    settle_style(x);
 }
 
 static void remember(cg_buf_t *b, const cg_json_t *j, int tok)
@@ -326,12 +350,24 @@ static void count_ref(cg_xform_t *x, const cg_citation_t *c)
     }
 }
 
+/* auto: the first [N] or [citation:N] decides between the two. */
+static void note_first_ref(cg_xform_t *x, cg_ref_style_t kind)
+{
+    if (x->first_ref || (kind != CG_REF_NUMERIC && kind != CG_REF_CITATION))
+        return;
+    x->first_ref = (uint8_t)kind;
+    settle_style(x);
+}
+
 static void sink_ref(void *ctx, cg_ref_style_t kind, unsigned n, const char *text, size_t len)
 {
     cg_xform_t *x = ctx;
+    if (cg_ref_style_open(x->style) && (kind & x->style))
+        note_first_ref(x, kind);
     if (kind != x->style) {
-        /* A form this stream does not use (style still open: remember it). */
-        if (x->style == CG_REF_ANY)
+        /* A form this stream does not use, or the style is still open (no
+         * citations yet): remember it, in case it turns out to be one. */
+        if (kind & x->style)
             record_ref(x, kind, n);
         put_text(x, text, len, false);
         return;
@@ -1238,16 +1274,13 @@ unsigned cg__xform_cite(cg_xform_t *x, cg_cite_in_t *in)
         return 0;
     x->cites_set = true;
     x->max_link_known = false;
-    if (x->style == CG_REF_ANY)
-        set_style(x, CG_REF_NUMERIC);
+    settle_style(x);
     return in->id;
 }
 
 void cg__xform_mention(cg_xform_t *x, unsigned n)
 {
-    if (x->style == CG_REF_ANY)
-        set_style(x, CG_REF_NUMERIC);
-    record_ref(x, x->style, n);
+    record_ref(x, (cg_ref_style_t)CG_REFREC_MENTION, n);
 }
 
 void cg__xform_error(cg_xform_t *x, cg_span_t message, cg_span_t code)

@@ -34,6 +34,10 @@ typedef struct cg_refrec {
     uint32_t count;
 } cg_refrec_t;
 
+/* The form of a citation counted as referenced once, with no text of its
+ * own (cg__xform_mention): it counts whatever the stream's style. */
+#define CG_REFREC_MENTION 8u
+
 struct cg_xform {
     cg_xform_cfg_t cfg;
     const cg_request_t *req;
@@ -41,7 +45,9 @@ struct cg_xform {
     cg_json_t json;
     cg_cites_t cites;
     bool cites_set;
-    cg_ref_style_t style; /* CG_REF_ANY until the citations' kind is known */
+    cg_ref_style_t style; /* the forms still possible while it is open (auto) */
+    bool auto_style;      /* CITEGATE_REF_STYLE=auto: settle_style() decides */
+    uint8_t first_ref;    /* auto: form of the first [N] or [citation:N] seen, or 0 */
 
     cg_choice_t *choices;
     size_t nchoices;
@@ -88,6 +94,19 @@ struct cg_xform {
     cg_buf_t synth;               /* the view's chunk being written */
     cg_buf_t dbody;               /* a non-streaming body, as a chat completion */
 };
+
+/* Whether reference record r names a citation the answer cites: one of the
+ * stream's style, or a mention. */
+static inline bool cg__refrec_cites(const cg_xform_t *x, const cg_refrec_t *r)
+{
+    uint32_t form = r->code >> 16;
+    return form == CG_REFREC_MENTION || form == (uint32_t)x->style;
+}
+
+static inline unsigned cg__refrec_n(const cg_refrec_t *r)
+{
+    return r->code & 0xFFFF;
+}
 
 /* --- For dialect views (citegate/dialect.h) ---------------------------------
  *

@@ -414,6 +414,113 @@ static void test_choices_are_independent(void **state)
     free(out);
 }
 
+/* --- reference style citation (SPEC §3, §6) --------------------------------- */
+
+/* A DeepSeek-style stream: a top-level URL list, then content in chunks. */
+static char *web_stream(const char *const *pieces, size_t n)
+{
+    cg_buf_t b = {0};
+    cg_buf_puts(&b, "data: {\"id\":\"d1\",\"citations\":[\"https://a.example/one\","
+                    "\"https://b.example/two\"],\"choices\":[{\"index\":0,\"delta\":"
+                    "{\"role\":\"assistant\"}}]}\n\n");
+    for (size_t i = 0; i < n; i++) {
+        cg_buf_puts(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
+        cg_buf_puts(&b, pieces[i]);
+        cg_buf_puts(&b, "\"}}]}\n\n");
+    }
+    cg_buf_puts(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}"
+                    "\n\ndata: [DONE]\n\n");
+    cg_buf_putc(&b, '\0');
+    return b.p;
+}
+
+static char *content_of(const char *in, cg_ref_style_t style, const char *profile,
+                        cg_buf_t *sources)
+{
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named(profile));
+    cfg.style = style;
+    cg_buf_t out = {0};
+    run_stream(&cfg, NULL, in, strlen(in), NULL, 0, &out);
+    view_t v;
+    view_of_stream(&v, out.p, out.len);
+    cg_buf_putc(&v.content[0], '\0');
+    char *c = cg_xstrndup(v.content[0].p, strlen(v.content[0].p));
+    if (sources) {
+        cg_buf_put(sources, v.sources.p, v.sources.len);
+        cg_buf_putc(sources, '\0');
+    }
+    view_free(&v);
+    cg_buf_free(&out);
+    return c;
+}
+
+/* auto: the first reference is [citation:N], so that is the style; its
+ * LABEL is N; [N] is then no reference. */
+static void test_auto_picks_citation(void **state)
+{
+    (void)state;
+    static const char *const pieces[] = {"A [citation:2] and [cit", "ation:1][1] [doc1]."};
+    char *in = web_stream(pieces, 2);
+    cg_buf_t src = {0};
+    char *c = content_of(in, CG_REF_ANY, "openwebui", &src);
+    assert_string_equal(c, "A [[citation:2]](https://b.example/two) and "
+                           "[[citation:1]](https://a.example/one)[1] [doc1].");
+    const char *two = strstr(src.p, "\"id\":\"2\""), *one = strstr(src.p, "\"id\":\"1\"");
+    assert_non_null(two);
+    assert_non_null(one);
+    assert_true(two < one); /* first-reference order */
+    assert_null(strstr(src.p, "citation:"));
+    free(c);
+    cg_buf_free(&src);
+    free(in);
+}
+
+/* auto: the first reference is [N]: numeric, and [citation:N] stays text. */
+static void test_auto_first_numeric_wins(void **state)
+{
+    (void)state;
+    static const char *const pieces[] = {"A [1", "] then [citation:2]."};
+    char *in = web_stream(pieces, 2);
+    char *c = content_of(in, CG_REF_ANY, "openai", NULL);
+    assert_string_equal(c, "A [[1]](https://a.example/one) then [citation:2].");
+    free(c);
+    free(in);
+}
+
+/* A fixed style finds only its form; webchat renumbers [citation:N] too. */
+static void test_fixed_citation_style(void **state)
+{
+    (void)state;
+    static const char *const pieces[] = {"[1] [citation:2][citation:1]"};
+    char *in = web_stream(pieces, 1);
+    char *c = content_of(in, CG_REF_CITATION, "openai", NULL);
+    assert_string_equal(c, "[1] [[citation:2]](https://b.example/two)"
+                           "[[citation:1]](https://a.example/one)");
+    free(c);
+    c = content_of(in, CG_REF_NUMERIC, "openai", NULL);
+    assert_string_equal(c, "[[1]](https://a.example/one) [citation:2][citation:1]");
+    free(c);
+    c = content_of(in, CG_REF_CITATION, "webchat", NULL);
+    assert_string_equal(c, "[1] [1]\xE2\x80\x8B[2]\n\n[1]: https://b.example/two \"two\"\n"
+                           "[2]: https://a.example/one \"one\"");
+    free(c);
+    free(in);
+}
+
+/* Azure context keeps doc, whatever the first reference looks like. */
+static void test_auto_azure_stays_doc(void **state)
+{
+    (void)state;
+    char *in = with_ctx("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+                        "\"[citation:1] [doc1]\"},\"finish_reason\":\"stop\"}]}\n\n"
+                        "data: [DONE]\n\n");
+    char *out = xf(in, NULL);
+    assert_non_null(strstr(out, "[citation:1] [[doc1]](https://x.example/1)"));
+    free(out);
+    free(in);
+}
+
 static void test_oversized_event_passes_through(void **state)
 {
     (void)state;
@@ -792,6 +899,10 @@ int main(void)
         cmocka_unit_test(test_held_bytes_flushed_before_finish),
         cmocka_unit_test(test_refs_before_citations),
         cmocka_unit_test(test_choices_are_independent),
+        cmocka_unit_test(test_auto_picks_citation),
+        cmocka_unit_test(test_auto_first_numeric_wins),
+        cmocka_unit_test(test_fixed_citation_style),
+        cmocka_unit_test(test_auto_azure_stays_doc),
         cmocka_unit_test(test_oversized_event_passes_through),
         cmocka_unit_test(test_oversized_between_events),
         cmocka_unit_test(test_oversized_several),

@@ -46,7 +46,8 @@ import sys
 import urllib.parse
 
 PROFILES = ("openwebui", "openai", "webchat", "structured", "off")
-REF_RE = {"doc": re.compile(r"\[doc([0-9]{1,4})\]"), "numeric": re.compile(r"\[([0-9]{1,4})\]")}
+REF_RE = {"doc": re.compile(r"\[doc([0-9]{1,4})\]"), "numeric": re.compile(r"\[([0-9]{1,4})\]"),
+          "citation": re.compile(r"\[citation:([0-9]{1,4})\]")}
 MARKER_RE = re.compile(r"\[([0-9]{1,4})\]")
 ZWSP = "\u200b"
 ELLIPSIS = "\u2026"
@@ -453,13 +454,31 @@ class Ref:
 
 
 def resolve_style(ref_style, request, st):
-    if ref_style in ("doc", "numeric"):
+    """SPEC §3: a fixed style; or auto: doc for Azure context (or a request with
+    data_sources), else citation when the first reference seen is [citation:N], numeric
+    otherwise ([docN] does not decide: outside Azure context it is no reference)."""
+    if ref_style in ("doc", "numeric", "citation"):
         return ref_style
     if isinstance(request, dict) and request.get("data_sources") not in (None, [], {}):
         return "doc"
-    if request_sources(request):
-        return "numeric"
-    return "doc" if st.kind == "azure" else "numeric"
+    if st.kind == "azure":
+        return "doc"
+    return first_form(st) or "numeric"
+
+
+def first_form(st):
+    """"numeric" or "citation": the form of the first [N] / [citation:N] to reach the
+    client (by the event that completes it, the choice's place in that event, its offset)."""
+    best = None
+    for idx in st.order:
+        for a, b in st.finder_spans(idx):
+            for form in ("numeric", "citation"):
+                m = REF_RE[form].search(st.content[idx], a, b)
+                if m:
+                    ev, pos = st.event_of(idx, m.end() - 1)
+                    if best is None or (ev, pos, m.start()) < best[0]:
+                        best = ((ev, pos, m.start()), form)
+    return best[1] if best else None
 
 
 def find_refs(st, style):
@@ -475,7 +494,7 @@ def find_refs(st, style):
                 key = (n if st.kind == "request" else n - 1) if cit is not None else None
                 ev, pos = st.event_of(idx, m.end() - 1)
                 r = Ref(idx, m, n, cit, key, cit is not None and ev >= st.known_ev, (ev, pos, m.start()))
-                r.label = ("doc%d" if style == "doc" else "%d") % n
+                r.label = ("doc%d" if style == "doc" else "%d") % n  # citation: N
                 refs.append(r)
     refs.sort(key=lambda r: r.when)
     return refs

@@ -205,7 +205,7 @@ def diff_views(got, want, structured_changed=None):
 
 # ------------------------------------------------------------------------------ checks without oracle
 
-ANN_TEXT = re.compile(r"\[(\[(?:doc)?[0-9]{1,4}\])\]\((.*)\)", re.S)
+ANN_TEXT = re.compile(r"\[(\[(?:doc|citation:)?[0-9]{1,4}\])\]\((.*)\)", re.S)
 DEF_LINE = re.compile(r'\[([0-9]+)\]: (\S+) "((?:[^"\\]|\\.)*)"')
 
 
@@ -392,7 +392,7 @@ def check_body_shape(body, out, profile, want):
 WORDS = ["the", "X200", "café", "naïve", "😀", "𝄞", "日本語", "charge", "quick", "—", '"quoted"',
          "back\\slash", "a/b", "(paren)", "<tag>", "50%", "\n", "\t", "👍🏽", "é"]
 NOISE = ["[", "]", "[doc", "[x]", "[12345]", "[doc12345]", "[ 1]", "[-1]", "[1.5]", "[doc]", "[[", "]]",
-         "[d", "[do"]
+         "[d", "[do", "[citation:", "[citation:12345]", "[citation]", "[Citation:1]", "[citat"]
 
 
 def rand_url(rng):
@@ -475,9 +475,9 @@ def rand_request_sources(rng, n):
                                                        {"role": "user", "content": "q?"}]}, ids
 
 
-def rand_answer(rng, ncit, style_ids, doc_bias):
-    """Content with references [docN] and [N] (N from style_ids + out of range), adjacency,
-    repeats and noise."""
+def rand_answer(rng, ncit, style_ids, doc_bias, cit_bias=0.0):
+    """Content with references [docN], [N] and [citation:N] (N from style_ids + out of
+    range), adjacency, repeats and noise."""
     toks = []
     for _ in range(rng.randint(1, 14)):
         k = rng.random()
@@ -487,7 +487,9 @@ def rand_answer(rng, ncit, style_ids, doc_bias):
             for _ in range(rng.choice([1, 1, 1, 2, 3])):
                 n = rng.choice(style_ids + [0, ncit + 1, 99, 9999])
                 fmt = rng.choice(["%d", "%d", "%d", "%02d", "%04d"])
-                toks.append(("[doc" + fmt + "]" if rng.random() < doc_bias else "[" + fmt + "]") % n)
+                k = rng.random()
+                pre = "[doc" if k < doc_bias else "[citation:" if k < doc_bias + cit_bias else "["
+                toks.append((pre + fmt + "]") % n)
         else:
             toks.append(rng.choice(NOISE))
     return "".join(t + rng.choice(["", " ", " ", "\n"]) for t in toks)
@@ -603,14 +605,16 @@ def rand_ref_case(rng, stream_extras=None):
             else:
                 opts["ref_style"] = "doc"
     if rng.random() < 0.1:
-        opts["ref_style"] = rng.choice(["doc", "numeric"])
+        opts["ref_style"] = rng.choice(["doc", "numeric", "citation"])
     if rng.random() < 0.15:
         opts["max_doc_bytes"] = rng.choice([1, 7, 64])
     if rng.random() < 0.1:
         opts["scores"] = False
     nch = rng.choice([1, 1, 1, 2, 3, 5])
     doc_bias = 0.75 if kind == "azure" else 0.25
-    contents = {str(i): rand_answer(rng, ncit, ids_style, doc_bias) for i in rng.sample(range(6), nch)}
+    # DeepSeek / Higress write [citation:N]: mostly that form, or a mix that auto must decide.
+    cit_bias = rng.choice([0.0, 0.0, 0.6, 0.3]) if kind != "azure" else rng.choice([0.0, 0.0, 0.1])
+    contents = {str(i): rand_answer(rng, ncit, ids_style, doc_bias, cit_bias) for i in rng.sample(range(6), nch)}
     context = top = None
     if kind == "azure":
         cits = [rand_azure_citation(rng, i) for i in range(ncit)]
