@@ -53,6 +53,8 @@ struct cg_xform {
     size_t nchoices;
     cg_refrec_t *refs; /* first-reference order */
     size_t nrefs, refs_cap;
+    uint64_t *url_hash; /* annotation-sourced citations: hash of citation i's url */
+    size_t url_hash_cap;
     cg_buf_t hold;   /* a holds_stream profile's stream, until its end */
     size_t max_link; /* longest citation link, once citations are known */
     bool max_link_known;
@@ -127,9 +129,10 @@ void cg__xform_meta(cg_xform_t *x, cg_span_t id, cg_span_t model);
  * every number used so far. Returns the citation's number, or 0 when the
  * table is full. */
 unsigned cg__xform_cite(cg_xform_t *x, cg_cite_in_t *in);
-/* Citation n counts as referenced once, with no text of its own (SPEC §6,
- * annotation-sourced citations). */
-void cg__xform_mention(cg_xform_t *x, unsigned n);
+/* Citation n counts as referenced once, here, with no text of its own (SPEC
+ * §6, annotation-sourced citations), in the answer of choice `choice`; the
+ * profile's mention hook hears of it. Later mentions of n add nothing. */
+void cg__xform_mention(cg_xform_t *x, size_t choice, unsigned n);
 /* Ends the stream with SPEC §6's error event: held bytes and the profile's
  * citation events first, no [DONE]. message and code are raw JSON values. */
 void cg__xform_error(cg_xform_t *x, cg_span_t message, cg_span_t code);

@@ -5,9 +5,9 @@
  * per position. Both are written from the same position table, so the
  * Markdown and the entity cannot disagree.
  *
- * State: the position table (a citation pointer per position and a 2-byte
- * position per citation, at most CG_CITE_MAX each), and per choice the last
- * byte written and, once it cites, a bitmap of its positions.
+ * State: the position table (a 2-byte citation index per position and a
+ * 2-byte position per citation, at most CG_CITE_MAX each), and per choice
+ * the last byte written and, once it cites, a bitmap of its positions.
  */
 #include "core/emit.h"
 #include "core/xform_int.h"
@@ -19,9 +19,9 @@
 #define ZWSP         "\xE2\x80\x8B" /* U+200B ZERO WIDTH SPACE */
 
 typedef struct webchat {
-    const cg_citation_t **bypos; /* citation of position i + 1 */
-    uint16_t *pos;               /* position of citation i (of x->cites), 0: none yet */
-    size_t npos;
+    uint16_t *bypos; /* index in x->cites of the citation of position i + 1 */
+    uint16_t *pos;   /* position of citation i (of x->cites), 0: none yet */
+    size_t npos, cap;
 } webchat_t;
 
 typedef struct webchat_choice {
@@ -61,21 +61,38 @@ static bool on_text(cg_xform_t *x, cg_choice_t *ch, const char *p, size_t n)
     return guard;
 }
 
-/* The position of citation c, given in first-reference order. */
+/* The position of citation c, given in first-reference order. Citations
+ * are kept by index: the table may still grow (and move) while annotations
+ * arrive. */
 static size_t position(cg_xform_t *x, const cg_citation_t *c)
 {
     webchat_t *s = x->state;
-    if (s->pos == NULL) {
-        /* The citation table is complete once a reference resolves. */
-        s->pos = cg_xcalloc(x->cites.n, sizeof(*s->pos));
-        s->bypos = cg_xcalloc(x->cites.n, sizeof(*s->bypos));
-    }
     size_t k = (size_t)(c - x->cites.v);
+    if (k >= s->cap) {
+        size_t cap = x->cites.n;
+        s->pos = cg_xrealloc(s->pos, cap * sizeof(*s->pos));
+        s->bypos = cg_xrealloc(s->bypos, cap * sizeof(*s->bypos));
+        memset(s->pos + s->cap, 0, (cap - s->cap) * sizeof(*s->pos));
+        s->cap = cap;
+    }
     if (s->pos[k] == 0) {
-        s->bypos[s->npos++] = c;
+        s->bypos[s->npos++] = (uint16_t)k;
         s->pos[k] = (uint16_t)s->npos;
     }
     return s->pos[k];
+}
+
+static const cg_citation_t *at_position(const cg_xform_t *x, size_t pos)
+{
+    const webchat_t *s = x->state;
+    return &x->cites.v[s->bypos[pos - 1]];
+}
+
+static void mark_used(webchat_choice_t *wc, size_t pos)
+{
+    if (wc->used == NULL)
+        wc->used = cg_xcalloc((CG_CITE_MAX + 7) / 8, 1);
+    wc->used[(pos - 1) / 8] |= (uint8_t)(1u << ((pos - 1) % 8));
 }
 
 /* `[P]`, P the citation's position, with U+200B after a "]" so Markdown
@@ -96,10 +113,15 @@ static bool on_ref(cg_xform_t *x, cg_choice_t *ch, const cg_refrec_t *rec, const
     cg__emit_arena_since(o, from);
     wc->after_ref = true;
     wc->last = ']';
-    if (wc->used == NULL)
-        wc->used = cg_xcalloc((CG_CITE_MAX + 7) / 8, 1);
-    wc->used[(pos - 1) / 8] |= (uint8_t)(1u << ((pos - 1) % 8));
+    mark_used(wc, pos);
     return true;
+}
+
+/* An annotation's citation has no badge in the text, but its position,
+ * definition and Claim, as if it had been referenced here. */
+static void on_mention(cg_xform_t *x, cg_choice_t *ch, const cg_citation_t *c)
+{
+    mark_used(ch->state, position(x, c));
 }
 
 static bool is_space(char c)
@@ -185,14 +207,15 @@ static void put_def(cg_buf_t *b, size_t pos, const cg_citation_t *c)
 }
 
 /* A choice's Markdown definitions, JSON-escaped for inside its content. */
-static void put_defs(const webchat_t *s, const webchat_choice_t *wc, cg_buf_t *b)
+static void put_defs(const cg_xform_t *x, const webchat_choice_t *wc, cg_buf_t *b)
 {
+    const webchat_t *s = x->state;
     cg_buf_t md = {0};
     for (size_t pos = 1; pos <= s->npos; pos++) {
         if (!uses(wc, pos))
             continue;
         cg_buf_puts(&md, md.len ? "\n" : "\n\n");
-        put_def(&md, pos, s->bypos[pos - 1]);
+        put_def(&md, pos, at_position(x, pos));
     }
     cg_json_put_escaped(b, md.p, md.len);
     cg_buf_free(&md);
@@ -223,15 +246,16 @@ static void put_claim(cg_buf_t *b, size_t pos, const cg_citation_t *c, bool text
 }
 
 /* The schema.org Message thing of the answer; "text" is optional. */
-static void put_message(const webchat_t *s, cg_buf_t *b, bool text)
+static void put_message(const cg_xform_t *x, cg_buf_t *b, bool text)
 {
+    const webchat_t *s = x->state;
     cg_buf_puts(b, "{\"@context\":\"https://schema.org\",\"@id\":\"\",\"@type\":\"Message\","
                    "\"type\":\"https://schema.org/Message\",\"keywords\":[\"AIGeneratedContent\"],"
                    "\"citation\":[");
     for (size_t pos = 1; pos <= s->npos; pos++) {
         if (pos > 1)
             cg_buf_putc(b, ',');
-        put_claim(b, pos, s->bypos[pos - 1], text);
+        put_claim(b, pos, at_position(x, pos), text);
     }
     cg_buf_puts(b, "]}");
 }
@@ -251,7 +275,7 @@ static bool stream_end(cg_xform_t *x)
         if (wc->used == NULL)
             continue;
         defs.len = 0;
-        put_defs(s, wc, &defs);
+        put_defs(x, wc, &defs);
         /* Many long definitions go out in several content chunks (SPEC §6). */
         for (size_t at = 0; at < defs.len;) {
             size_t take = cg_json_safe_cut(defs.p + at, defs.len - at, CG_XFORM_SPLIT_CHUNK);
@@ -267,12 +291,12 @@ static bool stream_end(cg_xform_t *x)
     cg__emit_chunk_open(x, b);
     cg_buf_puts(b, ",\"choices\":[],\"entities\":[");
     size_t entity = b->len;
-    put_message(s, b, true);
+    put_message(x, b, true);
     if (b->len - line > CG_XFORM_LINE_MAX - 64) {
         /* Too long for one SSE line (SPEC §6): the snippets are emptied;
          * name, url and abstract remain, so the badges still work. */
         b->len = entity;
-        put_message(s, b, false);
+        put_message(x, b, false);
     }
     cg_buf_puts(b, "]}\n\n");
     cg__emit_arena_since(o, from);
@@ -288,7 +312,7 @@ static void body_message(cg_xform_t *x, cg_choice_t *ch, int msg)
     if (wc->used == NULL)
         return;
     size_t from = x->out->arena.len;
-    put_defs(x->state, wc, &x->out->arena);
+    put_defs(x, wc, &x->out->arena);
     cg__emit_arena_since(x->out, from);
 }
 
@@ -300,7 +324,7 @@ static void body_end(cg_xform_t *x, bool comma)
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
     cg_buf_puts(&o->arena, comma ? ",\"entities\":[" : "\"entities\":[");
-    put_message(s, &o->arena, true);
+    put_message(x, &o->arena, true);
     cg_buf_putc(&o->arena, ']');
     cg__emit_arena_since(o, from);
     x->stats.citations_emitted += s->npos;
@@ -316,6 +340,7 @@ const cg_profile_t cg__profile_webchat = {
     .choice_free = choice_free,
     .text = on_text,
     .ref = on_ref,
+    .mention = on_mention,
     .stream_end = stream_end,
     .body_message = body_message,
     .body_end = body_end,
