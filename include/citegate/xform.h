@@ -11,7 +11,8 @@
  *
  * Memory per stream is bounded: the SSE tokenizer's straddle buffer
  * (max_event), the JSON token array (CG_XFORM_MAX_TOKENS), the citation
- * table (see cite.h; and 8 bytes per annotation-sourced citation), at most CG_XFORM_MAX_CHOICES reference finders and
+ * table (see cite.h; and a url hash of 8 bytes per annotation-sourced
+ * citation), at most CG_XFORM_MAX_CHOICES reference finders and
  * CG_XFORM_MAX_REFS distinct references, and the profile's own state (each
  * profile states its bound). The arena grows with one call's input only and
  * is trimmed between calls. An event over max_event is never held: it goes
