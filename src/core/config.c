@@ -36,7 +36,7 @@ typedef struct var {
 static const char *const protocol_names[] = {"auto", "h2", "http1.1", NULL};
 static const char *const format_names[] = {"text", "json", NULL};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
-static const char *const style_words[] = {"auto", "doc", "numeric", NULL};
+static const char *const style_words[] = {"auto", "doc", "numeric", "citation", NULL};
 
 #define OFF(f) offsetof(cg_config_t, f)
 static const var_t vars[] = {
@@ -90,7 +90,7 @@ bool cg_parse_bool(const char *s, bool *out)
 
 bool cg_ref_style_parse(const char *s, cg_ref_style_t *out)
 {
-    static const cg_ref_style_t map[] = {CG_REF_ANY, CG_REF_DOC, CG_REF_NUMERIC};
+    static const cg_ref_style_t map[] = {CG_REF_ANY, CG_REF_DOC, CG_REF_NUMERIC, CG_REF_CITATION};
     for (int i = 0; style_words[i]; i++) {
         if (strcmp(s, style_words[i]) == 0) {
             *out = map[i];
@@ -102,7 +102,12 @@ bool cg_ref_style_parse(const char *s, cg_ref_style_t *out)
 
 const char *cg_ref_style_name(cg_ref_style_t s)
 {
-    return s == CG_REF_DOC ? "doc" : s == CG_REF_NUMERIC ? "numeric" : "auto";
+    switch (s) {
+    case CG_REF_DOC: return "doc";
+    case CG_REF_NUMERIC: return "numeric";
+    case CG_REF_CITATION: return "citation";
+    default: return "auto";
+    }
 }
 
 /* Writes "VAR: 'value' problem" into err. */

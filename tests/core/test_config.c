@@ -410,10 +410,17 @@ static void test_enums(void **state)
     accept_val(&c, "CITEGATE_REF_STYLE", "numeric");
     assert_int_equal(c.ref_style, CG_REF_NUMERIC);
     cg_config_free(&c);
+    accept_val(&c, "CITEGATE_REF_STYLE", "citation");
+    assert_int_equal(c.ref_style, CG_REF_CITATION);
+    cg_config_xform(&c, &x);
+    assert_int_equal(x.style, CG_REF_CITATION);
+    cg_config_free(&c);
     accept_val(&c, "CITEGATE_REF_STYLE", "auto");
     assert_int_equal(c.ref_style, CG_REF_ANY);
     cg_config_free(&c);
     reject_val("CITEGATE_REF_STYLE", "docs");
+    reject_val("CITEGATE_REF_STYLE", "Citation");
+    reject_val("CITEGATE_REF_STYLE", "citation:");
     reject_val("CITEGATE_REF_STYLE", "[N]");
     reject_val("CITEGATE_REF_STYLE", "");
 
@@ -484,7 +491,10 @@ static void test_enums(void **state)
     assert_int_equal(st, CG_REF_NUMERIC);
     assert_string_equal(cg_ref_style_name(CG_REF_DOC), "doc");
     assert_string_equal(cg_ref_style_name(CG_REF_NUMERIC), "numeric");
+    assert_string_equal(cg_ref_style_name(CG_REF_CITATION), "citation");
     assert_string_equal(cg_ref_style_name(CG_REF_ANY), "auto");
+    assert_true(cg_ref_style_parse("citation", &st));
+    assert_int_equal(st, CG_REF_CITATION);
 }
 
 /* Several variables at once, each applied. */
