@@ -386,7 +386,15 @@ class DockerfileTest(unittest.TestCase):
         ci = ci_commands()
         self.assertTrue(ci, ".ci/run has no command")
         instrs = [(i, a) for s, i, a in self.df.instrs if s == 0]
-        run_cmds = [(n, c) for n, (i, a) in enumerate(instrs) if i == "RUN" for c in shell_commands(a)]
+        # With its build arguments at their defaults (ARG CHECK=test: the whole suite).
+        defaults = dict(a.split("=", 1) for i, a in instrs if i == "ARG" and "=" in a)
+        def expand(a):
+            for k, v in defaults.items():
+                a = a.replace('"$%s"' % k, v).replace("${%s}" % k, v).replace("$" + k, v)
+            return a
+        run_cmds = [(n, c) for n, (i, a) in enumerate(instrs) if i == "RUN"
+                    for c in shell_commands(expand(a))]
+        self.assertEqual(defaults.get("CHECK"), "test", "the build stage's default is not the suite")
         full_copy = [n for n, (i, a) in enumerate(instrs)
                      if i == "COPY" and not a.startswith("--from") and shlex.split(a)[0] == "."]
         self.assertTrue(full_copy, "the build stage does not COPY the whole context")

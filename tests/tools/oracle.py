@@ -581,22 +581,25 @@ def markdown_escape(s):
     return re.sub(r"([\\`*_\[\]<>])", r"\\\1", s)
 
 
-def markdown_sources(st, resolving, counted):
+def markdown_sources(st, emitting, counted):
     """Profile markdown: {key: position} and {choice: positions its Sources block lists}.
-    Positions as in webchat (first resolving reference). A citation the answer references
+    Positions as in webchat: first resolving reference or annotation (a mention takes its
+    position where its annotation arrived, in its choice). A citation the answer references
     only before the citations were known is still emitted (SPEC §6): it takes the next
     positions, in first-reference order, in the first choice (lowest index) that has
     content of its own (not only content forwarded inside oversized events)."""
     pos = {}
-    for key, _ in first_order(resolving):
+    for key, _ in first_order(emitting):
         pos[key] = len(pos) + 1
-    listed = {idx: {pos[r.key] for r in resolving if r.idx == idx} for idx in st.order}
+    listed = {}
+    for r in emitting:
+        listed.setdefault(r.idx, set()).add(pos[r.key])
     late = [key for key, _ in first_order(counted) if key not in pos]
     with_text = sorted((i for i in st.order if st.segments[i]), key=int)
     if late and with_text:
         for key in late:
             pos[key] = len(pos) + 1
-            listed[with_text[0]].add(pos[key])
+            listed.setdefault(with_text[0], set()).add(pos[key])
     return pos, listed
 
 
@@ -701,14 +704,16 @@ def transform(st, profile, style, max_doc_bytes, scores):
                                 "type": "https://schema.org/Message",
                                 "keywords": ["AIGeneratedContent"], "citation": claims}]
     elif profile == "markdown":
-        pos, listed = markdown_sources(st, resolving, counted)
-        cit_of = {pos[r.key]: r.cit for r in counted if r.key in pos}
-        for idx in st.order:
+        pos, listed = markdown_sources(st, emitting, counted)
+        cit_of = {pos[r.key]: r.cit for r in cited if r.key in pos}
+        # A stream's choice that only has annotations still gets its Sources.
+        extra = [] if st.body else [r.idx for r in st.mentions if r.idx not in st.content]
+        for idx in st.order + sorted(set(extra), key=extra.index):
             mine = sorted((r for r in resolving if r.idx == idx), key=lambda r: r.start)
             repl = [(r.start, r.end, "[%d](%s)" % (pos[r.key], link(r.cit.url)) if r.cit.url
                      else "[%d]" % pos[r.key]) for r in mine]
-            out["content"][idx] = apply(st.content[idx], repl)
-            if listed[idx]:
+            out["content"][idx] = apply(st.content.get(idx, ""), repl)
+            if listed.get(idx):
                 lines = []
                 for p in sorted(listed[idx]):
                     c = cit_of[p]
