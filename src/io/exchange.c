@@ -488,6 +488,13 @@ static bool encoded(const cg_exchange_t *ex, const cg_hdrs_t *h)
     return true;
 }
 
+/* Does a chat answer go through the transformer? Another dialect's does in
+ * every profile, off too: the client speaks chat completions (SPEC §6a). */
+static bool translates(const cg_exchange_t *ex)
+{
+    return ex->profile->transforms || ex->dialect != CG_DIALECT_OPENAI;
+}
+
 void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
 {
     cg_worker_t *w = ex->w;
@@ -498,10 +505,7 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
                     (double)(cg_now_ms(w) - ex->t_start) / 1000.0);
     ex->is_sse = ctype_is(cg_hdrs_get(h, "content-type"), "text/event-stream");
     ex->mode = CG_MODE_PASS;
-    /* Another dialect's answer is translated in every profile, off too: the
-     * client speaks chat completions (SPEC §6a). */
-    bool translates = ex->profile->transforms || ex->dialect != CG_DIALECT_OPENAI;
-    if (ex->transform && translates && status == 200 && !encoded(ex, h))
+    if (ex->transform && translates(ex) && status == 200 && !encoded(ex, h))
         ex->mode = ex->is_sse ? CG_MODE_STREAM : CG_MODE_BODY;
     if (ex->mode != CG_MODE_PASS) {
         cg_xform_cfg_t xc;
