@@ -27,8 +27,8 @@ Request headers that control a response (citegate forwards end-to-end headers):
                           application/json with Content-Length.
                           Default when the request JSON has "stream": true / else:
                           chat path      azure_oyd_stream.sse / azure_oyd_response.json
-                          /v1/messages   dialects/answers/anthropic_stream.sse / …_response.json
-                          /v1/responses  dialects/answers/responses_stream.sse / …_response.json
+                          /v1/messages   dialects/e2e/anthropic_stream.sse / …_response.json
+                          /v1/responses  dialects/e2e/responses_stream.sse / …_response.json
   X-Mock-Split: N         write the body in N-byte pieces (one chunk, one write+drain each).
                           Without it an .sse body is written one SSE event per piece and a
                           JSON body in one piece.
@@ -131,8 +131,8 @@ def sse_event_pieces(body):
 # Default fixtures per API: (path suffix, streaming answer, body answer).
 DEFAULT_FIXTURES = (
     ("/chat/completions", "azure_oyd_stream.sse", "azure_oyd_response.json"),
-    ("/v1/messages", "dialects/answers/anthropic_stream.sse", "dialects/answers/anthropic_response.json"),
-    ("/v1/responses", "dialects/answers/responses_stream.sse", "dialects/answers/responses_response.json"),
+    ("/v1/messages", "dialects/e2e/anthropic_stream.sse", "dialects/e2e/anthropic_response.json"),
+    ("/v1/responses", "dialects/e2e/responses_stream.sse", "dialects/e2e/responses_response.json"),
 )
 
 
