@@ -256,6 +256,18 @@ class H2MockUpstream:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def ensure_npm(directory, timeout=300):
+    """`npm ci` in directory unless every dependency of its package.json is installed
+    (a lockfile that gained a package makes an older node_modules stale)."""
+    with open(os.path.join(directory, "package.json")) as f:
+        deps = json.load(f).get("dependencies", {})
+    mods = os.path.join(directory, "node_modules")
+    if all(os.path.isfile(os.path.join(mods, name, "package.json")) for name in deps):
+        return
+    subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=directory,
+                   check=True, timeout=timeout)
+
+
 # --------------------------------------------------------------------------- citegate
 
 class StartError(RuntimeError):
