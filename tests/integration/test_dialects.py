@@ -65,6 +65,14 @@ def token_counts(usage):
     return {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
 
 
+def stop_clean(cg):
+    """Stops citegate; it must exit 0 with no sanitizer report (ASan builds)."""
+    rc = cg.stop()
+    reports = cg.sanitizer_reports()
+    cg.cleanup()
+    assert rc == 0 and not reports, f"citegate exited with {rc}: {reports}"
+
+
 def h2_post(port, path, body, hdrs, timeout=15):
     """(status, body) of one POST over h2c with prior knowledge."""
     with h2frames.H2Client(port, timeout=timeout) as c:
@@ -86,11 +94,11 @@ class DialectCase(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for cg in getattr(cls, "cg", {}).values():
-            rc = cg.stop()
-            cg.cleanup()
-            assert rc == 0, f"citegate exited with {rc}"
-        cls.up.cleanup()
+        try:
+            for cg in getattr(cls, "cg", {}).values():
+                stop_clean(cg)
+        finally:
+            cls.up.cleanup()
 
 
 # --------------------------------------------------------------------------- HTTP/1.1
@@ -480,9 +488,7 @@ class DemoCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         for cg in cls.cg.values():
-            rc = cg.stop()
-            cg.cleanup()
-            assert rc == 0, f"citegate exited with {rc}"
+            stop_clean(cg)
 
 
 class DemoRefusal(DemoCase):

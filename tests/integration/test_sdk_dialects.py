@@ -61,7 +61,7 @@ class SDKsOnDialects(unittest.TestCase):
             try:
                 cls.out[d] = cls.run_sdks(cg.port, stream, body)
             finally:
-                cls.rcs.append(cg.stop())
+                cls.rcs.append((cg.stop(), cg.sanitizer_reports()))
                 cg.cleanup()
 
     @classmethod
@@ -136,8 +136,8 @@ class SDKsOnDialects(unittest.TestCase):
                     self.assertEqual(out[key]["finishReason"], "stop", key)
                     self.check_sources(key, exp, [(s["url"], s["title"]) for s in out[key]["sources"]])
 
-    def test_citegate_exited_cleanly(self):
-        self.assertEqual(self.rcs, [0] * len(CASES))
+    def test_citegate_exited_cleanly_without_sanitizer_reports(self):
+        self.assertEqual(self.rcs, [(0, [])] * len(CASES))
 
 
 if __name__ == "__main__":
