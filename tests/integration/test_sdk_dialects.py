@@ -84,7 +84,8 @@ class SDKsOnDialects(unittest.TestCase):
 
     def got(self, dialect):
         out = self.out[dialect]
-        self.assertNotIn("error", out, out.get("error"))
+        if "error" in out:
+            self.fail(f"{dialect}: the node script failed: {out['error'][-1200:]}")
         return out
 
     def check_sources(self, key, exp, got):
