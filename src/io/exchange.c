@@ -33,8 +33,18 @@ static bool head_sent(const cg_exchange_t *ex)
 
 /* --- routes and request ids ---------------------------------------------------- */
 
-static const char dep[] = "/openai/deployments/";
-static const char tail[] = "/chat/completions";
+/* The deployment name of an Azure deployment route,
+ * /openai/deployments/{name}/chat/completions, as written; else {NULL, 0}. */
+static cg_span_t deployment_name(const char *path, size_t n)
+{
+    static const char prefix[] = "/openai/deployments/";
+    static const char tail[] = "/chat/completions";
+    size_t pl = sizeof(prefix) - 1, tl = sizeof(tail) - 1;
+    if (n <= pl + tl || memcmp(path, prefix, pl) != 0 || memcmp(path + n - tl, tail, tl) != 0)
+        return cg_span(NULL, 0);
+    cg_span_t name = cg_span(path + pl, n - pl - tl);
+    return memchr(name.p, '/', name.n) ? cg_span(NULL, 0) : name;
+}
 
 static int classify(const char *path, size_t n)
 {
@@ -42,23 +52,7 @@ static int classify(const char *path, size_t n)
         return CG_ROUTE_CHAT;
     if (n == 27 && memcmp(path, "/openai/v1/chat/completions", 27) == 0)
         return CG_ROUTE_OPENAI_V1;
-    if (n > sizeof(dep) - 1 + sizeof(tail) - 1 && memcmp(path, dep, sizeof(dep) - 1) == 0 &&
-        memcmp(path + n - (sizeof(tail) - 1), tail, sizeof(tail) - 1) == 0) {
-        const char *name = path + sizeof(dep) - 1;
-        size_t name_len = n - (sizeof(dep) - 1) - (sizeof(tail) - 1);
-        if (name_len > 0 && !memchr(name, '/', name_len))
-            return CG_ROUTE_DEPLOYMENT;
-    }
-    return CG_ROUTE_OTHER;
-}
-
-/* The deployment name of an Azure deployment route, as written in the
- * path; {NULL, 0} on the other routes. */
-static cg_span_t deployment(const cg_exchange_t *ex, const char *path, size_t n)
-{
-    if (ex->route != CG_ROUTE_DEPLOYMENT)
-        return cg_span(NULL, 0);
-    return cg_span(path + sizeof(dep) - 1, n - (sizeof(dep) - 1) - (sizeof(tail) - 1));
+    return deployment_name(path, n).p ? CG_ROUTE_DEPLOYMENT : CG_ROUTE_OTHER;
 }
 
 static void make_rid(cg_exchange_t *ex, cg_span_t given)
@@ -340,7 +334,7 @@ static bool translate(cg_exchange_t *ex, size_t path_len)
     cg_reqmsg_t *m = &ex->msg;
     cg_dialect_err_t e;
     if (cg_dialect_request(ex->dialect, m->body.p ? m->body.p : "", m->body.len, &ex->req,
-                           deployment(ex, m->url.p, path_len), &ex->dreq, &e) == 0)
+                           deployment_name(m->url.p, path_len), &ex->dreq, &e) == 0)
         return true;
     cg_buf_t b = {0};
     cg_dialect_err_json(&e, &b);
