@@ -162,8 +162,10 @@ static void sse_end(cg_demo_answer_t *a)
 /* --- anthropic: Messages ------------------------------------------------------- */
 
 /* A document with a URL is a search result, the other one a document of
- * the request (the kinds of citation_delta the Messages API sends). */
-static void anthropic_citation(cg_buf_t *b, int k)
+ * the request (the kinds of citation_delta the Messages API sends). The
+ * request's own documents, made of its <source> tags, come first:
+ * `request_docs` of them, so the demo's document k is index request_docs + k. */
+static void anthropic_citation(cg_buf_t *b, int k, size_t request_docs)
 {
     const demo_doc_t *doc = &DOCS[k];
     if (doc->url) {
@@ -181,7 +183,7 @@ static void anthropic_citation(cg_buf_t *b, int k)
     }
     cg_buf_puts(b, "{\"type\":\"char_location\",\"cited_text\":");
     cg_json_put_cstr(b, doc->text);
-    cg_buf_printf(b, ",\"document_index\":%d,\"document_title\":", k);
+    cg_buf_printf(b, ",\"document_index\":%zu,\"document_title\":", request_docs + (size_t)k);
     cg_json_put_cstr(b, doc->title);
     cg_buf_printf(b, ",\"start_char_index\":0,\"end_char_index\":%zu}", strlen(doc->text));
 }
@@ -203,7 +205,7 @@ static void anthropic_text(cg_demo_answer_t *a, size_t block, const char *text)
     sse_end(a);
 }
 
-static void anthropic_block(cg_demo_answer_t *a, size_t i)
+static void anthropic_block(cg_demo_answer_t *a, size_t i, size_t request_docs)
 {
     const demo_block_t *bl = &BLOCKS[i];
     sse_begin(a, "content_block_start");
@@ -219,7 +221,7 @@ static void anthropic_block(cg_demo_answer_t *a, size_t i)
         anthropic_text(a, i, " ");
     for (int c = 0; c < bl->ncites; c++) {
         anthropic_delta(a, i, "citations_delta", "citation");
-        anthropic_citation(&a->bytes, bl->cites[c]);
+        anthropic_citation(&a->bytes, bl->cites[c], request_docs);
         cg_buf_puts(&a->bytes, "}}");
         sse_end(a);
     }
@@ -228,7 +230,7 @@ static void anthropic_block(cg_demo_answer_t *a, size_t i)
     sse_end(a);
 }
 
-static void anthropic_stream(cg_demo_answer_t *a)
+static void anthropic_stream(cg_demo_answer_t *a, size_t request_docs)
 {
     sse_begin(a, "message_start");
     cg_buf_printf(&a->bytes,
@@ -242,7 +244,7 @@ static void anthropic_stream(cg_demo_answer_t *a)
     cg_buf_puts(&a->bytes, "{\"type\":\"ping\"}");
     sse_end(a);
     for (size_t i = 0; i < NBLOCKS; i++)
-        anthropic_block(a, i);
+        anthropic_block(a, i, request_docs);
     sse_begin(a, "message_delta");
     cg_buf_printf(&a->bytes,
                   "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\","
@@ -254,7 +256,7 @@ static void anthropic_stream(cg_demo_answer_t *a)
     sse_end(a);
 }
 
-static void anthropic_body(cg_demo_answer_t *a)
+static void anthropic_body(cg_demo_answer_t *a, size_t request_docs)
 {
     cg_buf_t *b = &a->bytes;
     cg_buf_puts(b, "{\"id\":\"msg_demo\",\"type\":\"message\",\"role\":\"assistant\","
@@ -268,7 +270,7 @@ static void anthropic_body(cg_demo_answer_t *a)
         for (int c = 0; c < bl->ncites; c++) {
             if (c)
                 cg_buf_putc(b, ',');
-            anthropic_citation(b, bl->cites[c]);
+            anthropic_citation(b, bl->cites[c], request_docs);
         }
         cg_buf_puts(b, bl->ncites ? "]}" : "}");
     }
@@ -487,10 +489,12 @@ static void responses_body(cg_demo_answer_t *a)
     rs_free(&r);
 }
 
-void cg_demo_answer(cg_demo_answer_t *a, cg_dialect_t d, bool stream)
+void cg_demo_answer(cg_demo_answer_t *a, cg_dialect_t d, bool stream, size_t request_docs)
 {
     switch (d) {
-    case CG_DIALECT_ANTHROPIC: stream ? anthropic_stream(a) : anthropic_body(a); break;
+    case CG_DIALECT_ANTHROPIC:
+        stream ? anthropic_stream(a, request_docs) : anthropic_body(a, request_docs);
+        break;
     case CG_DIALECT_RESPONSES: stream ? responses_stream(a) : responses_body(a); break;
     default: stream ? openai_stream(a) : openai_body(a); break;
     }

@@ -11,7 +11,8 @@
  * with a URL, char_location for the one without).
  * responses: Responses events, 【…†…】 markers in the text, each followed by
  * the url_citation annotation that covers it.
- * The demo's documents are its own: the request's <source> tags play no part.
+ * The demo's documents are its own: the request's <source> tags are not
+ * cited, and the anthropic answer numbers its document after theirs.
  */
 #ifndef CITEGATE_IO_DEMO_ANSWER_H
 #define CITEGATE_IO_DEMO_ANSWER_H
@@ -27,8 +28,11 @@ typedef struct cg_demo_answer {
     size_t npieces;
 } cg_demo_answer_t;
 
-/* The answer of dialect d: an SSE stream (stream) or one JSON body. */
-void cg_demo_answer(cg_demo_answer_t *a, cg_dialect_t d, bool stream);
+/* The answer of dialect d: an SSE stream (stream) or one JSON body.
+ * request_docs: the documents the translated request sends (anthropic's
+ * <source> documents, cg_dialect_req_t.ndocs), which the answer's
+ * document_index must not name. */
+void cg_demo_answer(cg_demo_answer_t *a, cg_dialect_t d, bool stream, size_t request_docs);
 /* The 404 body the demo gives on every path but the chat routes. */
 void cg_demo_not_found(cg_demo_answer_t *a);
 void cg_demo_answer_free(cg_demo_answer_t *a);

@@ -58,7 +58,7 @@ static void start(demo_run_t *d)
         cg_demo_not_found(&d->answer);
         return;
     }
-    cg_demo_answer(&d->answer, ex->dialect, ex->req.stream);
+    cg_demo_answer(&d->answer, ex->dialect, ex->req.stream, ex->dreq.ndocs);
     respond(ex, 200, ex->req.stream ? "text/event-stream" : "application/json");
 }
 

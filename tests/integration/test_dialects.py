@@ -525,6 +525,17 @@ class DemoAnswers(DemoCase):
                 self.assertEqual(v["content"], {"0": DEMO[d]})
                 self.assertTrue(v["ends_with_done"])
 
+    def test_anthropic_demo_beside_request_sources(self):
+        """The request's <source> tags go upstream as documents 0 and 1: the demo's own
+        citations take the numbers after their ids, and its document no index of theirs."""
+        body = dict(json.loads(H.fixture_bytes("openwebui_rag_request.json")), stream=True)
+        st, _, out = self.cg["anthropic"].request("POST", "/v1/chat/completions", body)
+        self.assertEqual(st, 200)
+        v = client_view.view(out.decode())
+        self.assertEqual([s["source"]["name"] for s in v["sources"]],
+                         ["[3] X100 User Manual", "[4] Warranty FAQ", "[5] Battery service"])
+        self.assertIn(" two-year warranty [4],", v["content"]["0"])
+
     def test_body(self):
         for d in DIALECTS:
             with self.subTest(dialect=d):

@@ -63,7 +63,7 @@ static void test_events_are_named_by_their_type(void **state)
     cg_json_init(&j, 4096);
     for (size_t k = 0; k < 2; k++) {
         cg_demo_answer_t a = {0};
-        cg_demo_answer(&a, dialects[k], true);
+        cg_demo_answer(&a, dialects[k], true, 0);
         assert_true(a.npieces > 10);
         for (size_t i = 0; i < a.npieces; i++) {
             cg_span_t name, data;
@@ -84,7 +84,7 @@ static void test_openai_stream_ends_with_done(void **state)
 {
     (void)state;
     cg_demo_answer_t a = {0};
-    cg_demo_answer(&a, CG_DIALECT_OPENAI, true);
+    cg_demo_answer(&a, CG_DIALECT_OPENAI, true, 0);
     cg_span_t last = piece(&a, a.npieces - 1);
     const char *done = "data: [DONE]\n\n";
     assert_true(last.n > strlen(done));
@@ -101,7 +101,7 @@ static void test_bodies_are_one_json_object(void **state)
     cg_json_init(&j, 4096);
     for (size_t k = 0; k < 3; k++) {
         cg_demo_answer_t a = {0};
-        cg_demo_answer(&a, dialects[k], false);
+        cg_demo_answer(&a, dialects[k], false, 0);
         assert_int_equal(a.npieces, 1);
         parse(&j, cg_span(a.bytes.p, a.bytes.len));
         cg_demo_answer_free(&a);
@@ -114,8 +114,8 @@ static void test_anthropic_stream_says_what_the_body_says(void **state)
 {
     (void)state;
     cg_demo_answer_t s = {0}, b = {0};
-    cg_demo_answer(&s, CG_DIALECT_ANTHROPIC, true);
-    cg_demo_answer(&b, CG_DIALECT_ANTHROPIC, false);
+    cg_demo_answer(&s, CG_DIALECT_ANTHROPIC, true, 0);
+    cg_demo_answer(&b, CG_DIALECT_ANTHROPIC, false, 0);
     cg_json_t j;
     cg_json_init(&j, 4096);
     cg_buf_t streamed = {0}, cited = {0};
@@ -154,6 +154,24 @@ static void test_anthropic_stream_says_what_the_body_says(void **state)
     cg_demo_answer_free(&b);
 }
 
+/* The demo's own document comes after those the request sends. */
+static void test_anthropic_document_follows_the_request_ones(void **state)
+{
+    (void)state;
+    const char *want[] = {"\"document_index\":1,", "\"document_index\":3,"};
+    for (size_t docs = 0; docs <= 2; docs += 2) {
+        cg_demo_answer_t s = {0}, b = {0};
+        cg_demo_answer(&s, CG_DIALECT_ANTHROPIC, true, docs);
+        cg_demo_answer(&b, CG_DIALECT_ANTHROPIC, false, docs);
+        const char *w = want[docs / 2], *other = want[1 - docs / 2];
+        assert_non_null(memmem(s.bytes.p, s.bytes.len, w, strlen(w)));
+        assert_non_null(memmem(b.bytes.p, b.bytes.len, w, strlen(w)));
+        assert_null(memmem(b.bytes.p, b.bytes.len, other, strlen(other)));
+        cg_demo_answer_free(&s);
+        cg_demo_answer_free(&b);
+    }
+}
+
 /* Byte offset of code point `cp` in s[0..n); n when there is none. */
 static size_t byte_at(const char *s, size_t n, size_t cp)
 {
@@ -185,7 +203,7 @@ static void test_responses_body_annotations_cover_markers(void **state)
 {
     (void)state;
     cg_demo_answer_t b = {0};
-    cg_demo_answer(&b, CG_DIALECT_RESPONSES, false);
+    cg_demo_answer(&b, CG_DIALECT_RESPONSES, false, 0);
     cg_json_t j;
     cg_json_init(&j, 4096);
     parse(&j, cg_span(b.bytes.p, b.bytes.len));
@@ -209,8 +227,8 @@ static void test_responses_stream_annotates_each_marker_next(void **state)
 {
     (void)state;
     cg_demo_answer_t s = {0}, b = {0};
-    cg_demo_answer(&s, CG_DIALECT_RESPONSES, true);
-    cg_demo_answer(&b, CG_DIALECT_RESPONSES, false);
+    cg_demo_answer(&s, CG_DIALECT_RESPONSES, true, 0);
+    cg_demo_answer(&b, CG_DIALECT_RESPONSES, false, 0);
     cg_json_t j;
     cg_json_init(&j, 4096);
     cg_buf_t text = {0};
@@ -246,6 +264,7 @@ int main(void)
         cmocka_unit_test(test_openai_stream_ends_with_done),
         cmocka_unit_test(test_bodies_are_one_json_object),
         cmocka_unit_test(test_anthropic_stream_says_what_the_body_says),
+        cmocka_unit_test(test_anthropic_document_follows_the_request_ones),
         cmocka_unit_test(test_responses_body_annotations_cover_markers),
         cmocka_unit_test(test_responses_stream_annotates_each_marker_next),
     };
