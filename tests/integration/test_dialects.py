@@ -25,6 +25,8 @@ DIALECTS = ("anthropic", "responses")
 API_PATH = {"anthropic": "/v1/messages", "responses": "/v1/responses"}
 E2E = os.path.join(H.FIXTURES, "dialects", "e2e")
 DEPLOYMENT = "/openai/deployments/my-deployment/chat/completions?api-version=2024-10-21"
+# Set for every citegate here: bodies compared with tests/fixtures/dialects/ show that a
+# dialect body never gets it.
 DATA_SOURCES = '{"type":"azure_search","parameters":{"endpoint":"https://s.example","index_name":"i"}}'
 
 
@@ -65,12 +67,16 @@ def token_counts(usage):
     return {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
 
 
-def stop_clean(cg):
-    """Stops citegate; it must exit 0 with no sanitizer report (ASan builds)."""
-    rc = cg.stop()
-    reports = cg.sanitizer_reports()
-    cg.cleanup()
-    assert rc == 0 and not reports, f"citegate exited with {rc}: {reports}"
+def stop_clean(cgs):
+    """Stops every citegate; each must exit 0 with no sanitizer report (ASan builds)."""
+    problems = []
+    for cg in cgs:
+        rc = cg.stop()
+        reports = cg.sanitizer_reports()
+        cg.cleanup()
+        if rc != 0 or reports:
+            problems.append(f"citegate exited with {rc}: {reports}")
+    assert not problems, problems
 
 
 def h2_post(port, path, body, hdrs, timeout=15):
@@ -95,8 +101,7 @@ class DialectCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         try:
-            for cg in getattr(cls, "cg", {}).values():
-                stop_clean(cg)
+            stop_clean(getattr(cls, "cg", {}).values())
         finally:
             cls.up.cleanup()
 
@@ -487,8 +492,7 @@ class DemoCase(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for cg in cls.cg.values():
-            stop_clean(cg)
+        stop_clean(cls.cg.values())
 
 
 class DemoRefusal(DemoCase):
