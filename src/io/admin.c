@@ -5,6 +5,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "tracking/memory.h"
+#include "tracking/writer.h"
 
 #include <llhttp.h>
 #include <stdlib.h>
@@ -89,7 +90,7 @@ static void patterns(cg_worker_t *w, const char *url, size_t len, cg_admin_resp_
     } else {
         char err[512] = "";
         if (w->memory)
-            cg_memwriter_flush(w->memory);
+            cg_writer_flush(w->memory);
         if (w->memory_read == NULL)
             w->memory_read = cg_memory_open(w->cfg->memory_db_path, err, sizeof(err));
         if (w->memory_read == NULL ||

@@ -44,7 +44,7 @@ typedef struct cg_worker {
     cg_defer_fn on_quiet;
 
     /* tracking (SPEC §8) */
-    struct cg_memwriter *memory;   /* semantic memory writer, or NULL */
+    struct cg_writer *memory;      /* semantic memory writer, or NULL */
     uint64_t memory_bad;           /* its drops and failures already counted */
     struct cg_memory *memory_read; /* read connection for /v1/citations/patterns */
 

@@ -2,7 +2,7 @@
  * Citation tracking in the daemon (SPEC §8): per finished answer, the
  * analysis of track.c goes into the shared stats and metrics, one log line,
  * and, with semantic memory, one or two patterns handed to the worker's
- * SQLite writer thread. Nothing here waits: a full queue drops the pattern
+ * store's writer thread. Nothing here waits: a full queue drops the pattern
  * (counted), and no failure reaches the answer, which has already gone out.
  */
 #include "tracking.h"
@@ -10,8 +10,9 @@
 #include "citegate/json.h"
 #include "citegate/track.h"
 #include "io/log.h"
-#include "memory.h"
 #include "io/metrics.h"
+#include "memory.h"
+#include "writer.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -44,7 +45,8 @@ void cg_tracking_start(cg_worker_t *w)
     if (!cfg->citation_tracking || !cfg->semantic_memory)
         return;
     pregrow_fd_table();
-    w->memory = cg_memwriter_start(cfg->memory_db_path, (int)cfg->prune_age_days, QUEUE_CAP);
+    w->memory =
+        cg_writer_start(&cg_memory_ops, cfg->memory_db_path, (int)cfg->prune_age_days, QUEUE_CAP);
     if (w->memory == NULL)
         cg_log_warn(NULL,
                     "semantic memory: cannot start the writer thread; patterns are not stored");
@@ -57,7 +59,7 @@ void cg_tracking_start(cg_worker_t *w)
 
 void cg_tracking_stop(cg_worker_t *w)
 {
-    cg_memwriter_stop(w->memory);
+    cg_writer_stop(w->memory);
     w->memory = NULL;
 }
 
@@ -66,14 +68,14 @@ void cg_tracking_stop(cg_worker_t *w)
 static void poll_writer(cg_worker_t *w)
 {
     uint64_t written, dropped, failed;
-    cg_memwriter_counts(w->memory, &written, &dropped, &failed);
+    cg_writer_counts(w->memory, &written, &dropped, &failed);
     uint64_t bad = dropped + failed;
     if (bad <= w->memory_bad)
         return;
     cg_metrics->tracking_failures += bad - w->memory_bad;
     if (w->memory_bad == 0) {
         char err[512] = "";
-        if (cg_memwriter_status(w->memory, err, sizeof(err)) < 0)
+        if (cg_writer_status(w->memory, err, sizeof(err)) == CG_WRITER_FAILED)
             cg_log_warn(
                 NULL, "semantic memory: %s (SEMANTIC_MEMORY_DB_PATH=%s); answers are not affected",
                 err, w->cfg->memory_db_path);
@@ -95,7 +97,7 @@ static void store(cg_worker_t *w, cg_pattern_kind_t kind, const cg_track_t *t, c
     p->available = t->available;
     p->chunk_ids = cg_xstrndup(t->cited_ids.p, t->cited_ids.len);
     p->created_at = (int64_t)time(NULL);
-    cg_memwriter_submit(w->memory, p);
+    cg_writer_submit(w->memory, p);
 }
 
 void cg_tracking_answer(cg_worker_t *w, const char *rid, const cg_xform_t *xf,
