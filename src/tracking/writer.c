@@ -211,7 +211,8 @@ static void write_step(cg_writer_t *w, run_t *r)
     uint64_t ok = rc > 0 ? (uint64_t)rc : 0;
     atomic_fetch_add(&w->written, ok);
     atomic_fetch_add(&w->failed, r->n - ok);
-    if (rc == CG_STORE_FAILED)
+    /* Counters wait for a later batch, unless there is none: no store, or stop. */
+    if (rc == CG_STORE_FAILED && r->s != NULL && !w->stopping)
         keep_stats(w, &r->stats);
     finish_batch(w, r);
     maybe_prune(w, r);
@@ -329,6 +330,10 @@ bool cg_writer_submit(cg_writer_t *w, cg_pattern_t *p)
 void cg_writer_add_stats(cg_writer_t *w, const cg_stats_t *d)
 {
     pthread_mutex_lock(&w->mu);
+    if (w->state == CG_WRITER_FAILED) { /* no store to count in */
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
     if (cg_stats_zero(&w->stats)) {
         w->stats_due_ms = cg_store_now_ms() + STATS_DELAY_MS;
         pthread_cond_signal(&w->work); /* from an untimed wait to a timed one */

@@ -23,11 +23,12 @@
 /* The fake store's controls and what it saw, under mu. */
 static struct {
     pthread_mutex_t mu;
-    bool down, bad, refuse;
-    int breaks;  /* writes left that break the connection */
-    int opens;   /* successful opens */
-    int writes;  /* write calls */
-    int retries; /* write calls marked retry */
+    bool down, bad;
+    int refusals; /* writes left that the store refuses */
+    int breaks;   /* writes left that break the connection */
+    int opens;    /* successful opens */
+    int writes;   /* write calls */
+    int retries;  /* write calls marked retry */
     uint64_t seqs[64];
     char rows[64][32];
     int nrows;
@@ -66,8 +67,8 @@ static long fake_write(cg_store_t *s, const cg_store_batch_t *b)
     if (fake.breaks > 0) {
         fake.breaks--;
         rc = CG_STORE_BROKEN;
-    } else if (fake.refuse) {
-        fake.refuse = false;
+    } else if (fake.refusals > 0) {
+        fake.refusals--;
         rc = CG_STORE_FAILED;
     } else {
         for (size_t i = 0; i < b->n && fake.nrows < 64; i++)
@@ -122,8 +123,8 @@ static int reset(void **state)
 {
     (void)state;
     pthread_mutex_lock(&fake.mu);
-    fake.down = fake.bad = fake.refuse = false;
-    fake.breaks = fake.opens = fake.writes = fake.retries = fake.nrows = 0;
+    fake.down = fake.bad = false;
+    fake.refusals = fake.breaks = fake.opens = fake.writes = fake.retries = fake.nrows = 0;
     memset(&fake.stats, 0, sizeof(fake.stats));
     pthread_mutex_unlock(&fake.mu);
     return 0;
@@ -264,7 +265,7 @@ static void test_counters_reach_the_store(void **state)
     assert_memory_equal(&got, &d, sizeof(d));
 
     pthread_mutex_lock(&fake.mu);
-    fake.refuse = true;
+    fake.refusals = 1;
     pthread_mutex_unlock(&fake.mu);
     cg_writer_add_stats(w, &d);
     assert_true(cg_writer_submit(w, pattern("refused")));
@@ -310,11 +311,38 @@ static void test_failed_for_good(void **state)
     assert_int_equal(cg_writer_status(w, err, sizeof(err)), CG_WRITER_FAILED);
     assert_string_equal(err, "bad settings");
     assert_false(cg_writer_submit(w, pattern("q")));
+    cg_stats_t d = {.answers = 1};
+    cg_writer_add_stats(w, &d); /* nowhere to go: dropped */
     uint64_t written, dropped, failed;
     cg_writer_counts(w, &written, &dropped, &failed);
     assert_int_equal(failed, 1);
     assert_int_equal(written + dropped, 0);
+    int64_t t0 = now_ms();
     cg_writer_stop(w);
+    assert_true(now_ms() - t0 < 500);
+}
+
+/* A store that refuses every write: counters wait for later batches, but stop
+ * does not wait for them. */
+static void test_stop_while_refused(void **state)
+{
+    (void)state;
+    pthread_mutex_lock(&fake.mu);
+    fake.refusals = 1000000;
+    pthread_mutex_unlock(&fake.mu);
+    cg_writer_t *w = cg_writer_start(&fake_ops, "x", 0, 8);
+    cg_writer_flush(w);
+    cg_stats_t d = {.answers = 1};
+    cg_writer_add_stats(w, &d);
+    assert_true(cg_writer_submit(w, pattern("refused")));
+    cg_writer_flush(w);
+    uint64_t written, dropped, failed;
+    cg_writer_counts(w, &written, &dropped, &failed);
+    assert_int_equal(failed, 1);
+    int64_t t0 = now_ms();
+    cg_writer_stop(w);
+    assert_true(now_ms() - t0 < 500);
+    assert_int_equal(fake_stats().answers, 0);
 }
 
 static void test_backoff_doubles_to_its_cap(void **state)
@@ -340,6 +368,7 @@ int main(void)
         cmocka_unit_test_setup(test_counters_reach_the_store, reset),
         cmocka_unit_test_setup(test_stop_while_down, reset),
         cmocka_unit_test_setup(test_failed_for_good, reset),
+        cmocka_unit_test_setup(test_stop_while_refused, reset),
         cmocka_unit_test_setup(test_backoff_doubles_to_its_cap, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
