@@ -10,7 +10,8 @@ ARGS       ?=
 # Libraries and tools the build and the tests use (see README "Dependencies").
 PACKAGES := build-essential cmake pkg-config python3 openssl curl ca-certificates \
             libuv1-dev libnghttp2-dev libmbedtls-dev node-llhttp libjsmn-dev \
-            libsqlite3-dev libcmocka-dev clang libclang-rt-14-dev nodejs nghttp2-client \
+            libsqlite3-dev libpq-dev postgresql libcmocka-dev clang libclang-rt-14-dev nodejs \
+            nghttp2-client \
             python3-yaml prometheus chromium
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
