@@ -41,7 +41,7 @@ typedef struct cg_h1 {
     cg_exchange_t *ex;
     struct cg_admin_wait *admin_wait; /* an admin answer that comes later */
     int reject;                       /* status to answer with instead of serving */
-    int method; /* of the request being answered */
+    int method;                       /* of the request being answered */
     bool keep_alive, http10, message_done, chunked;
     cg_defer_t next; /* parses the pending bytes at a safe point */
 } cg_h1_t;

@@ -99,12 +99,9 @@ typedef struct pg {
 /* ---- Errors --------------------------------------------------------------- */
 
 /* Sets p's error to msg on one line (libpq's messages span lines). */
-static void set_err(pg_t *p, const char *what, const char *msg)
+static void set_err(pg_t *p, const char *msg)
 {
     char *o = p->err, *end = p->err + sizeof(p->err) - 1;
-    o += snprintf(o, sizeof(p->err), "%s%s", what, what[0] ? ": " : "");
-    if (o > end)
-        o = end;
     bool space = false;
     for (const char *s = msg; *s && o < end; s++) {
         bool ws = *s == '\n' || *s == '\r' || *s == '\t' || *s == ' ';
@@ -121,9 +118,9 @@ static void set_err(pg_t *p, const char *what, const char *msg)
 }
 
 /* Records the connection's loss; returns CG_STORE_BROKEN. */
-static int broken(pg_t *p, const char *what, const char *msg)
+static int broken(pg_t *p, const char *msg)
 {
-    set_err(p, what, msg);
+    set_err(p, msg);
     return CG_STORE_BROKEN;
 }
 
@@ -135,7 +132,7 @@ static int wait_socket(pg_t *p, short events)
 {
     struct pollfd pfd = {.fd = PQsocket(p->conn), .events = events};
     if (pfd.fd < 0) {
-        set_err(p, "", "no connection to the server");
+        set_err(p, "no connection to the server");
         return -1;
     }
     for (;;) {
@@ -143,7 +140,7 @@ static int wait_socket(pg_t *p, short events)
         if (p->deadline_ms != 0) {
             int64_t left = p->deadline_ms - cg_store_now_ms();
             if (left <= 0) {
-                set_err(p, "", "the server did not answer in time");
+                set_err(p, "the server did not answer in time");
                 return -1;
             }
             timeout = (int)left;
@@ -152,7 +149,7 @@ static int wait_socket(pg_t *p, short events)
         if (rc > 0)
             return 0;
         if (rc < 0 && errno != EINTR) {
-            set_err(p, "poll", strerror(errno));
+            set_err(p, strerror(errno));
             return -1;
         }
     }
@@ -167,9 +164,9 @@ static int flush_out(pg_t *p)
         if (wait_socket(p, POLLIN | POLLOUT) != 0)
             return CG_STORE_BROKEN;
         if (!PQconsumeInput(p->conn))
-            return broken(p, "", PQerrorMessage(p->conn));
+            return broken(p, PQerrorMessage(p->conn));
     }
-    return rc == 0 ? CG_STORE_OK : broken(p, "", PQerrorMessage(p->conn));
+    return rc == 0 ? CG_STORE_OK : broken(p, PQerrorMessage(p->conn));
 }
 
 static bool is_error(const PGresult *r)
@@ -187,7 +184,7 @@ static PGresult *collect(pg_t *p)
         while (PQisBusy(p->conn)) {
             if (wait_socket(p, POLLIN) != 0 || !PQconsumeInput(p->conn)) {
                 if (!p->err[0] || PQstatus(p->conn) == CONNECTION_BAD)
-                    set_err(p, "", PQerrorMessage(p->conn));
+                    set_err(p, PQerrorMessage(p->conn));
                 PQclear(keep);
                 return NULL;
             }
@@ -215,7 +212,7 @@ static int run(pg_t *p, const char *sql, int n, const char *const *vals, PGresul
     int sent = n > 0 ? PQsendQueryParams(p->conn, sql, n, NULL, vals, NULL, NULL, 0)
                      : PQsendQuery(p->conn, sql);
     if (!sent)
-        return broken(p, "", PQerrorMessage(p->conn));
+        return broken(p, PQerrorMessage(p->conn));
     if (flush_out(p) != CG_STORE_OK)
         return CG_STORE_BROKEN;
     PGresult *r = collect(p);
@@ -224,7 +221,7 @@ static int run(pg_t *p, const char *sql, int n, const char *const *vals, PGresul
     int rc = CG_STORE_OK;
     if (is_error(r)) {
         const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-        set_err(p, "", PQresultErrorMessage(r));
+        set_err(p, PQresultErrorMessage(r));
         /* class 08: connection exception; 57P0x: the server is shutting down */
         bool gone = PQstatus(p->conn) == CONNECTION_BAD ||
                     (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P0", 4) == 0));
@@ -270,7 +267,7 @@ static int finish_connect(pg_t *p)
     PostgresPollingStatusType st = PGRES_POLLING_WRITING;
     while (st != PGRES_POLLING_OK) {
         if (st == PGRES_POLLING_FAILED) {
-            set_err(p, "", PQerrorMessage(p->conn));
+            set_err(p, PQerrorMessage(p->conn));
             return -1;
         }
         if (wait_socket(p, st == PGRES_POLLING_READING ? POLLIN : POLLOUT) != 0)
@@ -299,7 +296,7 @@ static int newer(pg_t *p, int v, bool *retry)
     char msg[160];
     snprintf(msg, sizeof(msg), "the database's schema version %d is newer than this citegate's %d",
              v, CG_PG_SCHEMA_VERSION);
-    set_err(p, "", msg);
+    set_err(p, msg);
     *retry = false; /* until citegate is upgraded */
     return -1;
 }
@@ -389,7 +386,7 @@ static cg_store_t *pg_open(const char *dsn, int64_t deadline_ms, char *err, size
     }
     PQsetNoticeProcessor(p->conn, quiet, NULL);
     if (PQstatus(p->conn) == CONNECTION_BAD)
-        set_err(p, "", PQerrorMessage(p->conn));
+        set_err(p, PQerrorMessage(p->conn));
     if (PQstatus(p->conn) == CONNECTION_BAD || finish_connect(p) != 0 ||
         PQsetnonblocking(p->conn, 1) != 0 || ensure_schema(p, retry) != 0) {
         snprintf(err, errlen, "PostgreSQL: %s", p->err[0] ? p->err : "cannot connect");

@@ -101,15 +101,15 @@ void cg_tracking_start(cg_worker_t *w)
     uv_unref((uv_handle_t *)&t->poll); /* it never keeps a draining worker alive */
     bool pg = cfg->tracking_dsn != NULL;
     /* With PostgreSQL the counters need the writer even without semantic memory. */
-    bool write = cfg->citation_tracking && (cfg->semantic_memory || pg);
-    if (pg || write)
+    bool writes = cfg->citation_tracking && (cfg->semantic_memory || pg);
+    if (pg || writes)
         pregrow_fd_table();
     if (pg) {
         t->reader = cg_reader_start(t->ops, t->target, QUERY_QUEUE_CAP);
         if (w->index == 0)
             cg_log_info(NULL, "tracking store: PostgreSQL %s, shared by every replica", t->shown);
     }
-    if (!write)
+    if (!writes)
         return;
     t->writer = cg_writer_start(t->ops, t->target, (int)cfg->prune_age_days, QUEUE_CAP);
     if (t->writer == NULL)
