@@ -11,8 +11,8 @@ ARGS       ?=
 # "Dependencies"). `make build` and `make run` install the first list only.
 BUILD_PACKAGES := build-essential cmake pkg-config python3 ca-certificates \
             libuv1-dev libnghttp2-dev libmbedtls-dev node-llhttp libjsmn-dev \
-            libsqlite3-dev libcmocka-dev
-TEST_PACKAGES := openssl curl clang libclang-rt-14-dev nodejs nghttp2-client \
+            libsqlite3-dev libpq-dev libcmocka-dev
+TEST_PACKAGES := postgresql openssl curl clang libclang-rt-14-dev nodejs nghttp2-client \
             python3-yaml prometheus chromium
 # `make image` (docker/image.sh): build the image without a Docker daemon.
 IMAGE_PACKAGES := podman runc mmdebstrap uidmap curl
