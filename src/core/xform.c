@@ -154,8 +154,10 @@ void cg_xform_set_dialect(cg_xform_t *x, const cg_dialect_view_t *view,
         x->view_state = cg_xcalloc(1, x->view->state_size);
     x->meta_created.len = 0;
     cg_buf_printf(&x->meta_created, "%lld", (long long)created);
-    /* Every reference these dialects write is [N] (SPEC §6a). */
-    if (x->style == CG_REF_ANY)
+    /* Every reference these dialects write is [N] (SPEC §6a). Under `auto`
+     * that holds even when the request has data_sources, which an upstream
+     * of another dialect never reads and so never answers in [docN]. */
+    if (x->cfg.style == CG_REF_ANY)
         x->style = CG_REF_NUMERIC;
 }
 
