@@ -328,6 +328,39 @@ static void test_block_reference_bound(void **state)
     cg_buf_free(&out);
 }
 
+/* Citations that arrive after references resolved grow (and move) the
+ * citation table under profiles that remember citations (run under ASan). */
+static void test_profiles_with_growing_citations(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0}, out = {0};
+    cg_buf_puts(&in, START);
+    for (int k = 0; k < 40; k++)
+        cg_buf_printf(&in,
+                      TEXT_START(0) CITE(0, "{\"type\":\"web_search_result_location\",\"url\":"
+                                            "\"https://s%d.example/p\",\"title\":\"S%d\","
+                                            "\"cited_text\":\"c\"}") TEXT(0, "t") STOP(0),
+                      k, k);
+    cg_buf_puts(&in, MSG_STOP);
+    cg_buf_putc(&in, '\0');
+
+    run("webchat", NULL, in.p, &out, NULL);
+    char *c = content_of(&out);
+    assert_non_null(strstr(c, "t[1]t[2]t[3]"));
+    assert_non_null(strstr(c, "[40]: https://s39.example/p \"S39\""));
+    assert_non_null(strstr(out.p, "{\"@type\":\"Claim\",\"position\":\"40\",\"appearance\":"
+                                  "{\"@type\":\"DigitalDocument\",\"name\":\"S39\""));
+    free(c);
+
+    run("openai", NULL, in.p, &out, NULL);
+    assert_non_null(
+        strstr(out.p, "\"url_citation\":{\"url\":\"https://s0.example/p\",\"title\":\"S0\""));
+    assert_non_null(
+        strstr(out.p, "\"url_citation\":{\"url\":\"https://s39.example/p\",\"title\":\"S39\""));
+    cg_buf_free(&in);
+    cg_buf_free(&out);
+}
+
 /* --- ends ---------------------------------------------------------------------- */
 
 static void test_error_event(void **state)
@@ -459,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_new_sources_numbered_after_ids),
         cmocka_unit_test(test_sources_without_request),
         cmocka_unit_test(test_block_reference_bound),
+        cmocka_unit_test(test_profiles_with_growing_citations),
         cmocka_unit_test(test_error_event),
         cmocka_unit_test(test_truncated_streams),
         cmocka_unit_test(test_body),
