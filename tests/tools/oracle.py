@@ -430,6 +430,11 @@ class Stream:
                 return ev, pos
         raise AssertionError("offset outside content")
 
+    def known_from(self, n):
+        """The event from which a reference to citation n resolves (a stream whose
+        citations arrive one by one, as a dialect's do, overrides this)."""
+        return self.known_ev
+
     def lookup(self, n):
         if self.cits is None:
             return None
@@ -474,7 +479,7 @@ def find_refs(st, style):
                 cit = st.lookup(n)
                 key = (n if st.kind == "request" else n - 1) if cit is not None else None
                 ev, pos = st.event_of(idx, m.end() - 1)
-                r = Ref(idx, m, n, cit, key, cit is not None and ev >= st.known_ev, (ev, pos, m.start()))
+                r = Ref(idx, m, n, cit, key, cit is not None and ev >= st.known_from(n), (ev, pos, m.start()))
                 r.label = ("doc%d" if style == "doc" else "%d") % n
                 refs.append(r)
     refs.sort(key=lambda r: r.when)
