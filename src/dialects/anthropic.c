@@ -383,9 +383,12 @@ static void save_template(state_t *s, const cg_sse_event_t *ev, int text)
     s->tpl_ok = true;
 }
 
-/* Are s[0..n) the bytes of a JSON string without its quotes? */
+/* Are s[0..n) the bytes of a JSON string without its quotes, as the parser
+ * takes them? It stops at a NUL byte, so a NUL is refused here too. */
 static bool string_bytes(const char *s, size_t n)
 {
+    if (memchr(s, '\0', n) != NULL)
+        return false;
     if (memchr(s, '"', n) == NULL && memchr(s, '\\', n) == NULL)
         return true;
     for (size_t i = 0; i < n; i++) {
@@ -400,7 +403,7 @@ static bool string_bytes(const char *s, size_t n)
                 if (i + k >= n || cg_hex_digit(s[i + k]) < 0)
                     return false;
             i += 4;
-        } else if (strchr("\"\\/bfnrt", s[i]) == NULL || s[i] == '\0') {
+        } else if (strchr("\"\\/bfnrt", s[i]) == NULL) {
             return false;
         }
     }

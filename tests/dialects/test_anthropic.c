@@ -173,6 +173,27 @@ static void test_broken_text_after_good_ones(void **state)
     cg_buf_free(&out);
 }
 
+/* The parser stops at a NUL byte; so does the template path. */
+static void test_nul_in_text(void **state)
+{
+    (void)state;
+    static const char in[] = START TEXT(0, "one ") TEXT(0, "a\0b") TEXT(0, "two") MSG_STOP;
+    dialect_case_t c;
+    dialect_case_init(&c, CG_DIALECT_ANTHROPIC, NULL, 0);
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named("off"));
+    cg_buf_t out = {0};
+    cg_xform_stats_t st;
+    dialect_stream(&cfg, &c, in, sizeof(in) - 1, NULL, 0, &out, &st);
+    assert_int_equal(st.malformed, 1);
+    assert_null(memchr(out.p, '\0', out.len));
+    char *content = content_of(&out);
+    assert_string_equal(content, "one two");
+    free(content);
+    cg_buf_free(&out);
+    dialect_case_free(&c);
+}
+
 static void test_finish_reasons(void **state)
 {
     (void)state;
@@ -486,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_spaced_and_multiline_data),
         cmocka_unit_test(test_only_text_deltas_are_content),
         cmocka_unit_test(test_broken_text_after_good_ones),
+        cmocka_unit_test(test_nul_in_text),
         cmocka_unit_test(test_finish_reasons),
         cmocka_unit_test(test_usage_chunk),
         cmocka_unit_test(test_documents_are_request_sources),
