@@ -323,6 +323,7 @@ static unsigned source_of(cg_xform_t *x, state_t *s, int c)
         return 0; /* nothing to tell one source from another */
     }
     s->strs.len = 0;
+    cg_buf_reserve(&s->strs, 1); /* spans into it are taken even when nothing is decoded */
     size_t un = 0, u = kind == KEY_URL ? decode(s, url, &un) : 0;
     if (un > CG_CITE_MAX_FIELD)
         un = CG_CITE_MAX_FIELD;

@@ -327,6 +327,23 @@ static void test_sources_without_request(void **state)
     cg_buf_free(&out);
 }
 
+/* A citation with a key and nothing else, first of its stream (found by
+ * fuzz_anthropic under UBSan): a source of its own, titled by SPEC §7's
+ * fallback. */
+static void test_bare_citation(void **state)
+{
+    (void)state;
+    cg_buf_t out = {0};
+    run("openwebui", NULL,
+        START TEXT_START(0) CITE(0, "{\"document_index\":5}") TEXT(0, "x") STOP(0) MSG_STOP, &out,
+        NULL);
+    char *c = content_of(&out);
+    assert_string_equal(c, "x[1]");
+    assert_non_null(strstr(out.p, "\"source\":{\"id\":\"1\",\"name\":\"[1] Unknown Document\"}"));
+    free(c);
+    cg_buf_free(&out);
+}
+
 /* At most BLOCK_REFS (128) distinct sources of one block get a reference. */
 static void test_block_reference_bound(void **state)
 {
@@ -513,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_documents_are_request_sources),
         cmocka_unit_test(test_new_sources_numbered_after_ids),
         cmocka_unit_test(test_sources_without_request),
+        cmocka_unit_test(test_bare_citation),
         cmocka_unit_test(test_block_reference_bound),
         cmocka_unit_test(test_profiles_with_growing_citations),
         cmocka_unit_test(test_error_event),
