@@ -34,10 +34,11 @@
  * event); at most CG_CITE_MAX sources (a URL key is kept to
  * CG_CITE_MAX_FIELD bytes; further sources are not cited); at most
  * BLOCK_REFS distinct sources per text block (further ones get no
- * reference); the head of our content chunks and a text_delta template,
- * each at most TPL_MAX bytes; decoded strings of one citation. The steady
- * path (one text_delta after another) allocates nothing: it matches the
- * previous text_delta's bytes around the text instead of parsing.
+ * reference); a text_delta template of at most TPL_MAX bytes; decoded
+ * strings of one citation. The steady path (one text_delta after another)
+ * allocates nothing: it matches the previous text_delta's bytes around the
+ * text instead of parsing, and hands the text to the transformer as content
+ * (cg__xform_content) rather than as a chunk to parse back.
  */
 #include "views.h"
 
@@ -70,7 +71,6 @@ typedef struct state {
     cg_buf_t data;  /* an event's data of several lines, LF -> space */
     cg_buf_t strs;  /* decoded strings of one citation */
 
-    cg_buf_t head;  /* `{"id":…,"model":…,"choices":[…"content":"` of content chunks */
     cg_buf_t tpl;   /* a text_delta event's data around its text */
     size_t tpl_pre; /* tpl[0..tpl_pre) precedes the text */
     bool tpl_ok;
@@ -88,15 +88,12 @@ typedef struct state {
     double in_tokens, out_tokens;
 } state_t;
 
-static const char content_tail[] = "\"},\"finish_reason\":null}]}";
-
 static void state_free(void *p)
 {
     state_t *s = p;
     cg_json_free(&s->json);
     cg_buf_free(&s->data);
     cg_buf_free(&s->strs);
-    cg_buf_free(&s->head);
     cg_buf_free(&s->tpl);
     for (size_t i = 0; i < s->nsrc; i++)
         free(s->src[i].url);
@@ -152,28 +149,6 @@ static void put_open(cg_xform_t *x, cg_buf_t *b)
 {
     cg_buf_putc(b, '{');
     cg__xform_chunk_meta(x, b);
-}
-
-/* The bytes of a content chunk before its content, made once per stream
- * (they change only with the meta, at message_start). */
-static const cg_buf_t *content_head(cg_xform_t *x, state_t *s)
-{
-    if (s->head.len == 0) {
-        put_open(x, &s->head);
-        cg_buf_puts(&s->head, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
-    }
-    return &s->head;
-}
-
-/* A content chunk whose content is raw, valid JSON string bytes. */
-static void put_content(cg_xform_t *x, state_t *s, cg_span_t raw)
-{
-    const cg_buf_t *h = content_head(x, s);
-    cg_buf_t *b = cg__xform_chunk_begin(x);
-    cg_buf_put(b, h->p, h->len);
-    cg_buf_put(b, raw.p, raw.n);
-    cg_buf_put(b, content_tail, sizeof(content_tail) - 1);
-    cg__xform_chunk_end(x);
 }
 
 static void put_role(cg_xform_t *x)
@@ -384,27 +359,26 @@ static void save_template(state_t *s, const cg_sse_event_t *ev, int text)
     s->tpl_ok = true;
 }
 
+/* Bytes that end a plain run of JSON string bytes: the closing quote, an
+ * escape, and NUL, at which the parser stops. */
+static const bool stops_run[256] = {['\0'] = true, ['"'] = true, ['\\'] = true};
+
 /* Are s[0..n) the bytes of a JSON string without its quotes, as the parser
- * takes them? It stops at a NUL byte, so a NUL is refused here too. */
+ * takes them? One pass: deltas are short, and one memchr per kind of byte
+ * would cost more than the bytes. */
 static bool string_bytes(const char *s, size_t n)
 {
-    if (memchr(s, '\0', n) != NULL)
-        return false;
-    if (memchr(s, '"', n) == NULL && memchr(s, '\\', n) == NULL)
-        return true;
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '"')
-            return false;
-        if (s[i] != '\\')
+        if (!stops_run[(unsigned char)s[i]])
             continue;
-        if (++i == n)
-            return false;
+        if (s[i] != '\\' || ++i == n)
+            return false; /* a quote, a NUL, or an escape cut short */
         if (s[i] == 'u') {
             for (int k = 1; k <= 4; k++)
                 if (i + k >= n || cg_hex_digit(s[i + k]) < 0)
                     return false;
             i += 4;
-        } else if (strchr("\"\\/bfnrt", s[i]) == NULL) {
+        } else if (strchr("\"\\/bfnrt", s[i]) == NULL || s[i] == '\0') {
             return false;
         }
     }
@@ -428,7 +402,7 @@ static bool fast_text(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
     if (!string_bytes(text.p, text.n))
         return false;
     if (text.n)
-        put_content(x, s, text);
+        cg__xform_content(x, 0, text);
     return true;
 }
 
@@ -440,7 +414,6 @@ static void on_message_start(cg_xform_t *x, state_t *s)
     int usage = cg_json_get(j, msg, "usage");
     cg__xform_meta(x, cg_json_is_str(j, id) ? raw_value(j, id) : cg_span(NULL, 0),
                    cg_json_is_str(j, model) ? raw_value(j, model) : cg_span(NULL, 0));
-    s->head.len = 0; /* the meta may have changed */
     s->in_tokens = count(j, cg_json_get(j, usage, "input_tokens"), s->in_tokens);
     s->out_tokens = count(j, cg_json_get(j, usage, "output_tokens"), s->out_tokens);
     if (!s->started) {
@@ -460,7 +433,7 @@ static void on_block_start(cg_xform_t *x, state_t *s)
     cite_all(x, s, cg_json_get(j, block, "citations"));
     int text = cg_json_get(j, block, "text");
     if (cg_json_is_str(j, text) && cg_json_raw(j, text).n)
-        put_content(x, s, cg_json_raw(j, text));
+        cg__xform_content(x, 0, cg_json_raw(j, text));
 }
 
 static void on_block_delta(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
@@ -474,7 +447,7 @@ static void on_block_delta(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
             return;
         save_template(s, ev, text);
         if (cg_json_raw(j, text).n)
-            put_content(x, s, cg_json_raw(j, text));
+            cg__xform_content(x, 0, cg_json_raw(j, text));
     } else if (is(j, type, "citations_delta") && s->in_text) {
         cite(x, s, cg_json_get(j, delta, "citation"));
     }
@@ -487,13 +460,10 @@ static void on_block_stop(cg_xform_t *x, state_t *s)
     s->in_text = false;
     if (s->nblock == 0)
         return;
-    const cg_buf_t *h = content_head(x, s);
-    cg_buf_t *b = cg__xform_chunk_begin(x);
-    cg_buf_put(b, h->p, h->len);
-    put_refs(b, s);
-    cg_buf_put(b, content_tail, sizeof(content_tail) - 1);
+    s->strs.len = 0;
+    put_refs(&s->strs, s);
     s->nblock = 0;
-    cg__xform_chunk_end(x);
+    cg__xform_content(x, 0, cg_span(s->strs.p, s->strs.len));
 }
 
 static void on_message_delta(cg_xform_t *x, state_t *s)
