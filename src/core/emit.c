@@ -88,10 +88,27 @@ void cg__emit_chunk_open(const cg_xform_t *x, cg_buf_t *b)
     cg__emit_meta(x, b);
 }
 
+/* Decimal digits of n: written per chunk, where a printf would cost more
+ * than the rest of the chunk. */
+static void put_size(cg_buf_t *b, size_t n)
+{
+    char d[24];
+    size_t i = sizeof(d);
+    do {
+        d[--i] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    cg_buf_put(b, d + i, sizeof(d) - i);
+}
+
 void cg__emit_content_open(const cg_xform_t *x, cg_buf_t *b, size_t index)
 {
+    static const char choices[] = ",\"choices\":[{\"index\":";
+    static const char delta[] = ",\"delta\":{\"content\":\"";
     cg__emit_chunk_open(x, b);
-    cg_buf_printf(b, ",\"choices\":[{\"index\":%zu,\"delta\":{\"content\":\"", index);
+    cg_buf_put(b, choices, sizeof(choices) - 1);
+    put_size(b, index);
+    cg_buf_put(b, delta, sizeof(delta) - 1);
 }
 
 const char cg__emit_content_close[] = "\"},\"finish_reason\":null}]}\n\n";

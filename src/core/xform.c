@@ -135,14 +135,15 @@ void cg_xform_free(cg_xform_t *x)
         x->view->state_free(x->view_state);
     free(x->view_state);
     cg_buf_free(&x->synth);
+    cg_buf_free(&x->chead);
     cg_buf_free(&x->dbody);
     free(x);
 }
 
-void cg_xform_set_dialect(cg_xform_t *x, cg_dialect_t d, const cg_dialect_req_t *dreq,
-                          int64_t created)
+void cg_xform_set_dialect(cg_xform_t *x, const cg_dialect_view_t *view,
+                          const cg_dialect_req_t *dreq, int64_t created)
 {
-    x->view = cg_dialect_view(d);
+    x->view = view;
     x->dreq = dreq;
     x->created = created;
     if (x->view == NULL)
@@ -151,10 +152,12 @@ void cg_xform_set_dialect(cg_xform_t *x, cg_dialect_t d, const cg_dialect_req_t 
         x->view_state = cg_xcalloc(1, x->view->state_size);
     x->meta_created.len = 0;
     cg_buf_printf(&x->meta_created, "%lld", (long long)created);
-    /* Every reference these dialects write is [N] (SPEC §6a). */
+    /* Every reference these dialects write is [N] (SPEC §6a). Under `auto`
+     * that holds even when the request has data_sources, which an upstream
+     * of another dialect never reads and so never answers in [docN]. */
     if (x->auto_style) {
         x->auto_style = false;
-        x->style = x->style == CG_REF_DOC ? CG_REF_DOC : CG_REF_NUMERIC;
+        x->style = CG_REF_NUMERIC;
     }
 }
 
@@ -1351,6 +1354,64 @@ void cg__xform_chunk_end(cg_xform_t *x)
     ev.ndata = 1;
     x->ev_stable = false; /* ours, rewritten on the next chunk */
     on_event(x, &ev);
+}
+
+/* The chunk written out and put through on_event, as any view chunk: for
+ * profiles that hold the stream or write content themselves, and after the
+ * end. */
+static void content_chunk(cg_xform_t *x, size_t index, cg_span_t raw)
+{
+    static const char close[] = "\"},\"finish_reason\":null}]}";
+    x->synth.len = 0;
+    cg__emit_content_open(x, &x->synth, index);
+    cg_buf_put(&x->synth, raw.p, raw.n);
+    cg_buf_put(&x->synth, close, sizeof(close) - 1);
+    cg__xform_chunk_end(x);
+}
+
+/* The opening of a content chunk of choice index, made again only when the
+ * choice or the meta changes: a meta value is set once, from empty, so its
+ * lengths tell whether it changed. */
+static const cg_buf_t *content_head(cg_xform_t *x, size_t index)
+{
+    size_t meta = x->meta_id.len << 20 ^ x->meta_created.len << 10 ^ x->meta_model.len;
+    if (x->chead.len == 0 || x->chead_index != index || x->chead_meta != meta) {
+        x->chead.len = 0;
+        cg__emit_content_open(x, &x->chead, index);
+        x->chead_index = index;
+        x->chead_meta = meta;
+    }
+    return &x->chead;
+}
+
+void cg__xform_content(cg_xform_t *x, size_t index, cg_span_t raw)
+{
+    const cg_profile_t *p = x->cfg.profile;
+    cg_choice_t *ch = NULL;
+    if (!p->holds_stream && !p->content && !x->ended)
+        ch = choice_at(x, (double)index);
+    if (ch == NULL) {
+        content_chunk(x, index, raw);
+        return;
+    }
+    adopt_request_sources(x);
+    x->content_stable = false;
+    /* A meta of at most 256 bytes a value, and the chunk's own members. */
+    if (may_overflow(x, x->meta_id.len + x->meta_model.len + 128, raw)) {
+        split_content(x, ch, index, raw, false);
+        ch->emptied = false; /* there is no chunk of the upstream's to empty */
+        return;
+    }
+    const cg_buf_t *head = content_head(x, index);
+    cg__emit_copy(x->out, head->p, head->len);
+    cg_ref_sink_t sink;
+    ref_sink(x, &sink);
+    x->cur_ch = ch;
+    note_head(ch, raw.p, raw.n);
+    cg_ref_feed(&ch->ref, raw.p, raw.n, &sink);
+    cg__emit_str(x->out, cg__emit_content_close);
+    x->stats.events_out++;
+    x->last_raw = false;
 }
 
 void cg__xform_chunk_meta(const cg_xform_t *x, cg_buf_t *b)

@@ -94,6 +94,8 @@ struct cg_xform {
     const cg_dialect_req_t *dreq; /* what the request side knew, or NULL */
     int64_t created;              /* the client's "created" (Unix seconds) */
     cg_buf_t synth;               /* the view's chunk being written */
+    cg_buf_t chead; /* `data: {…,"content":"` of cg__xform_content's chunks, */
+    size_t chead_index, chead_meta; /* made for this choice and these meta lengths */
     cg_buf_t dbody;               /* a non-streaming body, as a chat completion */
 };
 
@@ -118,6 +120,12 @@ static inline unsigned cg__refrec_n(const cg_refrec_t *r)
  * upstream had sent it. */
 cg_buf_t *cg__xform_chunk_begin(cg_xform_t *x);
 void cg__xform_chunk_end(cg_xform_t *x);
+/* A content chunk of choice `index` whose content is `raw`, valid JSON
+ * string bytes (they are copied): what cg__xform_chunk_end makes of
+ * `{"id",…,"choices":[{"index":index,"delta":{"content":raw},"finish_reason":null}]}`,
+ * the same bytes, but written at once instead of parsed back (most of a
+ * view's chunks are these). */
+void cg__xform_content(cg_xform_t *x, size_t index, cg_span_t raw);
 /* Appends the members "id", "object", "created" and "model" of the
  * stream's chunks (no braces). */
 void cg__xform_chunk_meta(const cg_xform_t *x, cg_buf_t *b);

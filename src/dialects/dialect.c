@@ -2,6 +2,8 @@
  * (include/citegate/dialect.h). */
 #include "citegate/dialect.h"
 
+#include "views.h"
+
 #include <string.h>
 #include <strings.h>
 
@@ -83,6 +85,10 @@ cg_span_t cg_dialect_api_key(cg_span_t api_key, cg_span_t authorization)
 
 const cg_dialect_view_t *cg_dialect_view(cg_dialect_t d)
 {
-    (void)d;
-    return NULL;
+    switch (d) {
+    case CG_DIALECT_ANTHROPIC:
+        return &cg__dialect_anthropic;
+    default:
+        return NULL;
+    }
 }

@@ -507,7 +507,7 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
         xc.profile = ex->profile;
         ex->xf = cg_xform_new(&xc, &ex->req);
         if (ex->dialect != CG_DIALECT_OPENAI)
-            cg_xform_set_dialect(ex->xf, ex->dialect, &ex->dreq, (int64_t)time(NULL));
+            cg_xform_set_dialect(ex->xf, cg_dialect_view(ex->dialect), &ex->dreq, (int64_t)time(NULL));
     }
     arm_timer(ex, w->cfg->idle_timeout_ms);
     /* A body to transform, or a stream held to its end, goes out with its

@@ -152,6 +152,36 @@ XFORM_SEEDS = {
 }
 
 
+# fuzz_anthropic byte 1: request (bits 0-1: sources, none, include_usage, both), profile
+# (bits 2-4: openwebui, openai, webchat, structured, off), small max_event (5), max_doc_bytes 16 (6).
+AN_SOURCES, AN_NO_REQ, AN_USAGE, AN_BOTH = 0, 1, 2, 3
+AN_OPENAI, AN_WEBCHAT, AN_STRUCTURED, AN_OFF = 1 << 2, 2 << 2, 3 << 2, 4 << 2
+AN_SMALL_EVENT, AN_SMALL_DOCS = 32, 64
+
+AN_START = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1",'
+            b'"type":"message","model":"claude-x","usage":{"input_tokens":3,"output_tokens":1}}}\n\n')
+AN_TEXT = b'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"%s"}}\n\n'
+ANTHROPIC_SEEDS = {
+    "template_then_broken": (0x40, AN_NO_REQ, AN_START + AN_TEXT % b"a" + AN_TEXT % b'b\\'
+                             + AN_TEXT % b"c\x00d" + AN_TEXT % b"e\\u00e"
+                             + b'data: {"type":"message_stop"}\n\n'),
+    "multiline_data": (0x41, AN_USAGE, AN_START + b'data: {"type":"content_block_delta",\ndata: '
+                       b'"delta":{"type":"text_delta","text":"x\ndata: y"}}\n\n'
+                       b'data: {"type":"message_delta","delta":{"stop_reason":"max_tokens"},'
+                       b'"usage":{"output_tokens":2}}\n\n'),
+    "oversized_text": (0x80, AN_SMALL_EVENT | AN_OPENAI, AN_START + AN_TEXT % (b"x" * 600)
+                       + AN_TEXT % b"[1]" + b'data: {"type":"message_stop"}\n\n'),
+    "citations_every_key": (0xC0, AN_BOTH | AN_WEBCHAT,
+                            AN_START + b'data: {"type":"content_block_start","index":0,"content_block":'
+                            b'{"type":"text","text":"t","citations":[{"document_index":2,"cited_text":"c"},'
+                            b'{"search_result_index":0,"source":"https://s.example","title":"S"},'
+                            b'{"url":"https:\\/\\/w.example","title":null},{"document_index":7},{}]}}\n\n'
+                            b'data: {"type":"content_block_stop","index":0}\n\n'
+                            b'data: {"type":"error","error":{"type":"api_error","message":"x"}}\n\n'),
+    "body_error": (0x00, AN_NO_REQ, b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'),
+}
+
+
 def write(dirname, name, data):
     d = HERE / "corpus" / dirname
     d.mkdir(parents=True, exist_ok=True)
@@ -217,6 +247,13 @@ def main():
         write("dialect_req", name + ".responses", bytes([DR_RESPONSES]) + data)
     for name, (flags, data) in DIALECT_SEEDS.items():
         write("dialect_req", name, bytes([flags]) + data)
+    for f in sorted((FIXTURES / "dialects" / "answers").glob("anthropic_*")):
+        data = f.read_bytes()
+        flags = AN_USAGE if "usage" in f.name else AN_SOURCES
+        write("anthropic", f.name + ".openwebui", bytes([0x80, flags]) + data)
+        write("anthropic", f.name + ".webchat", bytes([0x41, flags | AN_WEBCHAT]) + data)
+    for name, (seed, flags, data) in ANTHROPIC_SEEDS.items():
+        write("anthropic", name, bytes([seed, flags]) + data)
 
 
 if __name__ == "__main__":

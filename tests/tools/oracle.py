@@ -457,8 +457,10 @@ class Stream:
             if isinstance(d, dict) and isinstance(d.get("annotations"), list) and d["annotations"]:
                 self.up_anns.setdefault(str(_index(ch, pos)), []).extend(d["annotations"])
 
-    def known_at(self, key):
-        return self.cit_ev.get(key, self.known_ev)
+    def known_at(self, key, n):
+        """The event from which a reference to citation n (key) resolves: an annotation's
+        own event, else known_from(n)."""
+        return self.cit_ev.get(key, self.known_from(n))
 
     def finder_spans(self, idx):
         """The stretches of content[idx] that a reference finder reads as one."""
@@ -471,6 +473,11 @@ class Stream:
             if s <= offset < e:
                 return ev, pos
         raise AssertionError("offset outside content")
+
+    def known_from(self, n):
+        """The event from which a reference to citation n resolves (a stream whose
+        citations arrive one by one, as a dialect's do, overrides this)."""
+        return self.known_ev
 
     def lookup(self, n):
         if self.cits is None:
@@ -537,7 +544,8 @@ def find_refs(st, style):
                 cit = st.lookup(n)
                 key = (n if st.kind == "request" else n - 1) if cit is not None else None
                 ev, pos = st.event_of(idx, m.end() - 1)
-                r = Ref(idx, m, n, cit, key, cit is not None and ev >= st.known_at(key), (ev, pos, m.start()))
+                r = Ref(idx, m, n, cit, key, cit is not None and ev >= st.known_at(key, n),
+                        (ev, pos, m.start()))
                 r.label = ("doc%d" if style == "doc" else "%d") % n  # citation: N
                 refs.append(r)
     refs.sort(key=lambda r: r.when)

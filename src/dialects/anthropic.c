@@ -1,0 +1,619 @@
+/*
+ * The anthropic answer view (SPEC §6a): Anthropic Messages events and
+ * bodies become chat-completion chunks and bodies of our own, which the
+ * transformer then reads as it reads an openai upstream's. So references,
+ * profiles and the end of the stream work as they do there.
+ *
+ * Stream: message_start gives id, model and a role chunk; each text_delta a
+ * content chunk whose content is the upstream's JSON string bytes as they
+ * came (never decoded); citations (citations_delta, or a text block's
+ * `citations`) become citations of the stream, and at a text block's
+ * content_block_stop one `[N]` per distinct source the block cited goes out
+ * as content, to be rewritten like any numeric reference; message_delta
+ * gives finish_reason and output usage; message_stop the usage chunk (when
+ * the client asked for it) and [DONE]; an `error` event SPEC §6's error
+ * event. thinking, signature and tool input deltas, and unknown events, are
+ * left out. A `ping` event, or an upstream event with no data, becomes one
+ * SSE comment `: ping`: no client reads it, but proxies between us and the
+ * client see traffic while the model thinks (some close idle streams).
+ * Events whose data is not JSON are counted (stats.malformed) and left out:
+ * they are not chat chunks, and a client SDK would fail on them.
+ *
+ * finish_reason: end_turn, stop_sequence, pause_turn -> "stop";
+ * max_tokens, model_context_window_exceeded -> "length"; tool_use ->
+ * "tool_calls"; refusal -> "content_filter"; anything else -> "stop".
+ *
+ * Sources: a citation's key is its document_index, else its
+ * search_result_index, else its url; one without any is left out. A
+ * document_index below the request's document count is the request-side
+ * <source> that the document was made of (dreq->doc_ids); any other source
+ * gets the next free number.
+ *
+ * State per stream, bounded: the tokens of one upstream event (their
+ * capacity is kept, up to CG_XFORM_MAX_TOKENS, trimmed after a large
+ * event); at most CG_CITE_MAX sources (a URL key is kept to
+ * CG_CITE_MAX_FIELD bytes; further sources are not cited); at most
+ * BLOCK_REFS distinct sources per text block (further ones get no
+ * reference); a text_delta template of at most TPL_MAX bytes; decoded
+ * strings of one citation. The steady path (one text_delta after another)
+ * allocates nothing: it matches the previous text_delta's bytes around the
+ * text instead of parsing, and hands the text to the transformer as content
+ * (cg__xform_content) rather than as a chunk to parse back.
+ */
+#include "views.h"
+
+#include "core/emit.h"
+#include "core/xform_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define BLOCK_REFS 128
+#define TPL_MAX    512
+
+typedef enum key_kind {
+    KEY_DOCUMENT,
+    KEY_SEARCH_RESULT,
+    KEY_URL,
+} key_kind_t;
+
+typedef struct source {
+    key_kind_t kind;
+    double index; /* KEY_DOCUMENT, KEY_SEARCH_RESULT */
+    char *url;    /* KEY_URL: decoded, at most CG_CITE_MAX_FIELD bytes */
+    size_t url_len;
+    unsigned n; /* the citation's number */
+} source_t;
+
+typedef struct state {
+    cg_json_t json; /* the upstream event being read (x->json is the chunks') */
+    cg_buf_t data;  /* an event's data of several lines, LF -> space */
+    cg_buf_t strs;  /* decoded strings of one citation */
+
+    cg_buf_t tpl;   /* a text_delta event's data around its text */
+    size_t tpl_pre; /* tpl[0..tpl_pre) precedes the text */
+    bool tpl_ok;
+
+    source_t *src;
+    size_t nsrc, src_cap;
+
+    bool in_text; /* a text block is open */
+    unsigned block[BLOCK_REFS];
+    size_t nblock;
+
+    bool started;   /* the role chunk went out */
+    bool finished;  /* a finish_reason went out */
+    bool usage_out; /* the usage chunk went out */
+    double in_tokens, out_tokens;
+} state_t;
+
+static void state_free(void *p)
+{
+    state_t *s = p;
+    cg_json_free(&s->json);
+    cg_buf_free(&s->data);
+    cg_buf_free(&s->strs);
+    cg_buf_free(&s->tpl);
+    for (size_t i = 0; i < s->nsrc; i++)
+        free(s->src[i].url);
+    free(s->src);
+}
+
+/* --- Reading the upstream's JSON -------------------------------------------- */
+
+static bool is(const cg_json_t *j, int tok, const char *lit)
+{
+    return cg_json_is_str(j, tok) && cg_span_eq(cg_json_raw(j, tok), lit);
+}
+
+/* A string token as its whole JSON value, quotes included. */
+static cg_span_t raw_value(const cg_json_t *j, int tok)
+{
+    size_t b = cg_json_begin(j, tok);
+    return cg_span(j->js + b, cg_json_end(j, tok) - b);
+}
+
+/* A non-negative whole number token (a count or an index), else dflt. */
+static double count(const cg_json_t *j, int tok, double dflt)
+{
+    double v;
+    if (cg_json_type(j, tok) == JSMN_PRIMITIVE && cg_json_number(j, tok, &v) && v >= 0 &&
+        v < 1e15 && v == (double)(uint64_t)v)
+        return v;
+    return dflt;
+}
+
+/* Parses an event's data into s->json; false when it is not a JSON object. */
+static bool parse(state_t *s, const cg_sse_event_t *ev)
+{
+    if (s->json.max == 0)
+        cg_json_init(&s->json, CG_XFORM_MAX_TOKENS);
+    cg_span_t d = ev->data;
+    if (ev->ndata > 1) {
+        /* Data lines join with LF, white space to JSON but a line end in
+         * what we write: a raw LF in a string would split our data line. */
+        s->data.len = 0;
+        cg_buf_put(&s->data, d.p, d.n);
+        for (size_t i = 0; i < s->data.len; i++)
+            if (s->data.p[i] == '\n')
+                s->data.p[i] = ' ';
+        d = cg_span(s->data.p, s->data.len);
+    }
+    return cg_json_parse(&s->json, d.p, d.n) == CG_JSON_OK && s->json.tok[0].type == JSMN_OBJECT;
+}
+
+/* --- Writing chunks of our own ---------------------------------------------- */
+
+static void put_open(cg_xform_t *x, cg_buf_t *b)
+{
+    cg_buf_putc(b, '{');
+    cg__xform_chunk_meta(x, b);
+}
+
+static void put_role(cg_xform_t *x)
+{
+    cg_buf_t *b = cg__xform_chunk_begin(x);
+    put_open(x, b);
+    cg_buf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+                   "\"finish_reason\":null}]}");
+    cg__xform_chunk_end(x);
+}
+
+static const char *finish_reason(cg_span_t stop)
+{
+    if (cg_span_eq(stop, "max_tokens") || cg_span_eq(stop, "model_context_window_exceeded"))
+        return "length";
+    if (cg_span_eq(stop, "tool_use"))
+        return "tool_calls";
+    if (cg_span_eq(stop, "refusal"))
+        return "content_filter";
+    return "stop";
+}
+
+static void put_finish(cg_xform_t *x, const char *reason)
+{
+    cg_buf_t *b = cg__xform_chunk_begin(x);
+    put_open(x, b);
+    cg_buf_printf(b, ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"%s\"}]}", reason);
+    cg__xform_chunk_end(x);
+}
+
+static void put_usage_members(cg_buf_t *b, double in, double out)
+{
+    cg_buf_printf(
+        b, "\"usage\":{\"prompt_tokens\":%.0f,\"completion_tokens\":%.0f,\"total_tokens\":%.0f}",
+        in, out, in + out);
+}
+
+static void put_usage(cg_xform_t *x, state_t *s)
+{
+    if (s->usage_out || x->dreq == NULL || !x->dreq->include_usage)
+        return;
+    s->usage_out = true;
+    cg_buf_t *b = cg__xform_chunk_begin(x);
+    put_open(x, b);
+    cg_buf_puts(b, ",\"choices\":[],");
+    put_usage_members(b, s->in_tokens, s->out_tokens);
+    cg_buf_putc(b, '}');
+    cg__xform_chunk_end(x);
+}
+
+static void put_done(cg_xform_t *x)
+{
+    cg_buf_puts(cg__xform_chunk_begin(x), "[DONE]");
+    cg__xform_chunk_end(x);
+}
+
+/* An SSE comment goes straight out: it carries nothing to rewrite or hold. */
+static void put_ping(cg_xform_t *x)
+{
+    cg__emit_str(x->out, ": ping\n\n");
+    x->stats.events_out++;
+}
+
+/* Appends one `[N]` per source of the block, in order of first citation. */
+static void put_refs(cg_buf_t *b, const state_t *s)
+{
+    for (size_t i = 0; i < s->nblock; i++)
+        cg_buf_printf(b, "[%u]", s->block[i]);
+}
+
+/* --- Sources ------------------------------------------------------------------ */
+
+/* Appends the decoded string token to s->strs; returns its offset and
+ * length (0 when the token is not a string). */
+static size_t decode(state_t *s, int tok, size_t *len)
+{
+    size_t at = s->strs.len;
+    *len = 0;
+    if (!cg_json_is_str(&s->json, tok))
+        return at;
+    cg_span_t raw = cg_json_raw(&s->json, tok);
+    char *dst = cg_buf_reserve(&s->strs, raw.n + 1);
+    *len = cg_json_unescape(raw.p, raw.n, dst);
+    s->strs.len += *len;
+    return at;
+}
+
+static bool absolute_url(const char *p, size_t n)
+{
+    return (n >= 7 && strncasecmp(p, "http://", 7) == 0) ||
+           (n >= 8 && strncasecmp(p, "https://", 8) == 0);
+}
+
+static source_t *find_source(state_t *s, key_kind_t kind, double index, const char *url,
+                             size_t url_len)
+{
+    for (size_t i = 0; i < s->nsrc; i++) {
+        source_t *o = &s->src[i];
+        if (o->kind != kind)
+            continue;
+        if (kind == KEY_URL ? o->url_len == url_len && memcmp(o->url, url, url_len) == 0
+                            : o->index == index)
+            return o;
+    }
+    return NULL;
+}
+
+/* The number of a source seen for the first time: its request-side
+ * <source> id, or a new citation made of what the upstream says of it. */
+static unsigned new_citation(cg_xform_t *x, state_t *s, int c, key_kind_t kind, double index)
+{
+    const cg_json_t *j = &s->json;
+    cg_cite_in_t in = {0};
+    if (kind == KEY_DOCUMENT && x->dreq && index < (double)x->dreq->ndocs)
+        in.id = x->dreq->doc_ids[(size_t)index];
+    int title = cg_json_get(j, c, kind == KEY_DOCUMENT ? "document_title" : "title");
+    int url = cg_json_get(j, c, "url");
+    int source = cg_json_get(j, c, "source");
+    size_t tn, un, cn;
+    size_t t = decode(s, title, &tn);
+    size_t u = decode(s, url >= 0 ? url : source, &un);
+    size_t k = decode(s, cg_json_get(j, c, "cited_text"), &cn);
+    if (url < 0 && !absolute_url(s->strs.p + u, un))
+        un = 0; /* a search result's `source` is its url only when absolute */
+    in.title = cg_span(s->strs.p + t, tn);
+    in.url = cg_span(s->strs.p + u, un);
+    in.content = cg_span(s->strs.p + k, cn);
+    return cg__xform_cite(x, &in);
+}
+
+/* The number of the source that citation object c names, or 0. */
+static unsigned source_of(cg_xform_t *x, state_t *s, int c)
+{
+    const cg_json_t *j = &s->json;
+    if (cg_json_type(j, c) != JSMN_OBJECT)
+        return 0;
+    key_kind_t kind;
+    double index = count(j, cg_json_get(j, c, "document_index"), -1);
+    int url = -1;
+    if (index >= 0) {
+        kind = KEY_DOCUMENT;
+    } else if ((index = count(j, cg_json_get(j, c, "search_result_index"), -1)) >= 0) {
+        kind = KEY_SEARCH_RESULT;
+    } else if (cg_json_is_str(j, url = cg_json_get(j, c, "url"))) {
+        kind = KEY_URL;
+    } else {
+        return 0; /* nothing to tell one source from another */
+    }
+    s->strs.len = 0;
+    cg_buf_reserve(&s->strs, 1); /* spans into it are taken even when nothing is decoded */
+    size_t un = 0, u = kind == KEY_URL ? decode(s, url, &un) : 0;
+    if (un > CG_CITE_MAX_FIELD)
+        un = CG_CITE_MAX_FIELD;
+    source_t *o = find_source(s, kind, index, s->strs.p + u, un);
+    if (o)
+        return o->n;
+    if (s->nsrc == CG_CITE_MAX)
+        return 0;
+    char *key = kind == KEY_URL ? cg_xstrndup(s->strs.p + u, un) : NULL;
+    unsigned n = new_citation(x, s, c, kind, index);
+    if (n == 0) {
+        free(key);
+        return 0;
+    }
+    s->src = cg_grow(s->src, s->nsrc, &s->src_cap, 16, sizeof(source_t));
+    s->src[s->nsrc++] = (source_t){kind, index, key, un, n};
+    return n;
+}
+
+/* A text block cites citation object c: its source joins the block's list. */
+static void cite(cg_xform_t *x, state_t *s, int c)
+{
+    unsigned n = source_of(x, s, c);
+    if (n == 0)
+        return;
+    for (size_t i = 0; i < s->nblock; i++)
+        if (s->block[i] == n)
+            return;
+    if (s->nblock < BLOCK_REFS)
+        s->block[s->nblock++] = n;
+}
+
+static void cite_all(cg_xform_t *x, state_t *s, int citations)
+{
+    const cg_json_t *j = &s->json;
+    if (cg_json_type(j, citations) != JSMN_ARRAY)
+        return;
+    int n = j->tok[citations].size;
+    for (int k = 0, c = citations + 1; k < n; k++, c = cg_json_skip(j, c))
+        cite(x, s, c);
+}
+
+/* --- Stream events --------------------------------------------------------- */
+
+/* Keeps the bytes around a text_delta's text, so that the next one with the
+ * same bytes around its text needs no parse (see fast_text). */
+static void save_template(state_t *s, const cg_sse_event_t *ev, int text)
+{
+    const cg_json_t *j = &s->json;
+    size_t start = (size_t)j->tok[text].start, end = (size_t)j->tok[text].end;
+    s->tpl_ok = false;
+    if (ev->ndata != 1 || start + (j->len - end) > TPL_MAX)
+        return;
+    s->tpl.len = 0;
+    cg_buf_put(&s->tpl, j->js, start);
+    cg_buf_put(&s->tpl, j->js + end, j->len - end);
+    s->tpl_pre = start;
+    s->tpl_ok = true;
+}
+
+/* Bytes that end a plain run of JSON string bytes: the closing quote, an
+ * escape, and NUL, at which the parser stops. */
+static const bool stops_run[256] = {['\0'] = true, ['"'] = true, ['\\'] = true};
+
+/* Are s[0..n) the bytes of a JSON string without its quotes, as the parser
+ * takes them? One pass: deltas are short, and one memchr per kind of byte
+ * would cost more than the bytes. */
+static bool string_bytes(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!stops_run[(unsigned char)s[i]])
+            continue;
+        if (s[i] != '\\' || ++i == n)
+            return false; /* a quote, a NUL, or an escape cut short */
+        if (s[i] == 'u') {
+            for (int k = 1; k <= 4; k++)
+                if (i + k >= n || cg_hex_digit(s[i + k]) < 0)
+                    return false;
+            i += 4;
+        } else if (strchr("\"\\/bfnrt", s[i]) == NULL || s[i] == '\0') {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * A text_delta whose data has the template's bytes before and after its
+ * text is the template's JSON with another string in it, provided that
+ * string is well formed (the suffix starts with its closing quote): it needs
+ * no parse. Most events of an answer are these.
+ */
+static bool fast_text(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
+{
+    cg_span_t d = ev->data;
+    size_t pre = s->tpl_pre, post = s->tpl.len - pre;
+    if (!s->tpl_ok || ev->ndata != 1 || d.n < pre + post || memcmp(d.p, s->tpl.p, pre) != 0 ||
+        memcmp(d.p + d.n - post, s->tpl.p + pre, post) != 0)
+        return false;
+    cg_span_t text = cg_span(d.p + pre, d.n - pre - post);
+    if (!string_bytes(text.p, text.n))
+        return false;
+    if (text.n)
+        cg__xform_content(x, 0, text);
+    return true;
+}
+
+static void on_message_start(cg_xform_t *x, state_t *s)
+{
+    const cg_json_t *j = &s->json;
+    int msg = cg_json_get(j, 0, "message");
+    int id = cg_json_get(j, msg, "id"), model = cg_json_get(j, msg, "model");
+    int usage = cg_json_get(j, msg, "usage");
+    cg__xform_meta(x, cg_json_is_str(j, id) ? raw_value(j, id) : cg_span(NULL, 0),
+                   cg_json_is_str(j, model) ? raw_value(j, model) : cg_span(NULL, 0));
+    s->in_tokens = count(j, cg_json_get(j, usage, "input_tokens"), s->in_tokens);
+    s->out_tokens = count(j, cg_json_get(j, usage, "output_tokens"), s->out_tokens);
+    if (!s->started) {
+        s->started = true;
+        put_role(x);
+    }
+}
+
+static void on_block_start(cg_xform_t *x, state_t *s)
+{
+    const cg_json_t *j = &s->json;
+    int block = cg_json_get(j, 0, "content_block");
+    s->in_text = is(j, cg_json_get(j, block, "type"), "text");
+    s->nblock = 0;
+    if (!s->in_text)
+        return;
+    cite_all(x, s, cg_json_get(j, block, "citations"));
+    int text = cg_json_get(j, block, "text");
+    if (cg_json_is_str(j, text) && cg_json_raw(j, text).n)
+        cg__xform_content(x, 0, cg_json_raw(j, text));
+}
+
+static void on_block_delta(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
+{
+    const cg_json_t *j = &s->json;
+    int delta = cg_json_get(j, 0, "delta");
+    int type = cg_json_get(j, delta, "type");
+    if (is(j, type, "text_delta")) {
+        int text = cg_json_get(j, delta, "text");
+        if (!cg_json_is_str(j, text))
+            return;
+        save_template(s, ev, text);
+        if (cg_json_raw(j, text).n)
+            cg__xform_content(x, 0, cg_json_raw(j, text));
+    } else if (is(j, type, "citations_delta") && s->in_text) {
+        cite(x, s, cg_json_get(j, delta, "citation"));
+    }
+}
+
+static void on_block_stop(cg_xform_t *x, state_t *s)
+{
+    if (!s->in_text)
+        return;
+    s->in_text = false;
+    if (s->nblock == 0)
+        return;
+    s->strs.len = 0;
+    put_refs(&s->strs, s);
+    s->nblock = 0;
+    cg__xform_content(x, 0, cg_span(s->strs.p, s->strs.len));
+}
+
+static void on_message_delta(cg_xform_t *x, state_t *s)
+{
+    const cg_json_t *j = &s->json;
+    int usage = cg_json_get(j, 0, "usage");
+    /* Counts there are cumulative: the last one wins. */
+    s->in_tokens = count(j, cg_json_get(j, usage, "input_tokens"), s->in_tokens);
+    s->out_tokens = count(j, cg_json_get(j, usage, "output_tokens"), s->out_tokens);
+    int stop = cg_json_get(j, cg_json_get(j, 0, "delta"), "stop_reason");
+    if (cg_json_is_str(j, stop) && !s->finished) {
+        s->finished = true;
+        put_finish(x, finish_reason(cg_json_raw(j, stop)));
+    }
+}
+
+static void on_error(cg_xform_t *x, state_t *s)
+{
+    const cg_json_t *j = &s->json;
+    int err = cg_json_get(j, 0, "error");
+    int msg = cg_json_get(j, err, "message"), type = cg_json_get(j, err, "type");
+    cg__xform_error(x,
+                    cg_json_is_str(j, msg) ? raw_value(j, msg)
+                                           : CG_SPAN_LIT("\"upstream sent an error event\""),
+                    cg_json_is_str(j, type) ? raw_value(j, type)
+                                            : CG_SPAN_LIT("\"upstream_error\""));
+}
+
+static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
+{
+    state_t *s = state;
+    if (ev->ndata == 0) {
+        if (ev->nother)
+            put_ping(x);
+        return;
+    }
+    if (fast_text(x, s, ev))
+        return;
+    if (!parse(s, ev)) {
+        x->stats.malformed++;
+        return;
+    }
+    const cg_json_t *j = &s->json;
+    int type = cg_json_get(j, 0, "type");
+    cg_span_t t = cg_json_is_str(j, type) ? cg_json_raw(j, type) : ev->type;
+    if (cg_span_eq(t, "content_block_delta"))
+        on_block_delta(x, s, ev);
+    else if (cg_span_eq(t, "message_start"))
+        on_message_start(x, s);
+    else if (cg_span_eq(t, "content_block_start"))
+        on_block_start(x, s);
+    else if (cg_span_eq(t, "content_block_stop"))
+        on_block_stop(x, s);
+    else if (cg_span_eq(t, "message_delta"))
+        on_message_delta(x, s);
+    else if (cg_span_eq(t, "message_stop")) {
+        put_usage(x, s);
+        put_done(x);
+    } else if (cg_span_eq(t, "error"))
+        on_error(x, s);
+    else if (cg_span_eq(t, "ping"))
+        put_ping(x);
+    /* A large event must not pin its tokens for the rest of the stream. */
+    if (s->json.cap > 512)
+        cg_json_trim(&s->json, 128);
+}
+
+/* The upstream ended without message_stop. After a stop_reason the stream
+ * is complete but for [DONE] (the transformer adds it): the usage chunk
+ * still goes before it. */
+static void on_end(cg_xform_t *x, void *state)
+{
+    state_t *s = state;
+    if (s->finished)
+        put_usage(x, s);
+}
+
+/* --- Non-streaming bodies ------------------------------------------------------ */
+
+/* Appends the content of message body token msg: the text blocks' texts,
+ * each followed by the references of its sources. */
+static void body_text(cg_xform_t *x, state_t *s, int content, cg_buf_t *out)
+{
+    const cg_json_t *j = &s->json;
+    if (cg_json_type(j, content) != JSMN_ARRAY)
+        return;
+    int n = j->tok[content].size;
+    for (int k = 0, b = content + 1; k < n; k++, b = cg_json_skip(j, b)) {
+        int text = cg_json_get(j, b, "text");
+        if (!is(j, cg_json_get(j, b, "type"), "text") || !cg_json_is_str(j, text))
+            continue;
+        s->nblock = 0;
+        cite_all(x, s, cg_json_get(j, b, "citations"));
+        cg_span_t raw = cg_json_raw(j, text);
+        cg_buf_put(out, raw.p, raw.n);
+        put_refs(out, s);
+    }
+    s->nblock = 0;
+}
+
+static void put_raw_or(cg_buf_t *b, const cg_buf_t *v, const char *dflt)
+{
+    if (v->len)
+        cg_buf_put(b, v->p, v->len);
+    else
+        cg_buf_puts(b, dflt);
+}
+
+static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_buf_t *chat)
+{
+    state_t *s = state;
+    cg_sse_event_t ev = {0};
+    ev.data = cg_span(body, len);
+    ev.ndata = 1;
+    if (!parse(s, &ev) || !is(&s->json, cg_json_get(&s->json, 0, "type"), "message"))
+        return -1;
+    const cg_json_t *j = &s->json;
+    int id = cg_json_get(j, 0, "id"), model = cg_json_get(j, 0, "model");
+    cg__xform_meta(x, cg_json_is_str(j, id) ? raw_value(j, id) : cg_span(NULL, 0),
+                   cg_json_is_str(j, model) ? raw_value(j, model) : cg_span(NULL, 0));
+    cg_buf_puts(chat, "{\"id\":");
+    put_raw_or(chat, &x->meta_id, "\"\"");
+    cg_buf_puts(chat, ",\"object\":\"chat.completion\",\"created\":");
+    put_raw_or(chat, &x->meta_created, "0");
+    cg_buf_puts(chat, ",\"model\":");
+    put_raw_or(chat, &x->meta_model, "\"\"");
+    cg_buf_puts(chat,
+                ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"");
+    body_text(x, s, cg_json_get(j, 0, "content"), chat);
+    cg_buf_puts(chat, "\"},\"finish_reason\":");
+    int stop = cg_json_get(j, 0, "stop_reason");
+    if (cg_json_is_str(j, stop))
+        cg_buf_printf(chat, "\"%s\"", finish_reason(cg_json_raw(j, stop)));
+    else
+        cg_buf_puts(chat, "null");
+    cg_buf_puts(chat, "}]");
+    int usage = cg_json_get(j, 0, "usage");
+    if (cg_json_type(j, usage) == JSMN_OBJECT) {
+        cg_buf_putc(chat, ',');
+        put_usage_members(chat, count(j, cg_json_get(j, usage, "input_tokens"), 0),
+                          count(j, cg_json_get(j, usage, "output_tokens"), 0));
+    }
+    cg_buf_putc(chat, '}');
+    return 0;
+}
+
+const cg_dialect_view_t cg__dialect_anthropic = {
+    .state_size = sizeof(state_t),
+    .state_free = state_free,
+    .event = on_event,
+    .end = on_end,
+    .body = on_body,
+};

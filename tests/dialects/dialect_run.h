@@ -1,0 +1,111 @@
+/*
+ * Test support for the dialect views: a client request as the request side
+ * translates it (for doc_ids and include_usage), and streams and bodies run
+ * through a transformer that reads an upstream of that dialect, as
+ * `citegate filter --dialect` and the daemon do.
+ */
+#ifndef CG_TEST_DIALECT_RUN_H
+#define CG_TEST_DIALECT_RUN_H
+
+#include "citegate/dialect.h"
+#include "citegate/xform.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DIALECT_CREATED 1700000000
+
+typedef struct dialect_case {
+    cg_dialect_t d;
+    cg_request_t req;
+    cg_dialect_req_t dreq;
+    bool has_req; /* false: no request (NULL), as `filter` without --request */
+} dialect_case_t;
+
+/* Reads the client's request body[0..n) (NULL: none); aborts when the
+ * request side refuses it. */
+static inline void dialect_case_init(dialect_case_t *c, cg_dialect_t d, const char *body, size_t n)
+{
+    memset(c, 0, sizeof(*c));
+    c->d = d;
+    if (body == NULL)
+        return;
+    cg_cite_opts_t o = {8192, true};
+    cg_dialect_err_t e;
+    if (cg_request_parse(&c->req, body, n, &o) != 0 ||
+        cg_dialect_request(d, body, n, &c->req, cg_span(NULL, 0), &c->dreq, &e) != 0) {
+        fprintf(stderr, "test request refused: %.*s\n", (int)n, body);
+        abort();
+    }
+    c->has_req = true;
+}
+
+static inline void dialect_case_free(dialect_case_t *c)
+{
+    cg_request_free(&c->req);
+    cg_dialect_req_free(&c->dreq);
+}
+
+static inline cg_xform_t *dialect_xform(const cg_xform_cfg_t *cfg, const dialect_case_t *c)
+{
+    cg_xform_t *x = cg_xform_new(cfg, c->has_req ? &c->req : NULL);
+    cg_xform_set_dialect(x, cg_dialect_view(c->d), c->has_req ? &c->dreq : NULL, DIALECT_CREATED);
+    return x;
+}
+
+static inline void dialect_collect(cg_buf_t *b, const cg_out_t *o)
+{
+    for (size_t i = 0; i < o->nseg; i++)
+        cg_buf_put(b, o->seg[i].p, o->seg[i].n);
+}
+
+/* Streams in[0..n) in reads of the given sizes (cycled; NULL: one read),
+ * each a private heap copy freed after use (ASan sees a span that outlives
+ * its read), then ends at EOF. The client's bytes go to *out (NUL-terminated,
+ * not counted); stats, when not NULL, gets the transformer's. */
+static inline void dialect_stream(const cg_xform_cfg_t *cfg, const dialect_case_t *c,
+                                  const char *in, size_t n, const size_t *sizes, size_t nsizes,
+                                  cg_buf_t *out, cg_xform_stats_t *stats)
+{
+    cg_xform_t *x = dialect_xform(cfg, c);
+    cg_out_t o = {0};
+    out->len = 0;
+    for (size_t pos = 0, k = 0; pos < n;) {
+        size_t step = sizes ? sizes[k++ % nsizes] : n;
+        if (step == 0 || step > n - pos)
+            step = n - pos;
+        char *copy = cg_xmalloc(step);
+        memcpy(copy, in + pos, step);
+        cg_xform_feed(x, copy, step, &o);
+        dialect_collect(out, &o);
+        free(copy);
+        pos += step;
+    }
+    cg_xform_finish(x, CG_END_EOF, &o);
+    dialect_collect(out, &o);
+    cg_buf_putc(out, '\0');
+    out->len--;
+    if (stats)
+        *stats = *cg_xform_stats(x);
+    cg_out_free(&o);
+    cg_xform_free(x);
+}
+
+/* A non-streaming body; returns cg_xform_body's result. */
+static inline int dialect_body(const cg_xform_cfg_t *cfg, const dialect_case_t *c, const char *in,
+                               size_t n, cg_buf_t *out)
+{
+    cg_xform_t *x = dialect_xform(cfg, c);
+    cg_out_t o = {0};
+    out->len = 0;
+    int rc = cg_xform_body(x, in, n, &o);
+    dialect_collect(out, &o);
+    cg_buf_putc(out, '\0');
+    out->len--;
+    cg_out_free(&o);
+    cg_xform_free(x);
+    return rc;
+}
+
+#endif

@@ -1,0 +1,285 @@
+/*
+ * libFuzzer target for the anthropic answer view (src/dialects/anthropic.c)
+ * behind the whole transformer, as `citegate filter --dialect anthropic`
+ * runs it.
+ *
+ * Input: two header bytes (see fuzz_common.h), then an upstream answer.
+ * Byte 1 picks the variant:
+ *   bits 0-1: the client's request: 0 = <source> tags (documents 0-2),
+ *             1 = none, 2 = include_usage, 3 = both
+ *   bits 2-4: profile: openwebui, openai, webchat, structured, off, then
+ *             openwebui again
+ *   bit 5:    max_event 512 instead of 4 MiB (the view drops larger events)
+ *   bit 6:    max_doc_bytes 16 instead of 8192
+ *
+ * Checks, for any input:
+ *   - the answer in reads cut by the header's seed and in one read gives
+ *     the client the same bytes (read boundaries are invisible);
+ *   - the output is bounded by the input (a constant factor and a constant);
+ *   - every client event is a JSON object or [DONE], and a valid one unless
+ *     an input event already fooled the parser (raw control bytes); no line
+ *     is longer than 64 KiB;
+ *   - the stream ends with exactly one [DONE] or with the error event, and
+ *     nothing follows either (unless profile structured let a long stream
+ *     through unchanged);
+ *   - cg_xform_body on the same bytes: refused and copied unchanged, or a
+ *     chat completion object whose first choice has a message content string.
+ * Every read is an exact-size heap copy, freed right after its output is
+ * copied, so a segment pointing into an earlier read is a use after free.
+ */
+#include "citegate/xform.h"
+
+#include "../support/profiles.h"
+#include "fuzz_common.h"
+#include "fuzz_jsonv.h"
+
+#define OUT_FACTOR 32
+#define OUT_EXTRA  (64u << 10)
+
+static const char sources_request[] =
+    "{\"model\":\"claude-x\",\"stream\":true,\"messages\":[{\"role\":\"system\",\"content\":"
+    "\"<source id=\\\"3\\\" name=\\\"https://a.example/x\\\">three</source>"
+    "<source id=\\\"1\\\" name=\\\"one.md\\\">one</source>"
+    "<source id=\\\"9\\\" name=\\\"report (v2).pdf\\\">nine</source>\"},"
+    "{\"role\":\"user\",\"content\":\"what is x?\"}]%s}";
+
+typedef struct fz_req {
+    cg_request_t req;
+    cg_dialect_req_t dreq;
+} fz_req_t;
+
+static fz_req_t requests[3]; /* sources, usage, sources + usage */
+
+static void make_request(fz_req_t *r, const char *body)
+{
+    cg_cite_opts_t o = {8192, true};
+    cg_dialect_err_t e;
+    size_t n = strlen(body);
+    FZ_CHECK(cg_request_parse(&r->req, body, n, &o) == 0);
+    FZ_CHECK(cg_dialect_request(CG_DIALECT_ANTHROPIC, body, n, &r->req, cg_span(NULL, 0), &r->dreq,
+                                &e) == 0);
+}
+
+static void init_requests(void)
+{
+    static bool done;
+    if (done)
+        return;
+    done = true;
+    char body[1024];
+    snprintf(body, sizeof(body), sources_request, "");
+    make_request(&requests[0], body);
+    FZ_CHECK(requests[0].dreq.ndocs == 3);
+    make_request(&requests[1], "{\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+                               "\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}");
+    FZ_CHECK(requests[1].dreq.include_usage);
+    snprintf(body, sizeof(body), sources_request,
+             ",\"stream_options\":{\"include_usage\":true}");
+    make_request(&requests[2], body);
+}
+
+static const fz_req_t *pick_request(uint8_t flags)
+{
+    static const int which[4] = {0, -1, 1, 2};
+    int w = which[flags & 3];
+    return w < 0 ? NULL : &requests[w];
+}
+
+static void pick_cfg(cg_xform_cfg_t *cfg, uint8_t flags)
+{
+    static const char *const names[8] = {"openwebui", "openai",    "webchat",   "structured",
+                                         "off",       "openwebui", "openwebui", "openwebui"};
+    cg_xform_cfg_default(cfg, profile_named(names[(flags >> 2) & 7]));
+    if (flags & 0x20)
+        cfg->max_event = 512;
+    if (flags & 0x40)
+        cfg->max_doc_bytes = 16;
+}
+
+/* --- Running the transformer ------------------------------------------------ */
+
+typedef struct result {
+    cg_buf_t out;
+    cg_xform_stats_t stats;
+} result_t;
+
+static cg_xform_t *new_xform(const cg_xform_cfg_t *cfg, const fz_req_t *r)
+{
+    cg_xform_t *x = cg_xform_new(cfg, r ? &r->req : NULL);
+    cg_xform_set_dialect(x, cg_dialect_view(CG_DIALECT_ANTHROPIC), r ? &r->dreq : NULL,
+                         1700000000);
+    return x;
+}
+
+static void collect(cg_buf_t *b, const cg_out_t *o)
+{
+    for (size_t i = 0; i < o->nseg; i++) {
+        FZ_CHECK(o->seg[i].p != NULL || o->seg[i].n == 0);
+        cg_buf_put(b, o->seg[i].p, o->seg[i].n);
+    }
+}
+
+/* Streams in[0..len) in reads cut by sp (NULL: one read), then ends at EOF. */
+static void run_stream(result_t *res, const cg_xform_cfg_t *cfg, const fz_req_t *r,
+                       const uint8_t *in, size_t len, fz_split_t *sp)
+{
+    memset(res, 0, sizeof(*res));
+    cg_xform_t *x = new_xform(cfg, r);
+    cg_out_t out = {0};
+    size_t off = 0;
+    do {
+        size_t n = sp ? fz_split_next(sp, len - off) : len - off;
+        char *read = fz_dup(in + off, n);
+        FZ_CHECK(cg_xform_feed(x, read, n, &out) == 0);
+        collect(&res->out, &out);
+        free(read);
+        off += n;
+    } while (off < len);
+    FZ_CHECK(cg_xform_finish(x, CG_END_EOF, &out) == 0);
+    collect(&res->out, &out);
+    res->stats = *cg_xform_stats(x);
+    cg_out_free(&out);
+    cg_xform_free(x);
+}
+
+/* --- SSE, read independently of src/sse.c ------------------------------------ */
+
+typedef struct events {
+    size_t objects, valid, others; /* data events: JSON objects, valid ones, neither nor [DONE] */
+    size_t done;                   /* [DONE] events */
+    size_t errors;                 /* objects with a top-level "error" */
+    bool last_done, last_error;    /* what the last data event was */
+    size_t max_line;
+} events_t;
+
+static void take_event(events_t *e, const char *data, size_t n)
+{
+    bool done = n == 6 && memcmp(data, "[DONE]", 6) == 0;
+    cg_json_t j;
+    cg_json_init(&j, 1u << 16);
+    bool object = !done && cg_json_parse(&j, data, n) == CG_JSON_OK && j.tok[0].type == JSMN_OBJECT;
+    e->done += done;
+    e->objects += object;
+    e->others += !done && !object;
+    e->valid += object && fz_json_invalid(&j) == NULL;
+    bool error = object && cg_json_get(&j, 0, "error") >= 0;
+    e->errors += error;
+    e->last_done = done;
+    e->last_error = error;
+    cg_json_free(&j);
+}
+
+/* A plain line splitter: like a client it drops an unterminated last event. */
+static void read_events(events_t *e, const char *s, size_t n)
+{
+    memset(e, 0, sizeof(*e));
+    cg_buf_t data = {0};
+    size_t ndata = 0;
+    for (size_t i = 0; i < n;) {
+        size_t end = i;
+        while (end < n && !fz_is_eol(s[end]))
+            end++;
+        if (end == n)
+            break;
+        if (end - i > e->max_line)
+            e->max_line = end - i;
+        if (end == i && ndata) {
+            take_event(e, data.p, data.len);
+            data.len = ndata = 0;
+        } else if (end - i >= 5 && memcmp(s + i, "data:", 5) == 0) {
+            size_t v = i + 5 + (end > i + 5 && s[i + 5] == ' ');
+            if (ndata++)
+                cg_buf_putc(&data, '\n');
+            cg_buf_put(&data, s + v, end - v);
+        }
+        i = end + fz_eol_len(s, n, end);
+    }
+    cg_buf_free(&data);
+}
+
+/* Input events whose data cg_json_parse takes for an object that is not
+ * valid JSON: their strings may carry what makes our chunks invalid too. */
+static size_t fooling_inputs(const uint8_t *in, size_t len)
+{
+    events_t e;
+    read_events(&e, (const char *)in, len);
+    return e.objects - e.valid;
+}
+
+/* --- Checks ------------------------------------------------------------------ */
+
+static void check_stream(const cg_xform_cfg_t *cfg, const fz_req_t *r, const uint8_t *in,
+                         size_t len, uint8_t seed)
+{
+    fz_split_t sp;
+    fz_split_init(&sp, seed);
+    result_t split, whole;
+    run_stream(&split, cfg, r, in, len, &sp);
+    run_stream(&whole, cfg, r, in, len, NULL);
+    FZ_CHECK(split.out.len == whole.out.len &&
+             (whole.out.len == 0 || memcmp(split.out.p, whole.out.p, whole.out.len) == 0));
+    FZ_CHECK(whole.out.len <= OUT_FACTOR * len + OUT_EXTRA);
+
+    events_t e;
+    read_events(&e, whole.out.p, whole.out.len);
+    FZ_CHECK(e.others == 0);
+    if (fooling_inputs(in, len) == 0)
+        FZ_CHECK(e.valid == e.objects);
+    FZ_CHECK(e.max_line <= CG_XFORM_LINE_MAX);
+    if (!whole.stats.passthrough) {
+        /* One end, last: [DONE] after a finish or message_stop, else the
+         * error event (the upstream's, or upstream_closed). */
+        FZ_CHECK(e.done + e.errors == 1);
+        FZ_CHECK(e.last_done || e.last_error);
+        if (whole.stats.saw_done)
+            FZ_CHECK(e.last_done);
+        if (!whole.stats.saw_done && !whole.stats.saw_finish)
+            FZ_CHECK(e.last_error);
+    }
+    cg_buf_free(&split.out);
+    cg_buf_free(&whole.out);
+}
+
+static void check_body(const cg_xform_cfg_t *cfg, const fz_req_t *r, const uint8_t *in,
+                       size_t len)
+{
+    cg_xform_t *x = new_xform(cfg, r);
+    cg_out_t out = {0};
+    cg_buf_t b = {0};
+    char *body = fz_dup(in, len);
+    int rc = cg_xform_body(x, body, len, &out);
+    collect(&b, &out);
+    free(body);
+    cg_out_free(&out);
+    cg_xform_free(x);
+    FZ_CHECK(rc == 0 || rc == -1);
+    if (rc < 0) {
+        FZ_CHECK(b.len == len && (len == 0 || memcmp(b.p, in, len) == 0));
+    } else {
+        cg_json_t j;
+        cg_json_init(&j, 1u << 20);
+        FZ_CHECK(cg_json_parse(&j, b.p, b.len) == CG_JSON_OK && j.tok[0].type == JSMN_OBJECT);
+        int choice = cg_json_get(&j, 0, "choices") + 1;
+        FZ_CHECK(cg_json_is_str(&j, cg_json_get(&j, cg_json_get(&j, choice, "message"), "content")));
+        FZ_CHECK(b.len <= OUT_FACTOR * len + OUT_EXTRA);
+        cg_json_free(&j);
+    }
+    cg_buf_free(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < FZ_HEADER)
+        return 0;
+    init_requests();
+    const uint8_t *in = data + FZ_HEADER;
+    size_t len = size - FZ_HEADER;
+    const fz_req_t *r = pick_request(data[1]);
+    cg_xform_cfg_t cfg;
+    pick_cfg(&cfg, data[1]);
+    check_stream(&cfg, r, in, len, data[0]);
+    check_body(&cfg, r, in, len);
+    return 0;
+}
