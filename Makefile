@@ -7,19 +7,27 @@ FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS       ?=
 
-# Libraries and tools the build and the tests use (see README "Dependencies").
-PACKAGES := build-essential cmake pkg-config python3 openssl curl ca-certificates \
+# Libraries and tools the build needs, and those the tests add (see README
+# "Dependencies"). `make build` and `make run` install the first list only.
+BUILD_PACKAGES := build-essential cmake pkg-config python3 ca-certificates \
             libuv1-dev libnghttp2-dev libmbedtls-dev node-llhttp libjsmn-dev \
-            libsqlite3-dev libcmocka-dev clang libclang-rt-14-dev nodejs nghttp2-client \
+            libsqlite3-dev libpq-dev libcmocka-dev
+TEST_PACKAGES := postgresql openssl curl clang libclang-rt-14-dev nodejs nghttp2-client \
             python3-yaml prometheus chromium
+# `make image` (docker/image.sh): build the image without a Docker daemon.
+IMAGE_PACKAGES := podman runc mmdebstrap uidmap curl
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run test test-unit test-asan test-fuzz bench fuzz clean
+.PHONY: all deps deps-build deps-image build run test test-unit test-asan test-fuzz bench fuzz \
+        image clean
 
 all: build
 
-deps:
+deps: PACKAGES = $(BUILD_PACKAGES) $(TEST_PACKAGES)
+deps-build: PACKAGES = $(BUILD_PACKAGES)
+deps-image: PACKAGES = $(IMAGE_PACKAGES)
+deps deps-build deps-image:
 	@missing=$$(for p in $(PACKAGES); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
 	  done); \
@@ -32,7 +40,7 @@ deps:
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-build: deps $(BUILD)/CMakeCache.txt
+build: deps-build $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
@@ -59,6 +67,12 @@ fuzz: test-fuzz
 
 bench: build
 	./$(BUILD)/bench/core
+
+# Builds docker/Dockerfile with podman from a Debian base made by mmdebstrap,
+# runs it and checks the demo and /healthz (docker/README.md "Building the
+# image here"). Not part of `make test`: it takes minutes and ~1 GB of disk.
+image: deps-image
+	bash docker/image.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -13,6 +13,9 @@ in each mode and puts the same load through it:
          SEMANTIC_MEMORY_DB_PATH in the round's own temporary folder
   off    ENABLE_CITATION_TRACKING=false
   nomem  (optional) tracking on, ENABLE_SEMANTIC_MEMORY=false: all but SQLite
+  pg     (optional) tracking on into PostgreSQL (CITEGATE_TRACKING_DSN): a server
+         this script starts (tests/integration/pgserver.py, Debian postgresql),
+         a fresh database per round
   direct (optional) no citegate, clients straight to the mock: the floor
 Every other round runs the modes in reverse order, so drift hits all of them.
 
@@ -32,7 +35,8 @@ citegate_tracking_failures_total; /v1/citations/stats; the loop thread's CPU
 time and run-queue wait and the other threads' CPU (/proc/PID/task/*/schedstat);
 and after an "on" round the rows of the SQLite patterns table (read with the
 sqlite3 module once citegate has stopped, the writer having drained its queue)
-against the rows expected from the fixture. With --perf, perf records the loop
+against the rows expected from the fixture; after a "pg" round the rows of
+citegate_patterns (psql), and rows written per second of load. With --perf, perf records the loop
 thread's scheduler events and every interval over 5 ms is named: blocked in the
 kernel (with the stack), waiting for a CPU, or running.
 
@@ -44,11 +48,14 @@ measurement, not a test).
 
 usage: bench/tracking.py [--streams 1000] [--requests 3] [--rounds 3]
                          [--delay-ms 125] [--repeat 4] [--ramp 2]
-                         [--modes on,off[,nomem][,direct]] [--perf]
+                         [--modes on,off[,pg][,nomem][,direct]] [--perf]
                          [--citegate build/citegate] [--log-level info]
 Final line (p50/p99: median over rounds; stalls: summed over rounds):
   tracking: streams=N rounds=R answers_on=A rows=W p50_ms=on/off p99_ms=on/off
             ratio_p50=X ratio_p99=Y stalls_over_5ms=on/off failures_on=F lost=L
+and with mode pg (on may then be left out):
+  tracking_pg: streams=N rounds=R answers_pg=A rows=W rows_per_s=X p50_ms=pg/off
+            p99_ms=pg/off ratio_p50=X ratio_p99=Y stalls_over_5ms=pg/off failures_pg=F lost=L
 """
 import argparse
 import collections
@@ -73,6 +80,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import harness as H  # noqa: E402  (MockUpstream, Citegate, client_view)
+import pgserver  # noqa: E402  (PostgresServer)
 
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "azure_oyd_stream.sse")
 EXPECTED = os.path.join(ROOT, "tests", "fixtures", "expected", "azure_oyd_stream.openwebui.json")
@@ -450,14 +458,19 @@ def pct(v, p):
 
 
 def run_round(mode, mock, binary, args, want):
-    """One load through a fresh citegate ("on", "off" or "nomem"), or straight to the mock
-    ("direct")."""
+    """One load through a fresh citegate ("on", "off", "pg" or "nomem"), or straight to the
+    mock ("direct")."""
     mock.reset()  # the mock's request log would otherwise grow round after round (GC pauses)
     env = {"CITEGATE_UPSTREAM_PROTOCOL": "http1.1", "CITEGATE_WORKERS": "1",
            "CITEGATE_UPSTREAM_MAX_CONNECTIONS": str(args.streams + 10),
            "CITEGATE_LOG_LEVEL": args.log_level, "CITEGATE_LOG_FORMAT": "text"}
+    pg_db = None
     if mode == "on":
         env.update(ENABLE_CITATION_TRACKING="true", ENABLE_SEMANTIC_MEMORY="true")
+    elif mode == "pg":
+        pg_db = f"bench_{os.getpid()}_{time.monotonic_ns()}"
+        env.update(ENABLE_CITATION_TRACKING="true", ENABLE_SEMANTIC_MEMORY="true",
+                   CITEGATE_TRACKING_DSN=args.pg.create_db(pg_db))
     elif mode == "nomem":
         env.update(ENABLE_CITATION_TRACKING="true", ENABLE_SEMANTIC_MEMORY="false")
     else:
@@ -497,6 +510,9 @@ def run_round(mode, mock, binary, args, want):
                                    f"{cg.stderr()[-1500:]}")
             if perf:
                 stalls = perf_stalls(os.path.join(cg.dir, "perf.data"), pid)
+            if pg_db:
+                rows = dict((k, int(v)) for k, v in args.pg.psql(
+                    "SELECT kind, count(*) FROM citegate_patterns GROUP BY kind", pg_db))
             if mode == "on" and os.path.exists(db):
                 con = sqlite3.connect(db)
                 rows = dict(con.execute("SELECT kind, count(*) FROM patterns GROUP BY kind").fetchall())
@@ -573,8 +589,9 @@ def main():
     if args.perf and not shutil.which("perf"):
         ap.error("--perf: no perf on PATH")
     modes = args.modes.split(",")
-    if not {"on", "off"} <= set(modes) or not set(modes) <= {"on", "off", "nomem", "direct"}:
-        ap.error("--modes: on and off, and optionally nomem and direct")
+    if "off" not in modes or not {"on", "pg"} & set(modes) \
+            or not set(modes) <= {"on", "off", "pg", "nomem", "direct"}:
+        ap.error("--modes: off, on and/or pg, and optionally nomem and direct")
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need = 3 * args.streams + 256  # this process, and citegate (client + upstream side) inherits it
@@ -594,8 +611,13 @@ def main():
     want = {"content": {k: v * args.repeat for k, v in want["content"].items()}, "sources": want["sources"]}
 
     mock = Mock(tmp, full_gc=args.mock_full_gc)
+    args.pg = None
     results = []
     try:
+        if "pg" in modes:
+            args.pg = pgserver.PostgresServer().start()
+            print(f"PostgreSQL {args.pg.bindir.split('/')[-2]} on 127.0.0.1:{args.pg.port} (fsync off)",
+                  flush=True)
         mock.start()
         print(f"{args.streams} clients x {args.requests} answers per round; each answer {events + 3} upstream "
               f"events {args.delay_ms} ms apart (~{(events + 2) * args.delay_ms / 1000:.1f} s); "
@@ -607,7 +629,7 @@ def main():
             res["round"] = rnd
             results.append(res)
             st = res["stats"]
-            if mode in ("on", "nomem"):
+            if mode in ("on", "nomem", "pg"):
                 extra = (f"; loop ticks >5 ms {res['stalls5']} of {res['ticks']}; answers={st.get('answers')} "
                          f"rows={sum(res['rows'].values())} failures={res['failures']}")
             elif mode == "off":
@@ -630,20 +652,10 @@ def main():
                     print(f"      blocked {len(v)}x, {min(v):.1f}-{max(v):.1f} ms: {stack}", flush=True)
     finally:
         mock.cleanup()
+        if args.pg:
+            args.pg.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)
 
-    on = [x for x in results if x["mode"] == "on"]
-    off = [x for x in results if x["mode"] == "off"]
-
-    def med(rs, k):
-        return statistics.median(x[k] for x in rs)
-
-    p50_on, p50_off, p99_on, p99_off = med(on, "p50"), med(off, "p50"), med(on, "p99"), med(off, "p99")
-    s_on, s_off = sum(x["stalls5"] for x in on), sum(x["stalls5"] for x in off)
-    answers_on = sum(x["stats"].get("answers", 0) for x in on)
-    rows = sum(sum(x["rows"].values()) for x in on)
-    rows_want = sum(x["ok"] for x in on) * (proc_rows + epi_rows)
-    fails = sum(x["failures"] for x in on)
     lost = sum(x["lost"] for x in results)
     print()
     print("gaps: between consecutive event arrivals of one answer at the client (nominal "
@@ -653,7 +665,7 @@ def main():
     print(f"{'mode':6} {'rnd':>3} {'answers':>7} {'gaps':>6} {'p50_ms':>6} {'p99_ms':>6} {'p99.9':>6} "
           f"{'max_ms':>6} {'>5ms':>4} {'>20ms':>5} {'loop_cpu_s':>10} {'loop_wait_s':>11} {'thr_cpu_s':>9} "
           f"{'other%':>6} {'rows':>5} {'fail':>4}")
-    order = {"on": 0, "off": 1, "nomem": 2, "direct": 3}
+    order = {"on": 0, "pg": 1, "off": 2, "nomem": 3, "direct": 4}
     for x in sorted(results, key=lambda x: (order[x["mode"]], x["round"])):
         if x["mode"] == "direct":
             cg_cols = f"{'-':>4} {'-':>5} {'-':>10} {'-':>11} {'-':>9}"
@@ -662,16 +674,37 @@ def main():
                        f"{x['thread_cpu']:>9.2f}")
         print(f"{x['mode']:6} {x['round']:>3} {x['ok']:>7} {x['gaps']:>6} {x['p50']:>6.1f} {x['p99']:>6.1f} "
               f"{x['p999']:>6.1f} {x['max']:>6.0f} {cg_cols} {x['others']:>6.0f} "
-              f"{sum(x['rows'].values()) if x['mode'] == 'on' else '-':>5} "
+              f"{sum(x['rows'].values()) if x['mode'] in ('on', 'pg') else '-':>5} "
               f"{x['failures'] if x['mode'] != 'direct' else '-':>4}")
-    print(f"median over rounds: p50 {p50_on:.1f}/{p50_off:.1f} ms, p99 {p99_on:.1f}/{p99_off:.1f} ms (on/off); "
-          f"patterns rows {rows}, expected {rows_want} ({proc_rows} procedural + {epi_rows} episodic "
-          f"per answer); answers tracked {answers_on}")
-    print(f"tracking: streams={args.streams} rounds={args.rounds} answers_on={answers_on} rows={rows} "
-          f"p50_ms={p50_on:.1f}/{p50_off:.1f} p99_ms={p99_on:.1f}/{p99_off:.1f} "
-          f"ratio_p50={p50_on / p50_off:.2f} ratio_p99={p99_on / p99_off:.2f} "
-          f"stalls_over_5ms={s_on}/{s_off} failures_on={fails} lost={lost}")
+    off = [x for x in results if x["mode"] == "off"]
+    for mode in ("on", "pg"):
+        tracked = [x for x in results if x["mode"] == mode]
+        if tracked:
+            summarize(mode, tracked, off, args, proc_rows + epi_rows, lost)
     return 1 if lost else 0
+
+
+def summarize(mode, tracked, off, args, rows_per_answer, lost):
+    """The final lines of a tracked mode ("on": SQLite, "pg": PostgreSQL) against "off"."""
+    def med(rs, k):
+        return statistics.median(x[k] for x in rs)
+
+    p50_t, p50_off, p99_t, p99_off = med(tracked, "p50"), med(off, "p50"), med(tracked, "p99"), med(off, "p99")
+    s_t, s_off = sum(x["stalls5"] for x in tracked), sum(x["stalls5"] for x in off)
+    answers = sum(x["stats"].get("answers", 0) for x in tracked)
+    rows = sum(sum(x["rows"].values()) for x in tracked)
+    rows_want = sum(x["ok"] for x in tracked) * rows_per_answer
+    rows_per_s = rows / sum(x["secs"] for x in tracked)
+    fails = sum(x["failures"] for x in tracked)
+    print(f"median over rounds: p50 {p50_t:.1f}/{p50_off:.1f} ms, p99 {p99_t:.1f}/{p99_off:.1f} ms "
+          f"({mode}/off); patterns rows {rows}, expected {rows_want}, {rows_per_s:.0f} rows/s of load; "
+          f"answers tracked {answers}")
+    name, suffix = ("tracking", "on") if mode == "on" else ("tracking_pg", "pg")
+    extra = "" if mode == "on" else f" rows_per_s={rows_per_s:.0f}"
+    print(f"{name}: streams={args.streams} rounds={args.rounds} answers_{suffix}={answers} rows={rows}"
+          f"{extra} p50_ms={p50_t:.1f}/{p50_off:.1f} p99_ms={p99_t:.1f}/{p99_off:.1f} "
+          f"ratio_p50={p50_t / p50_off:.2f} ratio_p99={p99_t / p99_off:.2f} "
+          f"stalls_over_5ms={s_t}/{s_off} failures_{suffix}={fails} lost={lost}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "tracking/memory.h"
+#include "tracking/writer.h"
 #include "citegate/json.h"
 
 #include <ftw.h>
@@ -452,15 +453,15 @@ static void test_bounds(void **state)
     assert_int_equal(cg_memory_put(m, &p), 0);
 
     /* Through the writer too (bounded in the queue). */
-    cg_memwriter_t *w = cg_memwriter_start(f->db, 0, 4);
+    cg_writer_t *w = cg_writer_start(&cg_memory_ops, f->db, 0, 4);
     assert_non_null(w);
     cg_pattern_t *hp = cg_xcalloc(1, sizeof(*hp));
     *hp = p;
     hp->kind = CG_PATTERN_EPISODIC;
     hp->query = cg_xstrndup(q.p, strlen(q.p));
     hp->chunk_ids = cg_xstrndup(ids.p, ids.len);
-    assert_true(cg_memwriter_submit(w, hp));
-    cg_memwriter_stop(w);
+    assert_true(cg_writer_submit(w, hp));
+    cg_writer_stop(w);
 
     for (int kind = CG_PATTERN_PROCEDURAL; kind <= CG_PATTERN_EPISODIC; kind++) {
         cg_pattern_t *out[1];
@@ -521,24 +522,24 @@ static long count_at(const char *path, cg_pattern_kind_t kind)
 static void test_writer_1000(void **state)
 {
     fixture_t *f = *state;
-    cg_memwriter_t *w = cg_memwriter_start(f->db, 30, 1024);
+    cg_writer_t *w = cg_writer_start(&cg_memory_ops, f->db, 30, 1024);
     assert_non_null(w);
     char q[64];
     for (int i = 0; i < 1000; i++) {
         snprintf(q, sizeof(q), "question number %d", i);
-        assert_true(cg_memwriter_submit(w, new_pattern(CG_PATTERN_PROCEDURAL, q, time(NULL))));
+        assert_true(cg_writer_submit(w, new_pattern(CG_PATTERN_PROCEDURAL, q, time(NULL))));
     }
-    cg_memwriter_flush(w);
+    cg_writer_flush(w);
     uint64_t written, dropped, failed;
-    cg_memwriter_counts(w, &written, &dropped, &failed);
+    cg_writer_counts(w, &written, &dropped, &failed);
     assert_int_equal(written, 1000);
     assert_int_equal(dropped, 0);
     assert_int_equal(failed, 0);
-    assert_int_equal(cg_memwriter_status(w, NULL, 0), 1);
+    assert_int_equal(cg_writer_status(w, NULL, 0), 1);
     assert_int_equal(count_at(f->db, CG_PATTERN_PROCEDURAL), 1000);
-    assert_false(cg_memwriter_submit(w, NULL));
-    cg_memwriter_stop(w);
-    cg_memwriter_stop(NULL);
+    assert_false(cg_writer_submit(w, NULL));
+    cg_writer_stop(w);
+    cg_writer_stop(NULL);
 }
 
 /* The writer prunes at start with its prune_days. */
@@ -551,14 +552,14 @@ static void test_writer_prunes(void **state)
     put(m, CG_PATTERN_PROCEDURAL, "recent", now - 3600);
     cg_memory_close(m);
 
-    cg_memwriter_t *w = cg_memwriter_start(f->db, 7, 8);
-    cg_memwriter_flush(w);
-    cg_memwriter_stop(w);
+    cg_writer_t *w = cg_writer_start(&cg_memory_ops, f->db, 7, 8);
+    cg_writer_flush(w);
+    cg_writer_stop(w);
     assert_int_equal(count_at(f->db, CG_PATTERN_PROCEDURAL), 1);
 
-    w = cg_memwriter_start(f->db, 0, 8); /* 0 disables pruning */
-    cg_memwriter_flush(w);
-    cg_memwriter_stop(w);
+    w = cg_writer_start(&cg_memory_ops, f->db, 0, 8); /* 0 disables pruning */
+    cg_writer_flush(w);
+    cg_writer_stop(w);
     assert_int_equal(count_at(f->db, CG_PATTERN_PROCEDURAL), 1);
 }
 
@@ -566,30 +567,30 @@ static void test_writer_prunes(void **state)
 static void test_writer_queue_full(void **state)
 {
     fixture_t *f = *state;
-    cg_memwriter_t *w = cg_memwriter_start(f->db, 0, 4);
+    cg_writer_t *w = cg_writer_start(&cg_memory_ops, f->db, 0, 4);
     assert_non_null(w);
-    cg_memwriter_flush(w); /* open and idle */
-    cg__memwriter_pause(w, true);
+    cg_writer_flush(w); /* open and idle */
+    cg__writer_pause(w, true);
     for (int i = 0; i < 4; i++)
-        assert_true(cg_memwriter_submit(w, new_pattern(CG_PATTERN_EPISODIC, "kept", T0)));
+        assert_true(cg_writer_submit(w, new_pattern(CG_PATTERN_EPISODIC, "kept", T0)));
     for (int i = 0; i < 3; i++)
-        assert_false(cg_memwriter_submit(w, new_pattern(CG_PATTERN_EPISODIC, "dropped", T0)));
+        assert_false(cg_writer_submit(w, new_pattern(CG_PATTERN_EPISODIC, "dropped", T0)));
     uint64_t written, dropped, failed;
-    cg_memwriter_counts(w, &written, &dropped, &failed);
+    cg_writer_counts(w, &written, &dropped, &failed);
     assert_int_equal(written, 0);
     assert_int_equal(dropped, 3);
-    cg__memwriter_pause(w, false);
-    cg_memwriter_flush(w);
-    cg_memwriter_counts(w, &written, &dropped, &failed);
+    cg__writer_pause(w, false);
+    cg_writer_flush(w);
+    cg_writer_counts(w, &written, &dropped, &failed);
     assert_int_equal(written, 4);
     assert_int_equal(dropped, 3);
     assert_int_equal(failed, 0);
     /* Room again after the drain. */
-    assert_true(cg_memwriter_submit(w, new_pattern(CG_PATTERN_EPISODIC, "kept", T0)));
+    assert_true(cg_writer_submit(w, new_pattern(CG_PATTERN_EPISODIC, "kept", T0)));
     /* Stop writes what is queued, even while paused. */
-    cg__memwriter_pause(w, true);
-    assert_true(cg_memwriter_submit(w, new_pattern(CG_PATTERN_EPISODIC, "kept", T0)));
-    cg_memwriter_stop(w);
+    cg__writer_pause(w, true);
+    assert_true(cg_writer_submit(w, new_pattern(CG_PATTERN_EPISODIC, "kept", T0)));
+    cg_writer_stop(w);
     assert_int_equal(count_at(f->db, CG_PATTERN_EPISODIC), 6);
 }
 
@@ -604,28 +605,28 @@ static void test_writer_bad_path(void **state)
     fclose(fp);
     snprintf(path, sizeof(path), "%s/sub/mem.db", file);
 
-    cg_memwriter_t *w = cg_memwriter_start(path, 30, 4);
+    cg_writer_t *w = cg_writer_start(&cg_memory_ops, path, 30, 4);
     assert_non_null(w);
     /* Before the open is known these may be queued; afterwards they fail at once. */
     for (int i = 0; i < 3; i++)
-        cg_memwriter_submit(w, new_pattern(CG_PATTERN_PROCEDURAL, "q", T0));
-    cg_memwriter_flush(w);
-    assert_int_equal(cg_memwriter_status(w, err, sizeof(err)), -1);
+        cg_writer_submit(w, new_pattern(CG_PATTERN_PROCEDURAL, "q", T0));
+    cg_writer_flush(w);
+    assert_int_equal(cg_writer_status(w, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "cannot create folder"));
     assert_non_null(strstr(err, path));
     for (int i = 0; i < 100; i++)
-        assert_false(cg_memwriter_submit(w, new_pattern(CG_PATTERN_PROCEDURAL, "q", T0)));
-    cg_memwriter_flush(w);
+        assert_false(cg_writer_submit(w, new_pattern(CG_PATTERN_PROCEDURAL, "q", T0)));
+    cg_writer_flush(w);
     uint64_t written, dropped, failed;
-    cg_memwriter_counts(w, &written, &dropped, &failed);
+    cg_writer_counts(w, &written, &dropped, &failed);
     assert_int_equal(written, 0);
     assert_int_equal(dropped, 0);
     assert_int_equal(failed, 103);
-    cg_memwriter_stop(w);
+    cg_writer_stop(w);
 }
 
 typedef struct submitter {
-    cg_memwriter_t *w;
+    cg_writer_t *w;
     int id;
     int n;
     int accepted;
@@ -637,10 +638,10 @@ static void *submit_many(void *arg)
     char q[64];
     for (int i = 0; i < s->n; i++) {
         snprintf(q, sizeof(q), "worker %d question %d", s->id, i);
-        if (cg_memwriter_submit(s->w, new_pattern(CG_PATTERN_PROCEDURAL, q, T0)))
+        if (cg_writer_submit(s->w, new_pattern(CG_PATTERN_PROCEDURAL, q, T0)))
             s->accepted++;
         if (i % 50 == 0)
-            cg_memwriter_flush(s->w); /* many small transactions, interleaved */
+            cg_writer_flush(s->w); /* many small transactions, interleaved */
     }
     return NULL;
 }
@@ -653,7 +654,7 @@ static void test_two_writers(void **state)
     submitter_t s[2];
     pthread_t t[2];
     for (int i = 0; i < 2; i++) {
-        s[i] = (submitter_t){.w = cg_memwriter_start(f->db, 30, N), .id = i, .n = N};
+        s[i] = (submitter_t){.w = cg_writer_start(&cg_memory_ops, f->db, 30, N), .id = i, .n = N};
         assert_non_null(s[i].w);
     }
     for (int i = 0; i < 2; i++)
@@ -662,9 +663,9 @@ static void test_two_writers(void **state)
         pthread_join(t[i], NULL);
     uint64_t written[2], dropped[2], failed[2];
     for (int i = 0; i < 2; i++) {
-        cg_memwriter_flush(s[i].w);
-        cg_memwriter_counts(s[i].w, &written[i], &dropped[i], &failed[i]);
-        cg_memwriter_stop(s[i].w); /* before any assertion can leave the test */
+        cg_writer_flush(s[i].w);
+        cg_writer_counts(s[i].w, &written[i], &dropped[i], &failed[i]);
+        cg_writer_stop(s[i].w); /* before any assertion can leave the test */
     }
     for (int i = 0; i < 2; i++) {
         assert_int_equal(s[i].accepted, N);
@@ -741,18 +742,18 @@ static void test_two_processes(void **state)
         if (pid[forked] < 0)
             break;
         if (pid[forked] == 0) {
-            cg_memwriter_t *w = cg_memwriter_start(path, 30, N);
+            cg_writer_t *w = cg_writer_start(&cg_memory_ops, path, 30, N);
             if (w == NULL)
                 _exit(2);
             submitter_t sub = {.w = w, .id = forked, .n = N};
             submit_many(&sub);
-            cg_memwriter_flush(w);
+            cg_writer_flush(w);
             uint64_t written, dropped, failed;
-            cg_memwriter_counts(w, &written, &dropped, &failed);
+            cg_writer_counts(w, &written, &dropped, &failed);
             char err[256] = "";
-            if (cg_memwriter_status(w, err, sizeof(err)) != 1)
+            if (cg_writer_status(w, err, sizeof(err)) != 1)
                 fprintf(stderr, "child %d: %s\n", forked, err);
-            cg_memwriter_stop(w);
+            cg_writer_stop(w);
             _exit(sub.accepted == N && written == N && dropped + failed == 0 ? 0 : 1);
         }
     }

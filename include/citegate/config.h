@@ -48,6 +48,7 @@ typedef struct cg_config {
     bool semantic_memory;
     char *memory_db_path;
     unsigned prune_age_days;
+    char *tracking_dsn; /* postgresql://… shared by every replica; NULL: SQLite */
     bool demo;
 } cg_config_t;
 
@@ -61,6 +62,12 @@ void cg_config_free(cg_config_t *c);
 bool cg_parse_bool(const char *s, bool *out);
 bool cg_ref_style_parse(const char *s, cg_ref_style_t *out);
 const char *cg_ref_style_name(cg_ref_style_t s);
+
+/* Whether s is a libpq URI (postgresql:// or postgres://): CITEGATE_TRACKING_DSN. */
+bool cg_dsn_is_postgres(const char *s);
+/* Appends dsn with its password (in the user info or a password= parameter)
+ * replaced by ***, for logs and messages; anything but a URI is all ***. */
+void cg_dsn_redact(const char *dsn, cg_buf_t *out);
 
 /* The transformer settings of this configuration. */
 void cg_config_xform(const cg_config_t *c, cg_xform_cfg_t *x);

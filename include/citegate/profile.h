@@ -46,6 +46,11 @@ typedef struct cg_profile {
      * reference, NULL when that table was full (CG_XFORM_MAX_REFS). */
     bool (*ref)(struct cg_xform *x, struct cg_choice *ch, const struct cg_refrec *rec,
                 const cg_citation_t *c, cg_span_t text);
+    /* Citation c counts as referenced once, at this point of choice ch's
+     * answer, with no text to rewrite (an upstream annotation named it,
+     * SPEC §6): the profile emits it as if it had been referenced here.
+     * Called once per citation. */
+    void (*mention)(struct cg_xform *x, struct cg_choice *ch, const cg_citation_t *c);
     /* Rewrites a content string itself (token `content` of the current
      * event or body), instead of the reference finder; text and ref are
      * then never called. */

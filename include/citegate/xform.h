@@ -11,7 +11,8 @@
  *
  * Memory per stream is bounded: the SSE tokenizer's straddle buffer
  * (max_event), the JSON token array (CG_XFORM_MAX_TOKENS), the citation
- * table (see cite.h), at most CG_XFORM_MAX_CHOICES reference finders and
+ * table (see cite.h; and a url hash of 8 bytes per annotation-sourced
+ * citation), at most CG_XFORM_MAX_CHOICES reference finders and
  * CG_XFORM_MAX_REFS distinct references, and the profile's own state (each
  * profile states its bound). The arena grows with one call's input only and
  * is trimmed between calls. An event over max_event is never held: it goes
@@ -38,7 +39,7 @@
 
 typedef struct cg_xform_cfg {
     const cg_profile_t *profile; /* what to write (citegate/profile.h) */
-    cg_ref_style_t style; /* CG_REF_DOC, CG_REF_NUMERIC, or CG_REF_ANY for auto */
+    cg_ref_style_t style; /* CG_REF_DOC, _NUMERIC or _CITATION; CG_REF_ANY for auto */
     size_t max_doc_bytes;
     bool scores;          /* AZURE_AI_INCLUDE_SEARCH_SCORES */
     size_t max_event;     /* largest upstream SSE event the transformer parses; a

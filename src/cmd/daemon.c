@@ -9,6 +9,7 @@
 #include "io/tls.h"
 #include "io/upstream.h"
 #include "io/worker.h"
+#include "tracking/store_pg.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -159,6 +160,8 @@ static int validate(const cg_config_t *cfg, char *err, size_t el)
         if (rc != 0)
             return -1;
     }
+    if (cfg->tracking_dsn && cg_pg_check_dsn(cfg->tracking_dsn, err, el) != 0)
+        return -1; /* the syntax only: the database may come later */
     if (cfg->upstream_ca && access(cfg->upstream_ca, R_OK) != 0) {
         snprintf(err, el, "CITEGATE_UPSTREAM_CA: cannot read %s: %s", cfg->upstream_ca,
                  strerror(errno));

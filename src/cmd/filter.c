@@ -98,7 +98,7 @@ static int load_request(const char *path, cg_request_t *req, const cg_xform_cfg_
 
 static void usage(FILE *f)
 {
-    fputs("usage: citegate filter [--profile NAME] [--ref-style doc|numeric|auto] "
+    fputs("usage: citegate filter [--profile NAME] [--ref-style doc|numeric|citation|auto] "
           "[--dialect openai|anthropic|responses] [--created SECONDS] "
           "[--request FILE] < upstream-body > client-body\n",
           f);

@@ -21,7 +21,8 @@ typedef enum {
     T_ENUM,
     T_PROFILE,
     T_DIALECT,
-    T_JSON
+    T_JSON,
+    T_DSN
 } vtype_t;
 
 typedef struct var {
@@ -36,7 +37,7 @@ typedef struct var {
 static const char *const protocol_names[] = {"auto", "h2", "http1.1", NULL};
 static const char *const format_names[] = {"text", "json", NULL};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
-static const char *const style_words[] = {"auto", "doc", "numeric", NULL};
+static const char *const style_words[] = {"auto", "doc", "numeric", "citation", NULL};
 
 #define OFF(f) offsetof(cg_config_t, f)
 static const var_t vars[] = {
@@ -73,6 +74,7 @@ static const var_t vars[] = {
     {"ENABLE_SEMANTIC_MEMORY", T_BOOL, OFF(semantic_memory), "true", 0, 0, NULL},
     {"SEMANTIC_MEMORY_DB_PATH", T_STR, OFF(memory_db_path), "./data/semantic-memory.db", 0, 0, NULL},
     {"SEMANTIC_MEMORY_PRUNE_AGE_DAYS", T_UINT, OFF(prune_age_days), "30", 0, 36500, NULL},
+    {"CITEGATE_TRACKING_DSN", T_DSN, OFF(tracking_dsn), NULL, 0, 0, NULL},
 };
 #define NVARS (sizeof(vars) / sizeof(vars[0]))
 
@@ -90,7 +92,7 @@ bool cg_parse_bool(const char *s, bool *out)
 
 bool cg_ref_style_parse(const char *s, cg_ref_style_t *out)
 {
-    static const cg_ref_style_t map[] = {CG_REF_ANY, CG_REF_DOC, CG_REF_NUMERIC};
+    static const cg_ref_style_t map[] = {CG_REF_ANY, CG_REF_DOC, CG_REF_NUMERIC, CG_REF_CITATION};
     for (int i = 0; style_words[i]; i++) {
         if (strcmp(s, style_words[i]) == 0) {
             *out = map[i];
@@ -102,7 +104,12 @@ bool cg_ref_style_parse(const char *s, cg_ref_style_t *out)
 
 const char *cg_ref_style_name(cg_ref_style_t s)
 {
-    return s == CG_REF_DOC ? "doc" : s == CG_REF_NUMERIC ? "numeric" : "auto";
+    switch (s) {
+    case CG_REF_DOC: return "doc";
+    case CG_REF_NUMERIC: return "numeric";
+    case CG_REF_CITATION: return "citation";
+    default: return "auto";
+    }
 }
 
 /* Writes "VAR: 'value' problem" into err. */
@@ -203,6 +210,76 @@ static int set_json(const var_t *v, char **field, const char *value, char *err, 
     return 0;
 }
 
+bool cg_dsn_is_postgres(const char *s)
+{
+    return strncmp(s, "postgresql://", 13) == 0 || strncmp(s, "postgres://", 11) == 0;
+}
+
+/* Appends s[0..n) with the value of each `password=` parameter of its query
+ * string replaced (the text after '?', parameters split at '&'). */
+static void redact_query(cg_buf_t *out, const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        const char *amp = memchr(s + i, '&', n - i);
+        size_t end = amp ? (size_t)(amp - s) : n;
+        if (end - i >= 9 && strncmp(s + i, "password=", 9) == 0) {
+            cg_buf_puts(out, "password=***");
+        } else {
+            cg_buf_put(out, s + i, end - i);
+        }
+        if (amp)
+            cg_buf_putc(out, '&');
+        i = end + 1;
+    }
+}
+
+void cg_dsn_redact(const char *dsn, cg_buf_t *out)
+{
+    const char *auth = strstr(dsn, "://");
+    if (auth == NULL) {
+        cg_buf_puts(out, "***"); /* not a URI: it may be anything */
+        return;
+    }
+    auth += 3;
+    size_t alen = strcspn(auth, "/?");
+    const char *at = NULL; /* the last '@' of the authority ends the user info */
+    for (size_t i = 0; i < alen; i++)
+        if (auth[i] == '@')
+            at = auth + i;
+    const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+    if (colon) {
+        cg_buf_put(out, dsn, (size_t)(colon + 1 - dsn));
+        cg_buf_puts(out, "***");
+        cg_buf_put(out, at, (size_t)(auth + alen - at));
+    } else {
+        cg_buf_put(out, dsn, (size_t)(auth + alen - dsn));
+    }
+    const char *rest = auth + alen, *q = strchr(rest, '?');
+    if (q == NULL) {
+        cg_buf_puts(out, rest);
+        return;
+    }
+    cg_buf_put(out, rest, (size_t)(q + 1 - rest));
+    redact_query(out, q + 1, strlen(q + 1));
+}
+
+/* A DSN may hold a password: errors show it redacted. */
+static int set_dsn(const var_t *v, char **field, const char *value, char *err, size_t errlen)
+{
+    if (value[0] && !cg_dsn_is_postgres(value)) {
+        cg_buf_t shown = {0};
+        cg_dsn_redact(value, &shown);
+        snprintf(err, errlen, "%s: '%.*s' is not a postgresql:// URI", v->name,
+                 (int)(shown.len > 80 ? 80 : shown.len), shown.p);
+        cg_buf_free(&shown);
+        return -1;
+    }
+    free(*field);
+    *field = value[0] ? cg_xstrndup(value, strlen(value)) : NULL;
+    return 0;
+}
+
 static int apply(cg_config_t *c, const var_t *v, const char *value, char *err, size_t errlen)
 {
     void *field = (char *)c + v->off;
@@ -240,6 +317,8 @@ static int apply(cg_config_t *c, const var_t *v, const char *value, char *err, s
         return 0;
     case T_JSON:
         return set_json(v, (char **)field, value, err, errlen);
+    case T_DSN:
+        return set_dsn(v, (char **)field, value, err, errlen);
     }
     return -1;
 }
@@ -271,7 +350,7 @@ void cg_config_free(cg_config_t *c)
 {
     for (size_t i = 0; i < NVARS; i++) {
         if (vars[i].type == T_STR || vars[i].type == T_ADDR || vars[i].type == T_URL ||
-            vars[i].type == T_JSON) {
+            vars[i].type == T_JSON || vars[i].type == T_DSN) {
             char **f = (char **)((char *)c + vars[i].off);
             free(*f);
             *f = NULL;

@@ -1,6 +1,7 @@
 /* Writing a transformer's output: see emit.h. */
 #include "emit.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* --- Output segments ------------------------------------------------------ */
@@ -128,17 +129,21 @@ void cg__emit_drop_content(cg_xform_t *x, int content)
 size_t cg__emit_each_cited(cg_xform_t *x, cg__cited_fn fn, void *arg)
 {
     size_t n = 0;
-    if (!x->cites_set)
+    if (!x->cites_set || x->cites.n == 0)
         return 0;
+    /* A citation both mentioned and referenced has two records: once. */
+    uint8_t *seen = cg_xcalloc(x->cites.n, 1);
     for (size_t i = 0; i < x->nrefs; i++) {
-        if ((x->refs[i].code >> 16) != (uint32_t)x->style)
+        if (!cg__refrec_cites(x, &x->refs[i]))
             continue;
-        const cg_citation_t *c = cg_cites_find(&x->cites, x->refs[i].code & 0xFFFF);
-        if (c == NULL)
+        const cg_citation_t *c = cg_cites_find(&x->cites, cg__refrec_n(&x->refs[i]));
+        if (c == NULL || seen[c - x->cites.v])
             continue;
+        seen[c - x->cites.v] = 1;
         if (fn)
             fn(x, c, arg);
         n++;
     }
+    free(seen);
     return n;
 }

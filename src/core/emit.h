@@ -37,8 +37,8 @@ void cg__emit_data_until(cg_xform_t *x, size_t to);
  * as "" (its bytes went, or go, elsewhere). */
 void cg__emit_drop_content(cg_xform_t *x, int content);
 
-/* Calls fn (unless NULL) for every citation the answer references, in
- * first-reference order; returns how many. */
+/* Calls fn (unless NULL) once for every citation the answer references
+ * (mentions included), in first-reference order; returns how many. */
 typedef void (*cg__cited_fn)(cg_xform_t *x, const cg_citation_t *c, void *arg);
 size_t cg__emit_each_cited(cg_xform_t *x, cg__cited_fn fn, void *arg);
 

@@ -1,17 +1,18 @@
 /*
  * Reference finder: see include/citegate/ref.h.
  *
- * States: IDLE (no candidate), OPEN ("["), D ("[d"), DO ("[do"),
- * DOC ("[doc"), DIGITS ("[" or "[doc" followed by 1-4 digits). A byte that
- * cannot continue the candidate ends it: the candidate's bytes go out as text
- * and, if that byte is "[", it starts the next candidate (no other byte of a
- * reference prefix is "[", so this is exactly leftmost-match semantics).
+ * States: IDLE (no candidate), OPEN ("["), WORD (inside the word of a form:
+ * "[d", "[do", "[doc", "[c", ... "[citation:"), DIGITS ("[", "[doc" or
+ * "[citation:" followed by 1-4 digits). A byte that cannot continue the
+ * candidate ends it: the candidate's bytes go out as text and, if that byte
+ * is "[", it starts the next candidate (no other byte of a reference prefix
+ * is "[", so this is exactly leftmost-match semantics).
  */
 #include "citegate/ref.h"
 
 #include <string.h>
 
-enum { IDLE, OPEN, D, DO, DOC, DIGITS };
+enum { IDLE, OPEN, WORD, DIGITS };
 
 void cg_ref_init(cg_ref_t *r, cg_ref_style_t styles)
 {
@@ -29,29 +30,42 @@ static bool is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
+/* The word between "[" and the digits of a form with one. */
+static const char *word_of(uint8_t kind)
+{
+    return kind == CG_REF_DOC ? "doc" : "citation:";
+}
+
+static int first_digit(cg_ref_t *r, uint8_t kind, char c)
+{
+    if (!is_digit(c) || !(r->styles & kind))
+        return IDLE;
+    r->kind = kind;
+    r->digits = 1;
+    r->num = (unsigned)(c - '0');
+    return DIGITS;
+}
+
 /* Next state after byte c, or IDLE when c cannot continue the candidate. */
 static int step(cg_ref_t *r, char c)
 {
     switch (r->state) {
     case OPEN:
-        if (c == 'd' && (r->styles & CG_REF_DOC))
-            return D;
-        if (is_digit(c) && (r->styles & CG_REF_NUMERIC)) {
-            r->kind = CG_REF_NUMERIC;
-            r->digits = 1;
-            r->num = (unsigned)(c - '0');
-            return DIGITS;
+        if (c == 'd' || c == 'c') {
+            r->kind = c == 'd' ? CG_REF_DOC : CG_REF_CITATION;
+            r->word = 1;
+            return (r->styles & r->kind) ? WORD : IDLE;
         }
-        return IDLE;
-    case D: return c == 'o' ? DO : IDLE;
-    case DO: return c == 'c' ? DOC : IDLE;
-    case DOC:
-        if (!is_digit(c) || !(r->styles & CG_REF_DOC))
+        return first_digit(r, CG_REF_NUMERIC, c);
+    case WORD: {
+        const char *w = word_of(r->kind);
+        if (w[r->word] == '\0')
+            return first_digit(r, r->kind, c);
+        if (c != w[r->word])
             return IDLE;
-        r->kind = CG_REF_DOC;
-        r->digits = 1;
-        r->num = (unsigned)(c - '0');
-        return DIGITS;
+        r->word++;
+        return WORD;
+    }
     case DIGITS:
         if (is_digit(c) && r->digits < 4) {
             r->digits++;

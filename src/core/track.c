@@ -36,9 +36,9 @@ static uint32_t *count_refs(const cg_xform_t *x, cg_track_t *t)
     unsigned scored = 0;
     cg_buf_putc(&t->cited_ids, '[');
     for (size_t i = 0; i < x->nrefs; i++) {
-        if ((x->refs[i].code >> 16) != (uint32_t)x->style)
-            continue;
-        const cg_citation_t *c = cg_cites_find(&x->cites, x->refs[i].code & 0xFFFF);
+        if (!cg__refrec_cites(x, &x->refs[i]))
+            continue; /* a form the stream does not use */
+        const cg_citation_t *c = cg_cites_find(&x->cites, cg__refrec_n(&x->refs[i]));
         if (c == NULL)
             continue;
         size_t k = (size_t)(c - x->cites.v);
@@ -84,8 +84,8 @@ void cg_track_answer(const cg_xform_t *x, cg_track_t *t)
     t->skipped = starts_dont_know(x);
     if (t->skipped)
         return;
-    /* The style is known once citations are: references of the other form
-     * never name a citation. */
+    /* References of a form the stream does not use never name a citation;
+     * a mention (an annotation's citation) counts as one reference. */
     t->available = x->cites_set ? (unsigned)x->cites.n : 0;
     if (t->available == 0) {
         cg_buf_puts(&t->cited_ids, "[]");

@@ -88,6 +88,8 @@ void cg_xform_cfg_default(cg_xform_cfg_t *cfg, const cg_profile_t *profile)
 
 /* --- Stream state ---------------------------------------------------------- */
 
+static void settle_style(cg_xform_t *x);
+
 cg_xform_t *cg_xform_new(const cg_xform_cfg_t *cfg, const cg_request_t *req)
 {
     cg_xform_t *x = cg_xcalloc(1, sizeof(*x));
@@ -98,14 +100,8 @@ cg_xform_t *cg_xform_new(const cg_xform_cfg_t *cfg, const cg_request_t *req)
     cg_sse_init(&x->sse, cfg->max_event);
     cg_json_init(&x->json, CG_XFORM_MAX_TOKENS);
     x->style = cfg->style;
-    if (x->style == CG_REF_ANY && req) {
-        /* Known from the request: Azure data sources answer in [docN], and
-         * Open WebUI's <source> template asks for [N]. */
-        if (req->has_data_sources)
-            x->style = CG_REF_DOC;
-        else if (req->sources.n > 0)
-            x->style = CG_REF_NUMERIC;
-    }
+    x->auto_style = cfg->style == CG_REF_ANY;
+    settle_style(x);
     return x;
 }
 
@@ -127,6 +123,7 @@ void cg_xform_free(cg_xform_t *x)
     free(x->state);
     free(x->choices);
     free(x->refs);
+    free(x->url_hash);
     free(x->cuts);
     cg_buf_free(&x->hold);
     cg_buf_free(&x->scratch);
@@ -155,8 +152,10 @@ void cg_xform_set_dialect(cg_xform_t *x, cg_dialect_t d, const cg_dialect_req_t 
     x->meta_created.len = 0;
     cg_buf_printf(&x->meta_created, "%lld", (long long)created);
     /* Every reference these dialects write is [N] (SPEC §6a). */
-    if (x->style == CG_REF_ANY)
-        x->style = CG_REF_NUMERIC;
+    if (x->auto_style) {
+        x->auto_style = false;
+        x->style = x->style == CG_REF_DOC ? CG_REF_DOC : CG_REF_NUMERIC;
+    }
 }
 
 const cg_xform_stats_t *cg_xform_stats(const cg_xform_t *x)
@@ -194,6 +193,35 @@ static void set_style(cg_xform_t *x, cg_ref_style_t style)
         cg_ref_set_styles(&x->choices[i].ref, style);
 }
 
+/*
+ * SPEC §3, CITEGATE_REF_STYLE=auto: doc when the citations come from Azure
+ * context (or the request carries Azure data sources, whose answers cite
+ * [docN]); otherwise citation when the first reference seen is
+ * [citation:N], numeric when it is [N]. What is not known yet stays open:
+ * the finders look for every form still possible. A [docN] never decides
+ * between the other two: outside Azure context it is no reference.
+ */
+static cg_ref_style_t auto_style(const cg_xform_t *x)
+{
+    bool sources = x->req && x->req->sources.n > 0;
+    if ((x->req && x->req->has_data_sources) || (x->cites_set && x->cites.kind == CG_CITES_AZURE))
+        return CG_REF_DOC;
+    cg_ref_style_t rest = x->first_ref ? (cg_ref_style_t)x->first_ref
+                                       : (cg_ref_style_t)(CG_REF_NUMERIC | CG_REF_CITATION);
+    if (x->cites_set || sources)
+        return rest;
+    return (cg_ref_style_t)(rest | CG_REF_DOC); /* Azure context may still come */
+}
+
+static void settle_style(cg_xform_t *x)
+{
+    if (!x->auto_style)
+        return;
+    cg_ref_style_t s = auto_style(x);
+    if (s != x->style)
+        set_style(x, s);
+}
+
 /* Adopts the stream's citations: the first source kind seen wins (SPEC §6). */
 static void learn_cites(cg_xform_t *x, const cg_json_t *j, int choices, int msg_key)
 {
@@ -204,17 +232,15 @@ static void learn_cites(cg_xform_t *x, const cg_json_t *j, int choices, int msg_
             int msg = cg_json_get(j, c, msg_key ? "message" : "delta");
             int ctx = cg_json_get(j, msg, "context");
             if (ctx >= 0 && cg_cites_from_azure(&x->cites, j, ctx, &o) > 0) {
-                if (x->style == CG_REF_ANY)
-                    set_style(x, CG_REF_DOC);
                 x->cites_set = true;
+                settle_style(x);
                 return;
             }
         }
     }
     if (cg_cites_from_web(&x->cites, j, 0, &o) > 0) {
-        if (x->style == CG_REF_ANY)
-            set_style(x, CG_REF_NUMERIC);
         x->cites_set = true;
+        settle_style(x);
     }
 }
 
@@ -226,8 +252,107 @@ static void adopt_request_sources(cg_xform_t *x)
         return;
     cg_cites_copy(&x->cites, &x->req->sources);
     x->cites_set = true;
-    if (x->style == CG_REF_ANY)
-        set_style(x, CG_REF_NUMERIC);
+    settle_style(x);
+}
+
+/* --- Annotations (SPEC §6) -------------------------------------------------- */
+
+static uint64_t hash_bytes(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211u;
+    return h;
+}
+
+/* The number of the annotation-sourced citation of this url, or 0. The
+ * hashes keep a long list of long urls from costing a compare each. */
+static unsigned annotated(const cg_xform_t *x, const char *url, size_t n, uint64_t h)
+{
+    for (size_t i = 0; i < x->cites.n; i++) {
+        const char *key = x->cites.v[i].key;
+        if (x->url_hash[i] == h && strlen(key) == n && memcmp(key, url, n) == 0)
+            return x->cites.v[i].id;
+    }
+    return 0;
+}
+
+static bool str_is(const cg_json_t *j, int tok, const char *want)
+{
+    char *s = cg_json_strdup(j, tok, NULL);
+    bool eq = s && strcmp(s, want) == 0;
+    free(s);
+    return eq;
+}
+
+/* Decoded string member `key` of obj as a span, empty when absent (the
+ * caller frees .p). */
+static cg_span_t member_span(const cg_json_t *j, int obj, const char *key)
+{
+    char *s = cg_json_strdup(j, cg_json_get(j, obj, key), NULL);
+    return cg_span(s, s ? strlen(s) : 0); /* a NUL inside ends it, as in the table */
+}
+
+/* One annotation of choice `choice`: a url_citation with a url (inside
+ * "url_citation", or at its top level as some servers send it) adds a
+ * citation unless one has that url, and mentions it. */
+static void learn_annotation(cg_xform_t *x, size_t choice, int ann)
+{
+    const cg_json_t *j = &x->json;
+    if (!str_is(j, cg_json_get(j, ann, "type"), "url_citation"))
+        return;
+    int obj = cg_json_get(j, ann, "url_citation");
+    if (cg_json_type(j, obj) != JSMN_OBJECT)
+        obj = ann;
+    cg_span_t url = member_span(j, obj, "url");
+    if (url.n > CG_CITE_MAX_FIELD)
+        url.n = cg_utf8_cut(url.p, CG_CITE_MAX_FIELD); /* as the table keeps it */
+    uint64_t h = hash_bytes(url.p, url.n);
+    if (url.n > 0 && annotated(x, url.p, url.n, h) == 0) {
+        cg_cite_in_t in = {0};
+        in.title = member_span(j, obj, "title");
+        in.content = member_span(j, obj, "content"); /* OpenRouter's snippet */
+        in.url = in.key = url;
+        in.id = (unsigned)x->cites.n + 1; /* in order of arrival */
+        size_t i = x->cites.n;
+        unsigned n = cg__xform_cite(x, &in);
+        if (n) {
+            x->url_hash = cg_grow(x->url_hash, i, &x->url_hash_cap, 8, sizeof(uint64_t));
+            x->url_hash[i] = h;
+            cg__xform_mention(x, choice, n);
+        }
+        free((char *)in.title.p);
+        free((char *)in.content.p);
+    }
+    free((char *)url.p);
+}
+
+/*
+ * Upstream url_citation annotations (choices[i].delta.annotations, or
+ * message.annotations in a body) are the last citation source: they count
+ * when nothing else matched first, nor will (request-side sources). A
+ * dialect view names its citations itself.
+ */
+static void learn_annotations(cg_xform_t *x, int choices, const char *msg_key)
+{
+    const cg_json_t *j = &x->json;
+    if (x->view || cg_json_type(j, choices) != JSMN_ARRAY)
+        return;
+    if (x->cites_set ? x->cites.kind != CG_CITES_DIALECT : (x->req && x->req->sources.n > 0))
+        return;
+    int n = j->tok[choices].size;
+    for (int k = 0, c = choices + 1; k < n; k++, c = cg_json_skip(j, c)) {
+        int anns = cg_json_get(j, cg_json_get(j, c, msg_key), "annotations");
+        if (cg_json_type(j, anns) != JSMN_ARRAY)
+            continue;
+        double index = k;
+        cg_json_number(j, cg_json_get(j, c, "index"), &index);
+        if (!(index >= 0 && index < CG_XFORM_MAX_CHOICES))
+            continue;
+        int m = j->tok[anns].size;
+        for (int a = 0, t = anns + 1; a < m; a++, t = cg_json_skip(j, t))
+            learn_annotation(x, (size_t)index, t);
+    }
 }
 
 static void remember(cg_buf_t *b, const cg_json_t *j, int tok)
@@ -256,15 +381,22 @@ static void learn_meta(cg_xform_t *x, const cg_json_t *j)
 
 /* --- References ------------------------------------------------------------ */
 
+static cg_refrec_t *find_ref(cg_xform_t *x, uint32_t code)
+{
+    for (size_t i = 0; i < x->nrefs; i++)
+        if (x->refs[i].code == code)
+            return &x->refs[i];
+    return NULL;
+}
+
 /* Records a reference in first-reference order (bounded, see xform.h). */
 static cg_refrec_t *record_ref(cg_xform_t *x, cg_ref_style_t kind, unsigned n)
 {
     uint32_t code = ((uint32_t)kind << 16) | n;
-    for (size_t i = 0; i < x->nrefs; i++) {
-        if (x->refs[i].code == code) {
-            x->refs[i].count++;
-            return &x->refs[i];
-        }
+    cg_refrec_t *old = find_ref(x, code);
+    if (old) {
+        old->count++;
+        return old;
     }
     if (x->nrefs == CG_XFORM_MAX_REFS)
         return NULL;
@@ -326,12 +458,24 @@ static void count_ref(cg_xform_t *x, const cg_citation_t *c)
     }
 }
 
+/* auto: the first [N] or [citation:N] decides between the two. */
+static void note_first_ref(cg_xform_t *x, cg_ref_style_t kind)
+{
+    if (x->first_ref || (kind != CG_REF_NUMERIC && kind != CG_REF_CITATION))
+        return;
+    x->first_ref = (uint8_t)kind;
+    settle_style(x);
+}
+
 static void sink_ref(void *ctx, cg_ref_style_t kind, unsigned n, const char *text, size_t len)
 {
     cg_xform_t *x = ctx;
+    if (cg_ref_style_open(x->style) && (kind & x->style))
+        note_first_ref(x, kind);
     if (kind != x->style) {
-        /* A form this stream does not use (style still open: remember it). */
-        if (x->style == CG_REF_ANY)
+        /* A form this stream does not use, or the style is still open (no
+         * citations yet): remember it, in case it turns out to be one. */
+        if (kind & x->style)
             record_ref(x, kind, n);
         put_text(x, text, len, false);
         return;
@@ -835,6 +979,7 @@ static void on_json_event(cg_xform_t *x, const cg_sse_event_t *ev)
     int choices = cg_json_get(j, 0, "choices");
     if (!x->cites_set)
         learn_cites(x, j, choices, 0);
+    learn_annotations(x, choices, "delta");
     bool has_choices = cg_json_type(j, choices) == JSMN_ARRAY;
     if (has_choices && any_held(x))
         flush_finishing(x, choices);
@@ -1145,6 +1290,7 @@ int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
     learn_meta(x, j);
     int choices = cg_json_get(j, 0, "choices");
     learn_cites(x, j, choices, 1);
+    learn_annotations(x, choices, "message");
     int members = j->tok[0].size - find_cuts(x, j); /* rule 4: the same injection */
     x->cur = 0;
     if (cg_json_type(j, choices) == JSMN_ARRAY)
@@ -1238,16 +1384,20 @@ unsigned cg__xform_cite(cg_xform_t *x, cg_cite_in_t *in)
         return 0;
     x->cites_set = true;
     x->max_link_known = false;
-    if (x->style == CG_REF_ANY)
-        set_style(x, CG_REF_NUMERIC);
+    settle_style(x);
     return in->id;
 }
 
-void cg__xform_mention(cg_xform_t *x, unsigned n)
+void cg__xform_mention(cg_xform_t *x, size_t choice, unsigned n)
 {
-    if (x->style == CG_REF_ANY)
-        set_style(x, CG_REF_NUMERIC);
-    record_ref(x, x->style, n);
+    uint32_t code = (CG_REFREC_MENTION << 16) | n;
+    if (find_ref(x, code) || record_ref(x, (cg_ref_style_t)CG_REFREC_MENTION, n) == NULL)
+        return;
+    const cg_citation_t *c = x->cites_set ? cg_cites_find(&x->cites, n) : NULL;
+    cg_choice_t *ch = choice_at(x, (double)choice);
+    const cg_profile_t *p = x->cfg.profile;
+    if (c && ch && p->mention)
+        p->mention(x, ch, c);
 }
 
 void cg__xform_error(cg_xform_t *x, cg_span_t message, cg_span_t code)

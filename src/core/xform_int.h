@@ -34,6 +34,10 @@ typedef struct cg_refrec {
     uint32_t count;
 } cg_refrec_t;
 
+/* The form of a citation counted as referenced once, with no text of its
+ * own (cg__xform_mention): it counts whatever the stream's style. */
+#define CG_REFREC_MENTION 8u
+
 struct cg_xform {
     cg_xform_cfg_t cfg;
     const cg_request_t *req;
@@ -41,12 +45,16 @@ struct cg_xform {
     cg_json_t json;
     cg_cites_t cites;
     bool cites_set;
-    cg_ref_style_t style; /* CG_REF_ANY until the citations' kind is known */
+    cg_ref_style_t style; /* the forms still possible while it is open (auto) */
+    bool auto_style;      /* CITEGATE_REF_STYLE=auto: settle_style() decides */
+    uint8_t first_ref;    /* auto: form of the first [N] or [citation:N] seen, or 0 */
 
     cg_choice_t *choices;
     size_t nchoices;
     cg_refrec_t *refs; /* first-reference order */
     size_t nrefs, refs_cap;
+    uint64_t *url_hash; /* annotation-sourced citations: hash of citation i's url */
+    size_t url_hash_cap;
     cg_buf_t hold;   /* a holds_stream profile's stream, until its end */
     size_t max_link; /* longest citation link, once citations are known */
     bool max_link_known;
@@ -89,6 +97,19 @@ struct cg_xform {
     cg_buf_t dbody;               /* a non-streaming body, as a chat completion */
 };
 
+/* Whether reference record r names a citation the answer cites: one of the
+ * stream's style, or a mention. */
+static inline bool cg__refrec_cites(const cg_xform_t *x, const cg_refrec_t *r)
+{
+    uint32_t form = r->code >> 16;
+    return form == CG_REFREC_MENTION || form == (uint32_t)x->style;
+}
+
+static inline unsigned cg__refrec_n(const cg_refrec_t *r)
+{
+    return r->code & 0xFFFF;
+}
+
 /* --- For dialect views (citegate/dialect.h) ---------------------------------
  *
  * A view writes chunks of its own: cg__xform_chunk_begin() returns a buffer
@@ -108,9 +129,10 @@ void cg__xform_meta(cg_xform_t *x, cg_span_t id, cg_span_t model);
  * every number used so far. Returns the citation's number, or 0 when the
  * table is full. */
 unsigned cg__xform_cite(cg_xform_t *x, cg_cite_in_t *in);
-/* Citation n counts as referenced once, with no text of its own (SPEC §6,
- * annotation-sourced citations). */
-void cg__xform_mention(cg_xform_t *x, unsigned n);
+/* Citation n counts as referenced once, here, with no text of its own (SPEC
+ * §6, annotation-sourced citations), in the answer of choice `choice`; the
+ * profile's mention hook hears of it. Later mentions of n add nothing. */
+void cg__xform_mention(cg_xform_t *x, size_t choice, unsigned n);
 /* Ends the stream with SPEC §6's error event: held bytes and the profile's
  * citation events first, no [DONE]. message and code are raw JSON values. */
 void cg__xform_error(cg_xform_t *x, cg_span_t message, cg_span_t code);

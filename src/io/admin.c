@@ -4,7 +4,7 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
-#include "tracking/memory.h"
+#include "tracking/tracking.h"
 
 #include <llhttp.h>
 #include <stdlib.h>
@@ -74,44 +74,73 @@ static void error(cg_admin_resp_t *r, int status, const char *type, const char *
     cg_error_json(&r->body, type, code, msg);
 }
 
-/* Recall runs on the loop: it is one indexed read (WAL readers never wait
- * for the writer threads), bounded by k. This worker's queued patterns are
- * written first, so an answer that just finished can be recalled at once;
- * the queue is bounded, and this is an operator's request, not a stream. */
-static void patterns(cg_worker_t *w, const char *url, size_t len, cg_admin_resp_t *r)
+struct cg_admin_wait {
+    cg_admin_done_fn done;
+    void *ctx;
+    bool patterns; /* which query: for the error's code */
+    cg_track_query_t *tq;
+};
+
+/* A 503 of the tracking store (logged and counted by tracking.c). */
+static void unavailable(cg_admin_resp_t *r, bool patterns)
 {
-    char *q = query_param(url, len, "q"), *ks = query_param(url, len, "k");
+    if (patterns)
+        error(r, 503, "server_error", "memory_unavailable",
+              "semantic memory is unavailable (see the log)");
+    else
+        error(r, 503, "server_error", "tracking_unavailable",
+              "the tracking store is unavailable (see the log)");
+}
+
+/* The tracking store answered a wait. */
+static void on_tracked(void *arg, int status, cg_buf_t *body)
+{
+    cg_admin_wait_t *wait = arg;
+    cg_admin_resp_t r = {.status = status, .ctype = "application/json", .body = *body};
+    if (status != 200)
+        unavailable(&r, wait->patterns);
+    cg_metrics_request(CG_ROUTE_ADMIN, r.status);
+    cg_admin_done_fn done = wait->done;
+    void *ctx = wait->ctx;
+    free(wait);
+    done(ctx, &r);
+}
+
+void cg_admin_cancel(cg_admin_wait_t *wait)
+{
+    cg_tracking_cancel(wait->tq);
+    free(wait);
+}
+
+/* /v1/citations/stats and /patterns: answered now, or a wait. */
+static cg_admin_wait_t *tracked(cg_worker_t *w, bool patterns, const char *url, size_t len,
+                                cg_admin_resp_t *r, cg_admin_done_fn done, void *ctx)
+{
+    char *q = patterns ? query_param(url, len, "q") : NULL;
+    char *ks = patterns ? query_param(url, len, "k") : NULL;
+    cg_admin_wait_t *wait = cg_xcalloc(1, sizeof(*wait));
+    wait->done = done;
+    wait->ctx = ctx;
+    wait->patterns = patterns;
     int k;
-    if (!parse_k(ks, &k)) {
+    if (patterns && !parse_k(ks, &k))
         error(r, 400, "invalid_request_error", "invalid_k", "k must be an integer from 1 to 50");
-    } else if (!w->cfg->citation_tracking || !w->cfg->semantic_memory) {
-        cg_buf_puts(&r->body, "{\"patterns\":[]}");
-    } else {
-        char err[512] = "";
-        if (w->memory)
-            cg_memwriter_flush(w->memory);
-        if (w->memory_read == NULL)
-            w->memory_read = cg_memory_open(w->cfg->memory_db_path, err, sizeof(err));
-        if (w->memory_read == NULL ||
-            cg_memory_recall(w->memory_read, q ? q : "", k, &r->body) != 0) {
-            cg_log_warn(NULL, "semantic memory: %s",
-                        w->memory_read ? cg_memory_errmsg(w->memory_read) : err);
-            cg_metrics->tracking_failures++;
-            error(r, 503, "server_error", "memory_unavailable",
-                  "semantic memory is unavailable (see the log)");
-        }
-    }
+    else if (patterns)
+        wait->tq = cg_tracking_patterns(w, q ? q : "", k, &r->status, &r->body, on_tracked, wait);
+    else
+        wait->tq = cg_tracking_stats(w, &r->status, &r->body, on_tracked, wait);
     free(q);
     free(ks);
+    if (wait->tq != NULL)
+        return wait;
+    free(wait);
+    if (r->status == 503)
+        unavailable(r, patterns);
+    return NULL;
 }
 
-void cg_admin_close(cg_worker_t *w)
-{
-    cg_memory_close(w->memory_read);
-    w->memory_read = NULL;
-}
-
-void cg_admin_respond(cg_worker_t *w, int method, const char *url, size_t len, cg_admin_resp_t *r)
+cg_admin_wait_t *cg_admin_respond(cg_worker_t *w, int method, const char *url, size_t len,
+                                  cg_admin_resp_t *r, cg_admin_done_fn done, void *ctx)
 {
     static const char *const known[] = {
         "/healthz", "/readyz", "/metrics", "/v1/citations/stats", "/v1/citations/patterns", NULL};
@@ -135,10 +164,11 @@ void cg_admin_respond(cg_worker_t *w, int method, const char *url, size_t len, c
     } else if (which == 2) {
         cg_metrics_render(&r->body);
         r->ctype = "text/plain; version=0.0.4; charset=utf-8";
-    } else if (which == 3) {
-        cg_metrics_render_stats(&r->body);
     } else {
-        patterns(w, url, len, r);
+        cg_admin_wait_t *wait = tracked(w, which == 4, url, len, r, done, ctx);
+        if (wait != NULL)
+            return wait; /* counted when answered */
     }
     cg_metrics_request(CG_ROUTE_ADMIN, r->status);
+    return NULL;
 }

@@ -39,8 +39,9 @@ typedef struct cg_h1 {
     cg_reqmsg_t msg;  /* the request being read */
     cg_buf_t pending; /* bytes after a request, kept while it is served */
     cg_exchange_t *ex;
-    int reject; /* status to answer with instead of serving */
-    int method; /* of the request being answered */
+    struct cg_admin_wait *admin_wait; /* an admin answer that comes later */
+    int reject;                       /* status to answer with instead of serving */
+    int method;                       /* of the request being answered */
     bool keep_alive, http10, message_done, chunked;
     cg_defer_t next; /* parses the pending bytes at a safe point */
 } cg_h1_t;

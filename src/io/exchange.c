@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define CG_MAX_BODY_RESPONSE (64u << 20) /* non-streaming answers held to transform */
 
@@ -32,22 +33,26 @@ static bool head_sent(const cg_exchange_t *ex)
 
 /* --- routes and request ids ---------------------------------------------------- */
 
+/* The deployment name of an Azure deployment route,
+ * /openai/deployments/{name}/chat/completions, as written; else {NULL, 0}. */
+static cg_span_t deployment_name(const char *path, size_t n)
+{
+    static const char prefix[] = "/openai/deployments/";
+    static const char tail[] = "/chat/completions";
+    size_t pl = sizeof(prefix) - 1, tl = sizeof(tail) - 1;
+    if (n <= pl + tl || memcmp(path, prefix, pl) != 0 || memcmp(path + n - tl, tail, tl) != 0)
+        return cg_span(NULL, 0);
+    cg_span_t name = cg_span(path + pl, n - pl - tl);
+    return memchr(name.p, '/', name.n) ? cg_span(NULL, 0) : name;
+}
+
 static int classify(const char *path, size_t n)
 {
-    static const char dep[] = "/openai/deployments/";
-    static const char tail[] = "/chat/completions";
     if (n == 20 && memcmp(path, "/v1/chat/completions", 20) == 0)
         return CG_ROUTE_CHAT;
     if (n == 27 && memcmp(path, "/openai/v1/chat/completions", 27) == 0)
         return CG_ROUTE_OPENAI_V1;
-    if (n > sizeof(dep) - 1 + sizeof(tail) - 1 && memcmp(path, dep, sizeof(dep) - 1) == 0 &&
-        memcmp(path + n - (sizeof(tail) - 1), tail, sizeof(tail) - 1) == 0) {
-        const char *name = path + sizeof(dep) - 1;
-        size_t name_len = n - (sizeof(dep) - 1) - (sizeof(tail) - 1);
-        if (name_len > 0 && !memchr(name, '/', name_len))
-            return CG_ROUTE_DEPLOYMENT;
-    }
-    return CG_ROUTE_OTHER;
+    return deployment_name(path, n).p ? CG_ROUTE_DEPLOYMENT : CG_ROUTE_OTHER;
 }
 
 static void make_rid(cg_exchange_t *ex, cg_span_t given)
@@ -92,7 +97,8 @@ static void put_body(cg_exchange_t *ex, const cg_buf_t *body)
     cg_buf_put(o, body->p + end - 1, body->len - (end - 1));
 }
 
-/* Request fields citegate does not forward: framing, routing and its own. */
+/* Request fields citegate does not forward: framing, routing, its own,
+ * and what the upstream's dialect carries otherwise (the anthropic key). */
 static bool drop_request_header(const cg_exchange_t *ex, cg_span_t name)
 {
     static const char *const ours[] = {"host", "content-length", "x-request-id",
@@ -102,26 +108,51 @@ static bool drop_request_header(const cg_exchange_t *ex, cg_span_t name)
     for (int i = 0; ours[i]; i++)
         if (cg_span_ieq(name, ours[i]))
             return true;
+    if (!cg_dialect_forwards_header(ex->dialect, name))
+        return true;
     return ex->transform && cg_span_ieq(name, "accept-encoding");
+}
+
+/* An anthropic upstream wants its API version and takes the client's key
+ * as x-api-key, not as api-key or Authorization (SPEC §6a). */
+static void anthropic_headers(const cg_exchange_t *ex, cg_hdrs_t *h)
+{
+    cg_span_t key = cg_dialect_api_key(cg_hdrs_get(&ex->msg.hdrs, "api-key"),
+                                       cg_hdrs_get(&ex->msg.hdrs, "authorization"));
+    cg_hdrs_add_str(h, "anthropic-version", CG_ANTHROPIC_VERSION);
+    if (key.p)
+        cg_hdrs_add(h, "x-api-key", 9, key.p, key.n);
 }
 
 static void build_request(cg_exchange_t *ex, cg_span_t path_q)
 {
     cg_reqmsg_t *m = &ex->msg;
     cg_upreq_t *r = &ex->upreq;
+    const char *dialect_path = cg_dialect_path(ex->dialect);
     r->method = llhttp_method_name((llhttp_method_t)m->method);
     cg_buf_puts(&r->target, ex->w->target.url.base);
-    cg_buf_put(&r->target, path_q.p, path_q.n);
+    if (dialect_path)
+        cg_buf_puts(&r->target, dialect_path); /* the client's query has no meaning there */
+    else
+        cg_buf_put(&r->target, path_q.p, path_q.n);
     for (size_t i = 0; i < m->hdrs.n; i++) {
         cg_span_t name = cg_hdr_name(&m->hdrs, i), v = cg_hdr_value(&m->hdrs, i);
         if (!drop_request_header(ex, name))
             cg_hdrs_add(&r->hdrs, name.p, name.n, v.p, v.n);
     }
+    if (ex->dialect == CG_DIALECT_ANTHROPIC)
+        anthropic_headers(ex, &r->hdrs);
     /* The transformer reads the answer, so it must not come compressed. */
     if (ex->transform)
         cg_hdrs_add_str(&r->hdrs, "Accept-Encoding", "identity");
     cg_hdrs_add_str(&r->hdrs, "X-Request-Id", ex->rid);
-    put_body(ex, &m->body);
+    if (ex->dialect == CG_DIALECT_OPENAI) {
+        put_body(ex, &m->body);
+    } else {
+        /* Taken, not copied: the answer side needs only dreq's other fields. */
+        r->body = ex->dreq.body;
+        memset(&ex->dreq.body, 0, sizeof(ex->dreq.body));
+    }
     r->has_body = r->body.len > 0 || m->method == HTTP_POST || m->method == HTTP_PUT ||
                   m->method == HTTP_PATCH;
 }
@@ -199,27 +230,34 @@ static bool cors(cg_exchange_t *ex)
 
 /* --- answering with an error ------------------------------------------------------ */
 
+/* Answers with a JSON body of citegate's own and ends the exchange;
+ * retry: the client may try again in a second (SPEC §11's 503). */
+static void respond_json(cg_exchange_t *ex, int status, const cg_buf_t *b, bool retry)
+{
+    cg_hdrs_t h = {0};
+    cg_hdrs_add_str(&h, "Content-Type", "application/json");
+    cg_hdrs_add_str(&h, "X-Request-Id", ex->rid);
+    if (retry)
+        cg_hdrs_add_str(&h, "Retry-After", "1");
+    cors_headers(ex, &h);
+    ex->status = status;
+    if (!ex->gone) {
+        ex->down->head(ex, status, &h, (long long)b->len);
+        uv_buf_t ub = uv_buf_init(b->p, (unsigned)b->len);
+        ex->down->data(ex, &ub, 1, b->len);
+        ex->down->end(ex, true);
+    }
+    cg_hdrs_free(&h);
+    finish(ex);
+}
+
 static void respond_error(cg_exchange_t *ex, int status, const char *type, const char *code,
                           const char *msg)
 {
     cg_buf_t b = {0};
     cg_error_json(&b, type, code, msg);
-    cg_hdrs_t h = {0};
-    cg_hdrs_add_str(&h, "Content-Type", "application/json");
-    cg_hdrs_add_str(&h, "X-Request-Id", ex->rid);
-    if (status == 503 && strcmp(code, "upstream_busy") == 0)
-        cg_hdrs_add_str(&h, "Retry-After", "1");
-    cors_headers(ex, &h);
-    ex->status = status;
-    if (!ex->gone) {
-        ex->down->head(ex, status, &h, (long long)b.len);
-        uv_buf_t ub = uv_buf_init(b.p, (unsigned)b.len);
-        ex->down->data(ex, &ub, 1, b.len);
-        ex->down->end(ex, true);
-    }
-    cg_hdrs_free(&h);
+    respond_json(ex, status, &b, status == 503 && strcmp(code, "upstream_busy") == 0);
     cg_buf_free(&b);
-    finish(ex);
 }
 
 void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const char *message)
@@ -289,6 +327,22 @@ static bool choose_profile(cg_exchange_t *ex)
     return false;
 }
 
+/* The request in the upstream's dialect (SPEC §6a); false when the
+ * dialect cannot carry it, and the client has its 400. */
+static bool translate(cg_exchange_t *ex, size_t path_len)
+{
+    cg_reqmsg_t *m = &ex->msg;
+    cg_dialect_err_t e;
+    if (cg_dialect_request(ex->dialect, m->body.p ? m->body.p : "", m->body.len, &ex->req,
+                           deployment_name(m->url.p, path_len), &ex->dreq, &e) == 0)
+        return true;
+    cg_buf_t b = {0};
+    cg_dialect_err_json(&e, &b);
+    respond_json(ex, CG_DIALECT_ERR_STATUS, &b, false);
+    cg_buf_free(&b);
+    return false;
+}
+
 static void on_timer(uv_timer_t *t);
 
 cg_exchange_t *cg_exchange_new(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down,
@@ -318,6 +372,7 @@ void cg_exchange_run(cg_exchange_t *ex)
     size_t path_len = q ? (size_t)(q - url.p) : url.n;
     ex->route = url.n ? classify(url.p, path_len) : CG_ROUTE_OTHER;
     ex->transform = ex->route != CG_ROUTE_OTHER && m->method == HTTP_POST;
+    ex->dialect = ex->transform ? w->cfg->upstream_dialect : CG_DIALECT_OPENAI;
     if (cors(ex))
         return;
     if (w->draining) {
@@ -343,6 +398,8 @@ void cg_exchange_run(cg_exchange_t *ex)
                           "request body is not a valid JSON object");
             return;
         }
+        if (ex->dialect != CG_DIALECT_OPENAI && !translate(ex, path_len))
+            return;
     }
     build_request(ex, url);
     /* The upstream request has what it needs: only the request line stays
@@ -425,6 +482,13 @@ static bool encoded(const cg_exchange_t *ex, const cg_hdrs_t *h)
     return true;
 }
 
+/* Does a chat answer go through the transformer? Another dialect's does in
+ * every profile, off too: the client speaks chat completions (SPEC §6a). */
+static bool translates(const cg_exchange_t *ex)
+{
+    return ex->profile->transforms || ex->dialect != CG_DIALECT_OPENAI;
+}
+
 void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
 {
     cg_worker_t *w = ex->w;
@@ -435,13 +499,15 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
                     (double)(cg_now_ms(w) - ex->t_start) / 1000.0);
     ex->is_sse = ctype_is(cg_hdrs_get(h, "content-type"), "text/event-stream");
     ex->mode = CG_MODE_PASS;
-    if (ex->transform && ex->profile->transforms && status == 200 && !encoded(ex, h))
+    if (ex->transform && translates(ex) && status == 200 && !encoded(ex, h))
         ex->mode = ex->is_sse ? CG_MODE_STREAM : CG_MODE_BODY;
     if (ex->mode != CG_MODE_PASS) {
         cg_xform_cfg_t xc;
         cg_config_xform(w->cfg, &xc);
         xc.profile = ex->profile;
         ex->xf = cg_xform_new(&xc, &ex->req);
+        if (ex->dialect != CG_DIALECT_OPENAI)
+            cg_xform_set_dialect(ex->xf, ex->dialect, &ex->dreq, (int64_t)time(NULL));
     }
     arm_timer(ex, w->cfg->idle_timeout_ms);
     /* A body to transform, or a stream held to its end, goes out with its
@@ -660,6 +726,7 @@ static void on_timer_close(uv_handle_t *h)
     cg_exchange_t *ex = h->data;
     cg_reqmsg_free(&ex->msg);
     cg_request_free(&ex->req);
+    cg_dialect_req_free(&ex->dreq);
     cg_upreq_free(&ex->upreq);
     cg_xform_free(ex->xf);
     cg_out_free(&ex->out);

@@ -12,6 +12,7 @@
 #ifndef CITEGATE_IO_EXCHANGE_H
 #define CITEGATE_IO_EXCHANGE_H
 
+#include "citegate/dialect.h"
 #include "citegate/profile.h"
 #include "citegate/request.h"
 #include "citegate/xform.h"
@@ -61,6 +62,11 @@ struct cg_exchange {
     int route, status;
     const cg_profile_t *profile;
     cg_request_t req;
+    /* The upstream's API for this exchange: the configured dialect on the
+     * chat routes, openai (as is) on every other path. */
+    cg_dialect_t dialect;
+    /* The translated request; the transformer reads it to the end. */
+    cg_dialect_req_t dreq;
     cg_upreq_t upreq;
     cg_upslot_t up;
     cg_xform_t *xf;

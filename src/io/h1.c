@@ -253,14 +253,25 @@ static int on_message_complete(llhttp_t *p)
     return HPE_PAUSED;
 }
 
+static void admin_answered(void *ctx, cg_admin_resp_t *r)
+{
+    cg_client_t *c = ctx;
+    c->h1.admin_wait = NULL;
+    send_simple(c, r->status, r->ctype, r->body.p, r->body.len);
+    cg_buf_free(&r->body);
+    response_done(c);
+}
+
+/* Most admin answers are ready at once; a tracking store's query comes back
+ * later from the loop, and reading goes on meanwhile (a disconnect cancels it). */
 static void serve_admin(cg_client_t *c)
 {
     cg_h1_t *h = h1_of(c);
     cg_admin_resp_t r;
-    cg_admin_respond(c->w, h->msg.method, h->msg.url.p, h->msg.url.len, &r);
-    send_simple(c, r.status, r.ctype, r.body.p, r.body.len);
-    cg_buf_free(&r.body);
-    response_done(c);
+    h->admin_wait =
+        cg_admin_respond(c->w, h->msg.method, h->msg.url.p, h->msg.url.len, &r, admin_answered, c);
+    if (h->admin_wait == NULL)
+        admin_answered(c, &r);
 }
 
 /* A whole request: answer it. The exchange takes the request over. */
@@ -354,6 +365,10 @@ static void h1_closed(cg_client_t *c)
 {
     cg_h1_t *h = h1_of(c);
     cg_defer_cancel(&h->next);
+    if (h->admin_wait) {
+        cg_admin_cancel(h->admin_wait);
+        h->admin_wait = NULL;
+    }
     if (h->ex) {
         if (c->conn.err != CG_OK)
             cg_metrics->client_disconnects++;

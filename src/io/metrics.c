@@ -2,6 +2,7 @@
 #include "metrics.h"
 
 #include "citegate/xform.h"
+#include "tracking/store.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -220,15 +221,10 @@ void cg_metrics_render(cg_buf_t *b)
 
 void cg_metrics_render_stats(cg_buf_t *b)
 {
-    uint64_t v = SUM(citations_available), c = SUM(citations_cited);
-    cg_buf_printf(b,
-                  "{\"answers\":%llu,\"answers_skipped\":%llu,\"references\":%llu,"
-                  "\"citations_available\":%llu,\"citations_cited\":%llu,\"citation_rate\":",
-                  (unsigned long long)SUM(answers), (unsigned long long)SUM(answers_skipped),
-                  (unsigned long long)SUM(references), (unsigned long long)v,
-                  (unsigned long long)c);
-    if (v)
-        cg_buf_printf(b, "%.6g}", (double)c / (double)v);
-    else
-        cg_buf_puts(b, "0}");
+    cg_stats_t s = {.answers = SUM(answers),
+                    .answers_skipped = SUM(answers_skipped),
+                    .references = SUM(references),
+                    .citations_available = SUM(citations_available),
+                    .citations_cited = SUM(citations_cited)};
+    cg_stats_json(b, &s, "process");
 }

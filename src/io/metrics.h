@@ -72,7 +72,7 @@ extern const double cg_lag_buckets[CG_HIST_N];
 
 /* Renders the Prometheus text exposition of all workers' totals. */
 void cg_metrics_render(cg_buf_t *b);
-/* Renders /v1/citations/stats. */
+/* Renders /v1/citations/stats of this process (summed over its workers). */
 void cg_metrics_render_stats(cg_buf_t *b);
 
 #endif

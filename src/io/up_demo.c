@@ -1,12 +1,12 @@
 /*
  * The embedded demo upstream (no upstream configured, or --demo): answers
- * in-process, like Azure OpenAI "On Your Data", a token every ~20 ms, with
- * [docN] references (some split across chunks) and citations in the first
- * chunk's context, so the first curl shows what citegate does. It sits
- * behind the same interface as the real pools, and like them answers only
- * from the loop (its timer), never from inside a call.
+ * in-process, an event every ~20 ms, in the API of the configured upstream
+ * dialect (demo_answer.h), with citations, so the first curl shows what
+ * citegate does. It sits behind the same interface as the real pools, and
+ * like them answers only from the loop (its timer), never from inside a
+ * call.
  */
-#include "citegate/json.h"
+#include "demo_answer.h"
 #include "exchange.h"
 
 #include <stdlib.h>
@@ -17,96 +17,15 @@
 typedef struct demo_run {
     cg_exchange_t *ex; /* NULL once aborted */
     uv_timer_t timer;
-    cg_buf_t chunks; /* the whole answer, events back to back */
-    size_t *ends;    /* end offset of each piece to send */
-    size_t npieces, next;
+    cg_demo_answer_t answer;
+    size_t next; /* the next piece to send */
     bool paused, headed;
 } demo_run_t;
-
-static const char *const CONTEXT =
-    "{\"citations\":["
-    "{\"content\":\"The X100 charges over USB-C in about two hours; a full charge lasts 14 "
-    "hours.\","
-    "\"title\":\"X100 User Manual\",\"url\":\"https://docs.example.com/x100/manual.pdf\","
-    "\"filepath\":\"x100/manual.pdf\",\"chunk_id\":\"0\"},"
-    "{\"content\":\"Every device carries a two-year limited warranty against manufacturing "
-    "defects.\","
-    "\"title\":\"Warranty "
-    "FAQ\",\"url\":null,\"filepath\":\"faq/warranty.html\",\"chunk_id\":\"1\"},"
-    "{\"content\":\"Batteries can be replaced at any authorised service centre.\","
-    "\"title\":null,\"url\":\"https://docs.example.com/service/battery swap.html\","
-    "\"filepath\":null,\"chunk_id\":\"4\"}],"
-    "\"intent\":\"[\\\"x100 charging\\\"]\","
-    "\"all_retrieved_documents\":["
-    "{\"content\":\"The X100 charges over USB-C in about two hours; a full charge lasts 14 "
-    "hours.\","
-    "\"title\":\"X100 User Manual\",\"filepath\":\"x100/manual.pdf\",\"chunk_id\":\"0\","
-    "\"original_search_score\":41.2,\"rerank_score\":3.4},"
-    "{\"content\":\"Every device carries a two-year limited warranty against manufacturing "
-    "defects.\","
-    "\"title\":\"Warranty FAQ\",\"filepath\":\"faq/warranty.html\",\"chunk_id\":\"1\","
-    "\"original_search_score\":17.9,\"rerank_score\":2.6},"
-    "{\"content\":\"Batteries can be replaced at any authorised service centre.\","
-    "\"title\":null,\"filepath\":null,\"chunk_id\":\"4\",\"original_search_score\":0.58}]}";
-
-/* The answer, cut into tokens; note "[doc" + "1]" split across chunks. */
-static const char *const TOKENS[] = {
-    "The",       " X100",         " charges", " over", " USB-C", " in",
-    " about",    " two",          " hours",   " [doc", "1]",     ".",
-    " It",       " is",           " covered", " by",   " a",     " two-year",
-    " warranty", " [doc2]",       ",",        " and",  " its",   " battery",
-    " can",      " be",           " swapped", " at",   " a",     " service",
-    " centre",   " [doc3][doc1]", ".",        NULL};
-
-static const char *const HEAD =
-    "{\"id\":\"chatcmpl-demo\",\"object\":\"chat.completion.chunk\",\"created\":1757592280,"
-    "\"model\":\"citegate-demo\",\"choices\":[{\"index\":0,\"delta\":";
-
-static const char *const NOT_FOUND =
-    "{\"error\":{\"message\":\"the demo upstream only answers chat completions\","
-    "\"type\":\"invalid_request_error\",\"code\":\"not_found\"}}";
-
-static void add_piece(demo_run_t *d)
-{
-    d->ends = cg_xrealloc(d->ends, (d->npieces + 1) * sizeof(size_t));
-    d->ends[d->npieces++] = d->chunks.len;
-}
-
-static void build_stream(demo_run_t *d)
-{
-    cg_buf_t *b = &d->chunks;
-    cg_buf_printf(b,
-                  "data: %s{\"role\":\"assistant\",\"context\":%s},\"finish_reason\":null}]}\n\n",
-                  HEAD, CONTEXT);
-    add_piece(d);
-    for (int i = 0; TOKENS[i]; i++) {
-        cg_buf_printf(b, "data: %s{\"content\":", HEAD);
-        cg_json_put_cstr(b, TOKENS[i]);
-        cg_buf_puts(b, "},\"finish_reason\":null}]}\n\n");
-        add_piece(d);
-    }
-    cg_buf_printf(b, "data: %s{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n", HEAD);
-    add_piece(d);
-}
-
-static void build_body(demo_run_t *d)
-{
-    cg_buf_t *b = &d->chunks;
-    cg_buf_puts(b,
-                "{\"id\":\"chatcmpl-demo\",\"object\":\"chat.completion\",\"created\":1757592280,"
-                "\"model\":\"citegate-demo\",\"choices\":[{\"index\":0,\"finish_reason\":\"stop\","
-                "\"message\":{\"role\":\"assistant\",\"content\":\"");
-    for (int i = 0; TOKENS[i]; i++)
-        cg_json_put_escaped(b, TOKENS[i], strlen(TOKENS[i]));
-    cg_buf_printf(b, "\",\"context\":%s}}]}", CONTEXT);
-    add_piece(d);
-}
 
 static void on_close(uv_handle_t *h)
 {
     demo_run_t *d = h->data;
-    cg_buf_free(&d->chunks);
-    free(d->ends);
+    cg_demo_answer_free(&d->answer);
     free(d);
 }
 
@@ -136,14 +55,10 @@ static void start(demo_run_t *d)
     d->headed = true;
     if (!ex->transform) {
         respond(ex, 404, "application/json");
-        cg_buf_puts(&d->chunks, NOT_FOUND);
-        add_piece(d);
+        cg_demo_not_found(&d->answer);
         return;
     }
-    if (ex->req.stream)
-        build_stream(d);
-    else
-        build_body(d);
+    cg_demo_answer(&d->answer, ex->dialect, ex->req.stream, ex->dreq.ndocs);
     respond(ex, 200, ex->req.stream ? "text/event-stream" : "application/json");
 }
 
@@ -152,15 +67,16 @@ static void on_tick(uv_timer_t *t)
     demo_run_t *d = t->data;
     if (d->ex == NULL || d->paused)
         return;
+    cg_demo_answer_t *a = &d->answer;
     if (!d->headed) {
         start(d);
-        if (d->npieces > 1) /* a stream: one piece a tick from the next on */
+        if (a->npieces > 1) /* a stream: one piece a tick from the next on */
             return;
     }
-    size_t from = d->next ? d->ends[d->next - 1] : 0;
-    size_t to = d->ends[d->next++];
-    cg_ex_on_body(d->ex, d->chunks.p + from, to - from);
-    if (d->next == d->npieces)
+    size_t from = d->next ? a->ends[d->next - 1] : 0;
+    size_t to = a->ends[d->next++];
+    cg_ex_on_body(d->ex, a->bytes.p + from, to - from);
+    if (d->next == a->npieces)
         cg_ex_on_end(release(d), CG_OK);
 }
 

@@ -236,7 +236,6 @@ static void teardown(cg_worker_t *w)
     tls_conf_free(w->srv_tls);
     uv_loop_close(w->loop);
     cg_tracking_stop(w);
-    cg_admin_close(w);
 }
 
 int cg_worker_run(const cg_config_t *cfg, int index, char *data_sources)

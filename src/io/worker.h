@@ -43,10 +43,7 @@ typedef struct cg_worker {
     cg_defer_t quiet;
     cg_defer_fn on_quiet;
 
-    /* tracking (SPEC §8) */
-    struct cg_memwriter *memory;   /* semantic memory writer, or NULL */
-    uint64_t memory_bad;           /* its drops and failures already counted */
-    struct cg_memory *memory_read; /* read connection for /v1/citations/patterns */
+    struct cg_tracking *tracking; /* citation tracking's store and threads (SPEC §8) */
 
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t grace;     /* drain deadline */

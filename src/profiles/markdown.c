@@ -16,10 +16,11 @@
  * the brackets the upstream wrote, so it gives the text no Markdown meaning
  * it did not have ("![doc1]" was an image already, and stays one).
  *
- * Citations the answer counts as referenced that no rewritten reference
- * numbered — referenced only before the citations were known, or
- * annotation-sourced (SPEC §6) — still get a line: the next positions, in
- * first-reference order, in the first choice that has content.
+ * An annotation-sourced citation (SPEC §6) takes its position where its
+ * annotation arrives, and a line in that choice's Sources. Citations the
+ * answer references only before the citations were known still get a
+ * line: the next positions, in first-reference order, in the first choice
+ * that has content.
  *
  * State: webchat's position table (two 2-byte entries per citation, at most
  * CG_CITE_MAX), and per choice a bitmap of its positions (125 bytes, once it
@@ -81,6 +82,15 @@ static bool on_ref(cg_xform_t *x, cg_choice_t *ch, const cg_refrec_t *rec, const
     cg__webchat_use(&mc->used, pos);
     mc->wrote = true;
     return true;
+}
+
+/* An annotation's citation (SPEC §6): no link in the text, but its position
+ * and its Sources line in this choice, as if it had been referenced here. */
+static void on_mention(cg_xform_t *x, cg_choice_t *ch, const cg_citation_t *c)
+{
+    markdown_t *s = x->state;
+    markdown_choice_t *mc = ch->state;
+    cg__webchat_use(&mc->used, cg__webchat_position(&s->pos, x, c));
 }
 
 typedef struct adopt {
@@ -198,6 +208,7 @@ const cg_profile_t cg__profile_markdown = {
     .state_free = state_free,
     .choice_free = choice_free,
     .text = on_text,
+    .mention = on_mention,
     .ref = on_ref,
     .stream_end = stream_end,
     .body_message = body_message,

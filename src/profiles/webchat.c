@@ -150,6 +150,15 @@ static bool on_ref(cg_xform_t *x, cg_choice_t *ch, const cg_refrec_t *rec, const
     return true;
 }
 
+/* An annotation's citation has no badge in the text, but its position,
+ * definition and Claim, as if it had been referenced here. */
+static void on_mention(cg_xform_t *x, cg_choice_t *ch, const cg_citation_t *c)
+{
+    webchat_t *s = x->state;
+    webchat_choice_t *wc = ch->state;
+    cg__webchat_use(&wc->used, cg__webchat_position(&s->pos, x, c));
+}
+
 static bool is_space(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
@@ -358,6 +367,7 @@ const cg_profile_t cg__profile_webchat = {
     .choice_free = choice_free,
     .text = on_text,
     .ref = on_ref,
+    .mention = on_mention,
     .stream_end = stream_end,
     .body_message = body_message,
     .body_end = body_end,

@@ -1,5 +1,5 @@
 /*
- * Semantic memory: the SQLite pattern store and its writer thread (memory.h).
+ * Semantic memory: the SQLite pattern store (memory.h).
  *
  * Schema: `patterns` holds one row per pattern; `patterns_fts` is an FTS5
  * index over patterns.query with external content, kept in step by
@@ -8,26 +8,17 @@
  */
 #include "memory.h"
 
-#include "citegate/json.h"
-
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
-#define SCHEMA_VERSION   1
-#define BUSY_TIMEOUT_MS  5000
-#define MAX_RECALL       50
-#define MAX_WORDS        32
-#define PRUNE_INTERVAL_S 3600
+#define SCHEMA_VERSION  1
+#define BUSY_TIMEOUT_MS 5000
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS patterns ("
@@ -108,93 +99,6 @@ static int db_fail(cg_memory_t *m)
 {
     fmt_err(m->err, sizeof(m->err), "%s", sqlite3_errmsg(m->db));
     return -1;
-}
-
-static const char *kind_name(cg_pattern_kind_t kind)
-{
-    return kind == CG_PATTERN_EPISODIC ? "episodic" : "procedural";
-}
-
-void cg_pattern_free(cg_pattern_t *p)
-{
-    if (p == NULL)
-        return;
-    free(p->query);
-    free(p->chunk_ids);
-    free(p);
-}
-
-/* ---- Bounds on stored text ---------------------------------------------- */
-
-/* Length of query q[0..n) once cut to CG_MEMORY_MAX_QUERY bytes at a UTF-8 boundary. */
-static size_t query_len(const char *q, size_t n)
-{
-    return n <= CG_MEMORY_MAX_QUERY ? n : cg_utf8_cut(q, CG_MEMORY_MAX_QUERY);
-}
-
-/*
- * Length of the longest prefix of the JSON array text s[0..n) that ends
- * after a whole element and leaves room for a closing ']' within max bytes;
- * the prefix ends just after the '[' when no element fits, and is 0 when s
- * does not start with '['. Only called for n > max.
- */
-static size_t ids_prefix(const char *s, size_t n, size_t max)
-{
-    size_t i = 0;
-    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
-        i++;
-    if (i >= n || s[i] != '[')
-        return 0;
-    size_t keep = ++i;
-    int depth = 1;
-    bool in_str = false, esc = false;
-    for (; i < n && i < max; i++) {
-        char c = s[i];
-        if (in_str) {
-            if (esc)
-                esc = false;
-            else if (c == '\\')
-                esc = true;
-            else if (c == '"')
-                in_str = false;
-        } else if (c == '"') {
-            in_str = true;
-        } else if (c == '[' || c == '{') {
-            depth++;
-        } else if (c == ']' || c == '}') {
-            if (--depth == 0) {
-                keep = i; /* the whole array fits */
-                break;
-            }
-        } else if (c == ',' && depth == 1) {
-            keep = i;
-        }
-    }
-    return keep <= max - 1 ? keep : 0;
-}
-
-/* chunk_ids as stored: s itself when it fits (*len set), else a cut copy in tmp. */
-static const char *ids_text(const char *s, cg_buf_t *tmp, size_t *len)
-{
-    if (s == NULL) {
-        *len = 2;
-        return "[]";
-    }
-    size_t n = strlen(s);
-    if (n <= CG_MEMORY_MAX_CHUNK_IDS) {
-        *len = n;
-        return s;
-    }
-    size_t keep = ids_prefix(s, n, CG_MEMORY_MAX_CHUNK_IDS);
-    tmp->len = 0;
-    if (keep == 0) {
-        cg_buf_puts(tmp, "[]");
-    } else {
-        cg_buf_put(tmp, s, keep);
-        cg_buf_putc(tmp, ']');
-    }
-    *len = tmp->len;
-    return tmp->p;
 }
 
 /* ---- Opening ------------------------------------------------------------ */
@@ -402,13 +306,13 @@ int cg_memory_put(cg_memory_t *m, const cg_pattern_t *p)
 {
     sqlite3_stmt *st = m->st[ST_INSERT];
     const char *q = p->query ? p->query : "";
-    size_t qn = query_len(q, strlen(q));
+    size_t qn = cg_store_query_len(q, strlen(q));
     cg_buf_t tmp = {0};
     size_t idn;
-    const char *ids = ids_text(p->chunk_ids, &tmp, &idn);
+    const char *ids = cg_store_ids_text(p->chunk_ids, &tmp, &idn);
     double rate = isfinite(p->citation_rate) ? p->citation_rate : 0;
 
-    sqlite3_bind_text(st, 1, kind_name(p->kind), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, cg_pattern_kind_name(p->kind), -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, q, (int)qn, SQLITE_STATIC);
     sqlite3_bind_double(st, 3, rate);
     if (p->avg_score >= 0 && isfinite(p->avg_score))
@@ -441,7 +345,7 @@ long cg_memory_prune(cg_memory_t *m, int64_t now, int days)
 long cg_memory_count(cg_memory_t *m, cg_pattern_kind_t kind)
 {
     sqlite3_stmt *st = m->st[ST_COUNT];
-    sqlite3_bind_text(st, 1, kind_name(kind), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, cg_pattern_kind_name(kind), -1, SQLITE_STATIC);
     long n = -1;
     if (sqlite3_step(st) == SQLITE_ROW)
         n = (long)sqlite3_column_int64(st, 0);
@@ -460,7 +364,7 @@ static char *column_dup(sqlite3_stmt *st, int col)
 long cg_memory_recent(cg_memory_t *m, cg_pattern_kind_t kind, cg_pattern_t **out, size_t max)
 {
     sqlite3_stmt *st = m->st[ST_RECENT];
-    sqlite3_bind_text(st, 1, kind_name(kind), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, cg_pattern_kind_name(kind), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, max > INT32_MAX ? INT32_MAX : (int64_t)max);
     size_t n = 0;
     int rc = SQLITE_DONE;
@@ -490,56 +394,31 @@ long cg_memory_recent(cg_memory_t *m, cg_pattern_kind_t kind, cg_pattern_t **out
 
 /* ---- Recall ------------------------------------------------------------- */
 
-static bool word_byte(unsigned char c)
-{
-    return c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
 /*
  * Turns free text into an FTS5 query of quoted words joined by OR. A word
- * holds only ASCII letters and digits and non-ASCII bytes, so it can carry
- * no quote and no FTS5 syntax; each is a string to FTS5, tokenized like the
- * indexed text. Returns the number of words.
+ * (cg_store_next_word) can carry no quote and no FTS5 syntax; each is a
+ * string to FTS5, tokenized like the indexed text. Returns the number of
+ * words.
  */
 static int match_query(const char *q, cg_buf_t *out)
 {
-    size_t n = query_len(q, strlen(q));
+    size_t n = cg_store_query_len(q, strlen(q));
+    size_t pos = 0, start, len;
     int words = 0;
-    size_t i = 0;
-    while (i < n && words < MAX_WORDS) {
-        while (i < n && !word_byte((unsigned char)q[i]))
-            i++;
-        size_t start = i;
-        while (i < n && word_byte((unsigned char)q[i]))
-            i++;
-        if (i == start)
-            break;
+    while (words < CG_STORE_MAX_WORDS && (len = cg_store_next_word(q, n, &pos, &start)) > 0) {
         if (words++ > 0)
             cg_buf_puts(out, " OR ");
         cg_buf_putc(out, '"');
-        cg_buf_put(out, q + start, i - start);
+        cg_buf_put(out, q + start, len);
         cg_buf_putc(out, '"');
     }
     return words;
 }
 
-/* Appends unix seconds t as "YYYY-MM-DDTHH:MM:SSZ" (null when not representable). */
-static void put_time(cg_buf_t *b, int64_t t)
-{
-    time_t tt = (time_t)t;
-    struct tm tm;
-    char s[40];
-    if (gmtime_r(&tt, &tm) == NULL || strftime(s, sizeof(s), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
-        cg_buf_puts(b, "null");
-        return;
-    }
-    cg_json_put_cstr(b, s);
-}
-
 int cg_memory_recall(cg_memory_t *m, const char *q, int k, cg_buf_t *out_json)
 {
     size_t mark = out_json->len;
-    k = k < 1 ? 1 : k > MAX_RECALL ? MAX_RECALL : k;
+    k = k < 1 ? 1 : k > CG_STORE_MAX_RECALL ? CG_STORE_MAX_RECALL : k;
     cg_buf_t match = {0};
     int words = match_query(q ? q : "", &match);
 
@@ -553,18 +432,10 @@ int cg_memory_recall(cg_memory_t *m, const char *q, int k, cg_buf_t *out_json)
             if (rows++ > 0)
                 cg_buf_putc(out_json, ',');
             const unsigned char *query = sqlite3_column_text(st, 0);
-            cg_buf_puts(out_json, "{\"query\":\"");
-            if (query != NULL)
-                cg_json_put_escaped(out_json, (const char *)query,
-                                    (size_t)sqlite3_column_bytes(st, 0));
-            cg_buf_puts(out_json, "\",\"kind\":\"procedural\",\"citation_rate\":");
-            cg_json_put_double(out_json, sqlite3_column_double(st, 1));
-            cg_buf_printf(out_json, ",\"citations\":%lld,\"created_at\":",
-                          (long long)sqlite3_column_int64(st, 2));
-            put_time(out_json, sqlite3_column_int64(st, 3));
-            cg_buf_puts(out_json, ",\"score\":");
-            cg_json_put_double(out_json, sqlite3_column_double(st, 4));
-            cg_buf_putc(out_json, '}');
+            cg_store_pattern_json(out_json, query ? (const char *)query : "",
+                                  (size_t)sqlite3_column_bytes(st, 0), sqlite3_column_double(st, 1),
+                                  sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
+                                  sqlite3_column_double(st, 4));
         }
         if (rc != SQLITE_DONE)
             db_fail(m);
@@ -581,252 +452,66 @@ int cg_memory_recall(cg_memory_t *m, const char *q, int k, cg_buf_t *out_json)
     return 0;
 }
 
-/* ---- The writer --------------------------------------------------------- */
+/* ---- As a store (store.h) ---------------------------------------------- */
 
-struct cg_memwriter {
-    pthread_t thread;
-    char *path;
-    int prune_days;
-
-    pthread_mutex_t mu;
-    pthread_cond_t work; /* to the thread: queue non-empty, unpaused or stopping */
-    pthread_cond_t done; /* from the thread: open attempted or a batch finished */
-    /* Under mu: */
-    cg_pattern_t **ring;
-    size_t cap, head, len;
-    uint64_t accepted; /* patterns ever queued */
-    uint64_t finished; /* queued patterns written or failed */
-    int state;         /* 0 opening, 1 open, -1 open failed (err set) */
-    bool stopping, paused;
-    char err[512];
-
-    _Atomic uint64_t written, dropped, failed;
-};
-
-static int64_t mono_seconds(void)
+static cg_store_t *ops_open(const char *path, int64_t deadline_ms, char *err, size_t errlen,
+                            bool *retry)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec;
+    (void)deadline_ms; /* a local file: the busy timeout bounds the waits */
+    *retry = false;    /* a path that cannot be opened needs a change of settings */
+    return (cg_store_t *)cg_memory_open(path, err, errlen);
 }
 
-static void maybe_prune(cg_memwriter_t *w, cg_memory_t *m, int64_t *last, bool force)
+/* Writes b's patterns in one transaction. A row that fails alone is counted
+ * alone; an error that rolled the transaction back (disk full, I/O) fails
+ * them all. The counters are not kept here: SQLite's stats are the process's. */
+static long ops_write(cg_store_t *s, const cg_store_batch_t *b)
 {
-    if (m == NULL || w->prune_days <= 0)
-        return;
-    int64_t now = mono_seconds();
-    if (!force && now - *last < PRUNE_INTERVAL_S)
-        return;
-    *last = now;
-    cg_memory_prune(m, (int64_t)time(NULL), w->prune_days);
-}
-
-/* Writes batch[0..n) in one transaction and counts the outcome. */
-static void write_batch(cg_memwriter_t *w, cg_memory_t *m, cg_pattern_t **batch, size_t n)
-{
-    uint64_t ok = 0, bad = 0;
-    if (m == NULL || step_done(m, m->st[ST_BEGIN]) != 0) {
-        atomic_fetch_add(&w->failed, n);
-        return;
-    }
-    size_t i;
-    for (i = 0; i < n; i++) {
-        if (cg_memory_put(m, batch[i]) == 0) {
+    cg_memory_t *m = (cg_memory_t *)s;
+    if (step_done(m, m->st[ST_BEGIN]) != 0)
+        return CG_STORE_FAILED;
+    long ok = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        if (cg_memory_put(m, b->patterns[i]) == 0)
             ok++;
-            continue;
-        }
-        bad++;
-        if (sqlite3_get_autocommit(m->db)) {
-            /* The error rolled the whole transaction back (disk full, I/O). */
-            bad += ok + (n - i - 1);
-            ok = 0;
-            break;
-        }
+        else if (sqlite3_get_autocommit(m->db))
+            return CG_STORE_FAILED; /* rolled back, rows before it included */
     }
-    if (i == n && step_done(m, m->st[ST_COMMIT]) != 0) {
+    if (step_done(m, m->st[ST_COMMIT]) != 0) {
         if (!sqlite3_get_autocommit(m->db))
             step_done(m, m->st[ST_ROLLBACK]);
-        bad += ok;
-        ok = 0;
+        return CG_STORE_FAILED;
     }
-    atomic_fetch_add(&w->written, ok);
-    atomic_fetch_add(&w->failed, bad);
+    return ok;
 }
 
-static void *writer_main(void *arg)
+static long ops_prune(cg_store_t *s, int64_t now, int days)
 {
-    cg_memwriter_t *w = arg;
-    char err[sizeof(w->err)];
-    cg_memory_t *m = cg_memory_open(w->path, err, sizeof(err));
-    int64_t last_prune = 0;
-    maybe_prune(w, m, &last_prune, true);
-
-    pthread_mutex_lock(&w->mu);
-    w->state = m ? 1 : -1;
-    if (m == NULL)
-        memcpy(w->err, err, sizeof(err));
-    pthread_cond_broadcast(&w->done);
-
-    cg_pattern_t **batch = cg_xmalloc(w->cap * sizeof(*batch));
-    for (;;) {
-        while (!w->stopping && (w->len == 0 || w->paused))
-            pthread_cond_wait(&w->work, &w->mu);
-        size_t n = w->len;
-        if (n == 0)
-            break; /* stopping, and everything is written */
-        for (size_t i = 0; i < n; i++)
-            batch[i] = w->ring[(w->head + i) % w->cap];
-        w->head = (w->head + n) % w->cap;
-        w->len = 0;
-        pthread_mutex_unlock(&w->mu);
-
-        write_batch(w, m, batch, n);
-        for (size_t i = 0; i < n; i++)
-            cg_pattern_free(batch[i]);
-        maybe_prune(w, m, &last_prune, false);
-
-        pthread_mutex_lock(&w->mu);
-        w->finished += n;
-        pthread_cond_broadcast(&w->done);
-    }
-    pthread_mutex_unlock(&w->mu);
-    free(batch);
-    cg_memory_close(m);
-    return NULL;
+    return cg_memory_prune((cg_memory_t *)s, now, days);
 }
 
-cg_memwriter_t *cg_memwriter_start(const char *path, int prune_days, size_t queue_cap)
+static int ops_recall(cg_store_t *s, const char *q, int k, cg_buf_t *out_json)
 {
-    cg_memwriter_t *w = cg_xcalloc(1, sizeof(*w));
-    w->path = cg_xstrndup(path ? path : "", path ? strlen(path) : 0);
-    w->prune_days = prune_days;
-    w->cap = queue_cap ? queue_cap : 1;
-    w->ring = cg_xcalloc(w->cap, sizeof(*w->ring));
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->work, NULL);
-    pthread_cond_init(&w->done, NULL);
-
-    /* The thread blocks the asynchronous signals, so they reach the event
-     * loop's thread; faults stay deliverable (crash reports, sanitizers). */
-    sigset_t all, old;
-    sigfillset(&all);
-    sigdelset(&all, SIGSEGV);
-    sigdelset(&all, SIGBUS);
-    sigdelset(&all, SIGFPE);
-    sigdelset(&all, SIGILL);
-    sigdelset(&all, SIGABRT);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&w->thread, NULL, writer_main, w);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        pthread_cond_destroy(&w->done);
-        pthread_cond_destroy(&w->work);
-        pthread_mutex_destroy(&w->mu);
-        free(w->ring);
-        free(w->path);
-        free(w);
-        return NULL;
-    }
-    return w;
+    return cg_memory_recall((cg_memory_t *)s, q, k, out_json) == 0 ? CG_STORE_OK : CG_STORE_FAILED;
 }
 
-/* Cuts p's texts to the stored bounds, so the queue's memory is bounded too. */
-static void bound_pattern(cg_pattern_t *p)
+static const char *ops_errmsg(cg_store_t *s)
 {
-    if (p->query != NULL) {
-        size_t n = strlen(p->query);
-        size_t keep = query_len(p->query, n);
-        if (keep < n) {
-            p->query[keep] = '\0';
-            p->query = cg_xrealloc(p->query, keep + 1);
-        }
-    }
-    if (p->chunk_ids != NULL && strlen(p->chunk_ids) > CG_MEMORY_MAX_CHUNK_IDS) {
-        cg_buf_t tmp = {0};
-        size_t n;
-        const char *ids = ids_text(p->chunk_ids, &tmp, &n);
-        char *cut = cg_xstrndup(ids, n);
-        cg_buf_free(&tmp);
-        free(p->chunk_ids);
-        p->chunk_ids = cut;
-    }
+    return cg_memory_errmsg((cg_memory_t *)s);
 }
 
-bool cg_memwriter_submit(cg_memwriter_t *w, cg_pattern_t *p)
+static void ops_close(cg_store_t *s)
 {
-    if (p == NULL)
-        return false;
-    bound_pattern(p);
-    bool queued = false;
-    pthread_mutex_lock(&w->mu);
-    if (w->state == -1) {
-        atomic_fetch_add(&w->failed, 1);
-    } else if (w->stopping || w->len == w->cap) {
-        atomic_fetch_add(&w->dropped, 1);
-    } else {
-        w->ring[(w->head + w->len) % w->cap] = p;
-        w->len++;
-        w->accepted++;
-        queued = true;
-        pthread_cond_signal(&w->work);
-    }
-    pthread_mutex_unlock(&w->mu);
-    if (!queued)
-        cg_pattern_free(p);
-    return queued;
+    cg_memory_close((cg_memory_t *)s);
 }
 
-void cg_memwriter_counts(cg_memwriter_t *w, uint64_t *written, uint64_t *dropped, uint64_t *failed)
-{
-    if (written)
-        *written = atomic_load(&w->written);
-    if (dropped)
-        *dropped = atomic_load(&w->dropped);
-    if (failed)
-        *failed = atomic_load(&w->failed);
-}
-
-int cg_memwriter_status(cg_memwriter_t *w, char *err, size_t errlen)
-{
-    pthread_mutex_lock(&w->mu);
-    int state = w->state;
-    if (state == -1)
-        fmt_err(err, errlen, "%s", w->err);
-    pthread_mutex_unlock(&w->mu);
-    return state;
-}
-
-void cg_memwriter_flush(cg_memwriter_t *w)
-{
-    pthread_mutex_lock(&w->mu);
-    uint64_t target = w->accepted;
-    while (w->state == 0 || w->finished < target)
-        pthread_cond_wait(&w->done, &w->mu);
-    pthread_mutex_unlock(&w->mu);
-}
-
-void cg__memwriter_pause(cg_memwriter_t *w, bool paused)
-{
-    pthread_mutex_lock(&w->mu);
-    w->paused = paused;
-    pthread_cond_signal(&w->work);
-    pthread_mutex_unlock(&w->mu);
-}
-
-void cg_memwriter_stop(cg_memwriter_t *w)
-{
-    if (w == NULL)
-        return;
-    pthread_mutex_lock(&w->mu);
-    w->stopping = true;
-    pthread_cond_signal(&w->work);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
-    /* The thread drained the queue before leaving. */
-    pthread_cond_destroy(&w->done);
-    pthread_cond_destroy(&w->work);
-    pthread_mutex_destroy(&w->mu);
-    free(w->ring);
-    free(w->path);
-    free(w);
-}
+const cg_store_ops_t cg_memory_ops = {
+    .name = "SQLite",
+    .scope = "process",
+    .open = ops_open,
+    .write = ops_write,
+    .prune = ops_prune,
+    .recall = ops_recall,
+    .errmsg = ops_errmsg,
+    .close = ops_close,
+};

@@ -2,16 +2,23 @@
  * Citation tracking in the daemon (SPEC §8): per finished answer, the
  * analysis of track.c goes into the shared stats and metrics, one log line,
  * and, with semantic memory, one or two patterns handed to the worker's
- * SQLite writer thread. Nothing here waits: a full queue drops the pattern
+ * store's writer thread. Nothing here waits: a full queue drops the pattern
  * (counted), and no failure reaches the answer, which has already gone out.
+ *
+ * The store is SQLite (SEMANTIC_MEMORY_DB_PATH), or PostgreSQL with
+ * CITEGATE_TRACKING_DSN. With PostgreSQL the answers' counters go to the
+ * database too (fleet stats), and the admin queries run on a reader thread:
+ * the loop polls for their answers and gives a 503 to one that takes too long.
  */
 #include "tracking.h"
 
-#include "citegate/json.h"
 #include "citegate/track.h"
 #include "io/log.h"
-#include "memory.h"
 #include "io/metrics.h"
+#include "memory.h"
+#include "reader.h"
+#include "store_pg.h"
+#include "writer.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -21,12 +28,38 @@
 #include <unistd.h>
 
 #define QUEUE_CAP        4096 /* patterns waiting for the writer, per worker */
+#define QUERY_QUEUE_CAP  32   /* admin queries waiting for the reader, per worker */
+#define QUERY_POLL_MS    10   /* how often the loop looks for their answers */
 #define FD_TABLE_PREGROW 32768
+
+/* A query out at the reader. Freed only when the reader hands it back. */
+struct cg_track_query {
+    cg_query_t job; /* first: the reader's list links these */
+    cg_track_query_cb cb;
+    void *ctx;    /* cb == NULL once answered or cancelled */
+    uint64_t due; /* loop time of the 503 */
+    cg_track_query_t *prev, *next;
+};
+
+typedef struct cg_tracking {
+    const cg_store_ops_t *ops; /* &cg_memory_ops or &cg_pg_ops */
+    const char *target;        /* the path or the DSN */
+    char *shown;               /* the target as logs show it (no password) */
+    const char *label, *var;   /* for logs: what it is and its setting */
+    cg_writer_t *writer;       /* NULL: nothing is written */
+    uint64_t bad;              /* writer drops and failures already counted */
+    uint64_t outages;          /* writer outages already logged */
+    bool down;                 /* an outage was logged, its end not yet */
+    cg_memory_t *read;         /* SQLite: recall's connection, used on the loop */
+    cg_reader_t *reader;       /* PostgreSQL: the admin queries' thread */
+    uv_timer_t poll;           /* runs while queries are out */
+    cg_track_query_t *out;     /* the queries the reader holds */
+} cg_tracking_t;
 
 /* Once a process has a second thread, every growth of its descriptor table
  * waits for an RCU grace period inside accept() (measured 11-16 ms by
- * bench/tracking.py under perf). Growing the table once, before the writer
- * thread exists, keeps those waits off the event loop. */
+ * bench/tracking.py under perf). Growing the table once, before the store's
+ * threads exist, keeps those waits off the event loop. */
 static void pregrow_fd_table(void)
 {
     struct rlimit rl;
@@ -38,50 +71,114 @@ static void pregrow_fd_table(void)
         close(fd);
 }
 
+static void choose_store(cg_tracking_t *t, const cg_config_t *cfg)
+{
+    cg_buf_t shown = {0};
+    if (cfg->tracking_dsn) {
+        t->ops = &cg_pg_ops;
+        t->target = cfg->tracking_dsn;
+        t->label = "tracking store";
+        t->var = "CITEGATE_TRACKING_DSN";
+        cg_dsn_redact(cfg->tracking_dsn, &shown);
+    } else {
+        t->ops = &cg_memory_ops;
+        t->target = cfg->memory_db_path;
+        t->label = "semantic memory";
+        t->var = "SEMANTIC_MEMORY_DB_PATH";
+        cg_buf_puts(&shown, cfg->memory_db_path);
+    }
+    cg_buf_putc(&shown, '\0');
+    t->shown = shown.p;
+}
+
 void cg_tracking_start(cg_worker_t *w)
 {
     const cg_config_t *cfg = w->cfg;
-    if (!cfg->citation_tracking || !cfg->semantic_memory)
+    cg_tracking_t *t = w->tracking = cg_xcalloc(1, sizeof(*t));
+    choose_store(t, cfg);
+    uv_timer_init(w->loop, &t->poll);
+    t->poll.data = w;
+    uv_unref((uv_handle_t *)&t->poll); /* it never keeps a draining worker alive */
+    bool pg = cfg->tracking_dsn != NULL;
+    /* With PostgreSQL the counters need the writer even without semantic memory. */
+    bool writes = cfg->citation_tracking && (cfg->semantic_memory || pg);
+    if (pg || writes)
+        pregrow_fd_table();
+    if (pg) {
+        t->reader = cg_reader_start(t->ops, t->target, QUERY_QUEUE_CAP);
+        if (w->index == 0)
+            cg_log_info(NULL, "tracking store: PostgreSQL %s, shared by every replica", t->shown);
+    }
+    if (!writes)
         return;
-    pregrow_fd_table();
-    w->memory = cg_memwriter_start(cfg->memory_db_path, (int)cfg->prune_age_days, QUEUE_CAP);
-    if (w->memory == NULL)
-        cg_log_warn(NULL,
-                    "semantic memory: cannot start the writer thread; patterns are not stored");
-    /* The reader for /v1/citations/patterns is opened here, before the loop
-     * runs, so the endpoint never waits on an open (a failure is retried,
-     * and logged, at the first request). */
+    t->writer = cg_writer_start(t->ops, t->target, (int)cfg->prune_age_days, QUEUE_CAP);
+    if (t->writer == NULL)
+        cg_log_warn(NULL, "%s: cannot start the writer thread; patterns are not stored", t->label);
+    /* SQLite's recall connection is opened here, before the loop runs, so the
+     * endpoint never waits on an open (a failure is retried, and logged, at
+     * the first request). */
     char err[512];
-    w->memory_read = cg_memory_open(cfg->memory_db_path, err, sizeof(err));
+    if (!pg && cfg->semantic_memory)
+        t->read = cg_memory_open(cfg->memory_db_path, err, sizeof(err));
+}
+
+static void free_query(cg_tracking_t *t, cg_track_query_t *tq)
+{
+    if (tq->prev)
+        tq->prev->next = tq->next;
+    else
+        t->out = tq->next;
+    if (tq->next)
+        tq->next->prev = tq->prev;
+    cg_query_free(&tq->job);
+    free(tq);
 }
 
 void cg_tracking_stop(cg_worker_t *w)
 {
-    cg_memwriter_stop(w->memory);
-    w->memory = NULL;
+    cg_tracking_t *t = w->tracking;
+    if (t == NULL)
+        return;
+    /* Every client is gone by now: what the reader returns is only freed. */
+    for (cg_query_t *q = cg_reader_stop(t->reader), *next; q; q = next) {
+        next = q->next;
+        free_query(t, (cg_track_query_t *)q);
+    }
+    cg_writer_stop(t->writer);
+    cg_memory_close(t->read);
+    free(t->shown);
+    free(t);
+    w->tracking = NULL;
 }
 
-/* Moves the writer's failure and drop counts into the metrics; the first
- * failure is logged with its reason. */
+/* ---- Answers -------------------------------------------------------------- */
+
+/* Moves the writer's failure and drop counts into the metrics and logs each
+ * outage of the store once, with its reason, and its end. */
 static void poll_writer(cg_worker_t *w)
 {
+    cg_tracking_t *t = w->tracking;
     uint64_t written, dropped, failed;
-    cg_memwriter_counts(w->memory, &written, &dropped, &failed);
-    uint64_t bad = dropped + failed;
-    if (bad <= w->memory_bad)
-        return;
-    cg_metrics->tracking_failures += bad - w->memory_bad;
-    if (w->memory_bad == 0) {
-        char err[512] = "";
-        if (cg_memwriter_status(w->memory, err, sizeof(err)) < 0)
-            cg_log_warn(
-                NULL, "semantic memory: %s (SEMANTIC_MEMORY_DB_PATH=%s); answers are not affected",
-                err, w->cfg->memory_db_path);
-        else
-            cg_log_warn(NULL, "semantic memory: %llu patterns dropped (writer queue full)",
+    cg_writer_counts(t->writer, &written, &dropped, &failed);
+    uint64_t bad = dropped + failed, outages = cg_writer_outages(t->writer);
+    if (bad > t->bad) {
+        cg_metrics->tracking_failures += bad - t->bad;
+        if (t->bad == 0 && outages == 0)
+            cg_log_warn(NULL, "%s: %llu patterns dropped (writer queue full)", t->label,
                         (unsigned long long)dropped);
+        t->bad = bad;
     }
-    w->memory_bad = bad;
+    char err[512] = "";
+    if (outages > t->outages) {
+        t->outages = outages;
+        int st = cg_writer_status(t->writer, err, sizeof(err));
+        cg_log_warn(NULL, "%s: %s (%s=%s)%s; answers are not affected", t->label, err, t->var,
+                    t->shown, st == CG_WRITER_DOWN ? "; patterns wait, reconnecting" : "");
+        t->down = st == CG_WRITER_DOWN;
+    } else if (t->down && cg_writer_status(t->writer, NULL, 0) == CG_WRITER_OPEN) {
+        cg_log_info(NULL, "%s: connected again", t->label);
+        t->down = false;
+    }
 }
 
 static void store(cg_worker_t *w, cg_pattern_kind_t kind, const cg_track_t *t, const char *question)
@@ -95,7 +192,29 @@ static void store(cg_worker_t *w, cg_pattern_kind_t kind, const cg_track_t *t, c
     p->available = t->available;
     p->chunk_ids = cg_xstrndup(t->cited_ids.p, t->cited_ids.len);
     p->created_at = (int64_t)time(NULL);
-    cg_memwriter_submit(w->memory, p);
+    cg_writer_submit(w->tracking->writer, p);
+}
+
+/* Counts one answer in this process's stats, and in the fleet's with PostgreSQL. */
+static void count(cg_worker_t *w, const cg_track_t *t)
+{
+    cg_stats_t d = {0};
+    if (t->skipped) {
+        d.answers_skipped = 1;
+    } else {
+        d.answers = 1;
+        d.references = t->references;
+        d.citations_available = t->available;
+        d.citations_cited = t->cited;
+    }
+    cg_metrics->answers += d.answers;
+    cg_metrics->answers_skipped += d.answers_skipped;
+    cg_metrics->references += d.references;
+    cg_metrics->citations_available += d.citations_available;
+    cg_metrics->citations_cited += d.citations_cited;
+    cg_tracking_t *tr = w->tracking;
+    if (tr->writer && tr->ops->stats)
+        cg_writer_add_stats(tr->writer, &d);
 }
 
 void cg_tracking_answer(cg_worker_t *w, const char *rid, const cg_xform_t *xf,
@@ -107,26 +226,153 @@ void cg_tracking_answer(cg_worker_t *w, const char *rid, const cg_xform_t *xf,
     cg_track_answer(xf, &t);
     if (!t.tracked)
         return;
+    count(w, &t);
     if (t.skipped) {
-        cg_metrics->answers_skipped++;
         cg_track_free(&t);
         return;
     }
-    cg_metrics->answers++;
-    cg_metrics->references += t.references;
-    cg_metrics->citations_available += t.available;
-    cg_metrics->citations_cited += t.cited;
     if (t.available)
         cg_hist_observe(&cg_metrics->citation_rate, cg_rate_buckets, t.rate);
     cg_log_info(rid, "citation usage: %u/%u references cited", t.cited, t.available);
     cg_log_debug(rid, "citation usage detail: cited %.*s, per citation %.*s", (int)t.cited_ids.len,
                  t.cited_ids.p, (int)t.detail.len, t.detail.p);
-    if (w->memory && t.available) {
+    cg_writer_t *writer = w->tracking->writer;
+    if (writer && w->cfg->semantic_memory && t.available) {
         if (t.rate > 0)
             store(w, CG_PATTERN_PROCEDURAL, &t, req->question);
         if ((t.available - t.cited) * 2 >= t.available)
             store(w, CG_PATTERN_EPISODIC, &t, req->question);
-        poll_writer(w);
     }
+    if (writer)
+        poll_writer(w);
     cg_track_free(&t);
+}
+
+/* ---- Admin queries -------------------------------------------------------- */
+
+static void unavailable(cg_worker_t *w, const char *why)
+{
+    cg_tracking_t *t = w->tracking;
+    cg_log_warn(NULL, "%s: %s", t->label, why);
+    cg_metrics->tracking_failures++;
+}
+
+/* Answers tq from the reader's result, or with a 503 when why is set. */
+static void answer(cg_worker_t *w, cg_track_query_t *tq, const char *why)
+{
+    cg_track_query_cb cb = tq->cb;
+    cg_query_t *q = &tq->job;
+    cg_buf_t body = {0};
+    int status = 200;
+    tq->cb = NULL;
+    if (why == NULL && q->rc != CG_STORE_OK)
+        why = q->err;
+    if (why != NULL) {
+        unavailable(w, why);
+        status = 503;
+    } else if (q->stats) {
+        cg_stats_json(&body, &q->totals, w->tracking->ops->scope);
+    } else {
+        body = q->json;
+        memset(&q->json, 0, sizeof(q->json));
+    }
+    cb(tq->ctx, status, &body);
+}
+
+/* While queries are out: answers what the reader finished, and a 503 to
+ * what is overdue (the reader may still be waiting for the database). */
+static void on_poll(uv_timer_t *h)
+{
+    cg_worker_t *w = h->data;
+    cg_tracking_t *t = w->tracking;
+    for (cg_query_t *q = cg_reader_finished(t->reader), *next; q; q = next) {
+        next = q->next;
+        cg_track_query_t *tq = (cg_track_query_t *)q;
+        if (tq->cb)
+            answer(w, tq, NULL);
+        free_query(t, tq);
+    }
+    uint64_t now = uv_now(w->loop);
+    for (cg_track_query_t *tq = t->out; tq; tq = tq->next)
+        if (tq->cb && now >= tq->due)
+            answer(w, tq, "no answer from the database in time");
+    if (t->out == NULL)
+        uv_timer_stop(h);
+}
+
+/* Hands a query to the reader; NULL with *status 503 when it cannot take it. */
+static cg_track_query_t *ask(cg_worker_t *w, bool stats, const char *q, int k, int *status,
+                             cg_track_query_cb cb, void *ctx)
+{
+    cg_tracking_t *t = w->tracking;
+    cg_track_query_t *tq = cg_xcalloc(1, sizeof(*tq));
+    tq->job.stats = stats;
+    tq->job.q = q ? cg_xstrndup(q, strlen(q)) : NULL;
+    tq->job.k = k;
+    tq->job.deadline_ms = cg_store_now_ms() + CG_TRACKING_QUERY_STORE_MS;
+    if (t->reader == NULL || !cg_reader_submit(t->reader, &tq->job)) {
+        cg_query_free(&tq->job);
+        free(tq);
+        unavailable(w, "too many queries waiting for the database");
+        *status = 503;
+        return NULL;
+    }
+    tq->cb = cb;
+    tq->ctx = ctx;
+    tq->due = uv_now(w->loop) + CG_TRACKING_QUERY_ANSWER_MS;
+    tq->next = t->out;
+    if (t->out)
+        t->out->prev = tq;
+    t->out = tq;
+    if (!uv_is_active((uv_handle_t *)&t->poll))
+        uv_timer_start(&t->poll, on_poll, QUERY_POLL_MS, QUERY_POLL_MS);
+    return tq;
+}
+
+void cg_tracking_cancel(cg_track_query_t *tq)
+{
+    tq->cb = NULL; /* freed when the reader hands it back */
+}
+
+cg_track_query_t *cg_tracking_stats(cg_worker_t *w, int *status, cg_buf_t *body,
+                                    cg_track_query_cb cb, void *ctx)
+{
+    if (w->tracking->ops->stats)
+        return ask(w, true, NULL, 0, status, cb, ctx);
+    *status = 200;
+    cg_metrics_render_stats(body);
+    return NULL;
+}
+
+/* SQLite's recall, on the loop: one indexed read (WAL readers never wait for
+ * the writer threads), bounded by k. This worker's queued patterns are
+ * written first, so an answer that just finished can be recalled at once;
+ * the queue is bounded, and this is an operator's request, not a stream. */
+static void recall_here(cg_worker_t *w, const char *q, int k, int *status, cg_buf_t *body)
+{
+    cg_tracking_t *t = w->tracking;
+    char err[512] = "";
+    if (t->writer)
+        cg_writer_flush(t->writer);
+    if (t->read == NULL)
+        t->read = cg_memory_open(t->target, err, sizeof(err));
+    *status = 200;
+    if (t->read == NULL || cg_memory_recall(t->read, q, k, body) != 0) {
+        unavailable(w, t->read ? cg_memory_errmsg(t->read) : err);
+        *status = 503;
+    }
+}
+
+cg_track_query_t *cg_tracking_patterns(cg_worker_t *w, const char *q, int k, int *status,
+                                       cg_buf_t *body, cg_track_query_cb cb, void *ctx)
+{
+    *status = 200;
+    if (!w->cfg->citation_tracking || !w->cfg->semantic_memory) {
+        cg_buf_puts(body, "{\"patterns\":[]}");
+        return NULL;
+    }
+    if (w->tracking->reader)
+        return ask(w, false, q, k, status, cb, ctx);
+    recall_here(w, q, k, status, body);
+    return NULL;
 }

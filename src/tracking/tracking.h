@@ -1,4 +1,5 @@
-/* Citation tracking in the daemon (SPEC §8): stats, metrics, semantic memory. */
+/* Citation tracking in the daemon (SPEC §8): stats, metrics, the tracking
+ * store (SQLite, or PostgreSQL with CITEGATE_TRACKING_DSN) and its queries. */
 #ifndef CITEGATE_TRACKING_H
 #define CITEGATE_TRACKING_H
 
@@ -6,12 +7,37 @@
 #include "citegate/xform.h"
 #include "io/worker.h"
 
-/* Starts the worker's semantic-memory writer when tracking and memory are on. */
+/* Starts the worker's store threads (writer, and for PostgreSQL the reader)
+ * as the configuration asks. Never waits for the store. */
 void cg_tracking_start(cg_worker_t *w);
-/* Writes what is queued and stops the writer. */
+/* After the loop ended: writes what is queued (if the store is there), stops
+ * the threads and frees what tracking holds. */
 void cg_tracking_stop(cg_worker_t *w);
 /* Accounts one finished answer. */
 void cg_tracking_answer(cg_worker_t *w, const char *rid, const cg_xform_t *xf,
                         const cg_request_t *req);
+
+/*
+ * The admin queries: GET /v1/citations/stats and /v1/citations/patterns.
+ * Answered now (SQLite, process stats, memory off, or a refusal): returns
+ * NULL with *status and body filled (200 and the JSON, or 503 with body
+ * untouched). Answered by the PostgreSQL reader: returns a pending query;
+ * cb(ctx, status, body) runs later from the loop, within about 2 s whatever
+ * the database does, and owns body. Cancel a pending query whose ctx goes
+ * away first. A 503 is logged and counted here.
+ */
+typedef struct cg_track_query cg_track_query_t;
+typedef void (*cg_track_query_cb)(void *ctx, int status, cg_buf_t *body);
+
+cg_track_query_t *cg_tracking_stats(cg_worker_t *w, int *status, cg_buf_t *body,
+                                    cg_track_query_cb cb, void *ctx);
+cg_track_query_t *cg_tracking_patterns(cg_worker_t *w, const char *q, int k, int *status,
+                                       cg_buf_t *body, cg_track_query_cb cb, void *ctx);
+void cg_tracking_cancel(cg_track_query_t *tq);
+
+/* Longest wait for a PostgreSQL admin query: the reader gives up after
+ * QUERY_STORE_MS, the loop answers 503 after QUERY_ANSWER_MS regardless. */
+#define CG_TRACKING_QUERY_STORE_MS  1500
+#define CG_TRACKING_QUERY_ANSWER_MS 1800
 
 #endif

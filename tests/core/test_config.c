@@ -42,6 +42,7 @@ static const char *const all_vars[] = {
     "ENABLE_SEMANTIC_MEMORY",
     "SEMANTIC_MEMORY_DB_PATH",
     "SEMANTIC_MEMORY_PRUNE_AGE_DAYS",
+    "CITEGATE_TRACKING_DSN",
 };
 #define NALL (sizeof(all_vars) / sizeof(all_vars[0]))
 
@@ -410,10 +411,17 @@ static void test_enums(void **state)
     accept_val(&c, "CITEGATE_REF_STYLE", "numeric");
     assert_int_equal(c.ref_style, CG_REF_NUMERIC);
     cg_config_free(&c);
+    accept_val(&c, "CITEGATE_REF_STYLE", "citation");
+    assert_int_equal(c.ref_style, CG_REF_CITATION);
+    cg_config_xform(&c, &x);
+    assert_int_equal(x.style, CG_REF_CITATION);
+    cg_config_free(&c);
     accept_val(&c, "CITEGATE_REF_STYLE", "auto");
     assert_int_equal(c.ref_style, CG_REF_ANY);
     cg_config_free(&c);
     reject_val("CITEGATE_REF_STYLE", "docs");
+    reject_val("CITEGATE_REF_STYLE", "Citation");
+    reject_val("CITEGATE_REF_STYLE", "citation:");
     reject_val("CITEGATE_REF_STYLE", "[N]");
     reject_val("CITEGATE_REF_STYLE", "");
 
@@ -484,7 +492,10 @@ static void test_enums(void **state)
     assert_int_equal(st, CG_REF_NUMERIC);
     assert_string_equal(cg_ref_style_name(CG_REF_DOC), "doc");
     assert_string_equal(cg_ref_style_name(CG_REF_NUMERIC), "numeric");
+    assert_string_equal(cg_ref_style_name(CG_REF_CITATION), "citation");
     assert_string_equal(cg_ref_style_name(CG_REF_ANY), "auto");
+    assert_true(cg_ref_style_parse("citation", &st));
+    assert_int_equal(st, CG_REF_CITATION);
 }
 
 /* Several variables at once, each applied. */
@@ -592,6 +603,69 @@ static void test_error_truncation(void **state)
     clear_env(NULL);
 }
 
+/* ---- CITEGATE_TRACKING_DSN ---------------------------------------------------- */
+
+static void test_tracking_dsn(void **state)
+{
+    (void)state;
+    cg_config_t c;
+    char err[256];
+    assert_int_equal(load_with(&c, NULL, NULL, err, sizeof(err)), 0);
+    assert_null(c.tracking_dsn); /* unset: SQLite */
+    cg_config_free(&c);
+    accept_val(&c, "CITEGATE_TRACKING_DSN", "");
+    assert_null(c.tracking_dsn);
+    cg_config_free(&c);
+    accept_val(&c, "CITEGATE_TRACKING_DSN", "postgresql://cg:pw@db.internal:5432/citegate");
+    assert_string_equal(c.tracking_dsn, "postgresql://cg:pw@db.internal:5432/citegate");
+    cg_config_free(&c);
+    accept_val_free("CITEGATE_TRACKING_DSN", "postgres://db/citegate?sslmode=require");
+    reject_val("CITEGATE_TRACKING_DSN", "host=db dbname=citegate");
+    reject_val("CITEGATE_TRACKING_DSN", "mysql://db/citegate");
+    reject_val("CITEGATE_TRACKING_DSN", "POSTGRESQL://db"); /* libpq's prefix is lower case */
+
+    /* the message never shows the password */
+    assert_int_equal(
+        load_with(&c, "CITEGATE_TRACKING_DSN", "mysql://u:s3cret@db/x", err, sizeof(err)), -1);
+    cg_config_free(&c);
+    assert_null(strstr(err, "s3cret"));
+    assert_non_null(strstr(err, "mysql://u:***@db/x"));
+
+    assert_true(cg_dsn_is_postgres("postgresql://"));
+    assert_true(cg_dsn_is_postgres("postgres://h"));
+    assert_false(cg_dsn_is_postgres("postgresq://h"));
+    assert_false(cg_dsn_is_postgres(""));
+}
+
+static void redacts(const char *dsn, const char *want)
+{
+    cg_buf_t b = {0};
+    cg_dsn_redact(dsn, &b);
+    cg_buf_putc(&b, '\0');
+    assert_string_equal(b.p, want);
+    cg_buf_free(&b);
+}
+
+static void test_dsn_redact(void **state)
+{
+    (void)state;
+    redacts("postgresql://cg:pw@db:5432/citegate", "postgresql://cg:***@db:5432/citegate");
+    redacts("postgresql://cg@db/citegate", "postgresql://cg@db/citegate");
+    redacts("postgresql://db", "postgresql://db");
+    redacts("postgresql://", "postgresql://");
+    /* '@' and ':' in a password; the last '@' of the authority ends the user info */
+    redacts("postgresql://cg:p@ss:w@db/x", "postgresql://cg:***@db/x");
+    redacts("postgresql://cg:pw@h1:5432,h2:5433/x?connect_timeout=2",
+            "postgresql://cg:***@h1:5432,h2:5433/x?connect_timeout=2");
+    redacts("postgresql://db/x?user=cg&password=pw&sslmode=require",
+            "postgresql://db/x?user=cg&password=***&sslmode=require");
+    redacts("postgresql://db?password=pw", "postgresql://db?password=***");
+    redacts("postgresql://a:b@db?x=1&password=", "postgresql://a:***@db?x=1&password=***");
+    /* an '@' in the path or query is not user info */
+    redacts("postgresql://db/x?application_name=a@b", "postgresql://db/x?application_name=a@b");
+    redacts("host=db password=pw", "***");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -606,6 +680,8 @@ int main(void)
         cmocka_unit_test_setup(test_many_at_once, clear_env),
         cmocka_unit_test_setup(test_set_overrides, clear_env),
         cmocka_unit_test_setup(test_error_truncation, clear_env),
+        cmocka_unit_test_setup(test_tracking_dsn, clear_env),
+        cmocka_unit_test_setup(test_dsn_redact, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,6 +38,9 @@ static const struct {
     {"profiles/request_sources_no_done.sse", "profiles/rag_request_rich.json"},
     {"profiles/structured_stream.sse", "structured_request.json"},
     {"profiles/event_injection.sse", "chat_request.json"},
+    {"profiles/openai_search_stream.sse", "chat_request.json"},
+    {"profiles/openrouter_stream.sse", "chat_request.json"},
+    {"profiles/deepseek_citation_stream.sse", "chat_request.json"},
 };
 
 /* Every profile that transforms; each fixture runs through all of them. */
@@ -346,62 +349,101 @@ static void test_rules_every_byte_split(void **state)
 
 /* --- generated answers against an oracle ---------------------------------- */
 
-/* Citations of the generated streams: doc1, doc2 have URLs, doc3 has none. */
+/* Citations of the generated streams: 1 and 2 have URLs, 3 has none. As
+ * Azure context (style doc), or as a top-level URL list (DeepSeek style,
+ * [citation:N] or [N], whichever comes first). */
 static const char *GEN_CTX =
     "data: {\"id\":\"g\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":"
     "{\"context\":{\"citations\":[{\"title\":\"A\",\"url\":\"https://a.example/1\"},"
     "{\"title\":\"B\",\"url\":\"https://b.example/x y\"},{\"title\":\"C\"}]}}}]}\n\n";
+static const char *GEN_WEB =
+    "data: {\"id\":\"g\",\"citations\":[\"https://a.example/1\",\"https://b.example/x y\",\"C\"],"
+    "\"choices\":[]}\n\n";
 
 static const char *oracle_url(unsigned n)
 {
     return n == 1 ? "https://a.example/1" : n == 2 ? "https://b.example/x%20y" : NULL;
 }
 
-/* rewrite() of SPEC §6 for style doc, written independently of src/ref.c. */
-static void oracle(const char *s, size_t n, cg_buf_t *out, cg_buf_t *cited)
+/* Length of the reference `prefix` + 1-4 digits + "]" at s[0..n), or 0;
+ * its number in *v. */
+static size_t oracle_match(const char *s, size_t n, const char *prefix, unsigned *v)
+{
+    size_t p = strlen(prefix), d = 0;
+    if (n < p || strncmp(s, prefix, p) != 0)
+        return 0;
+    *v = 0;
+    while (d < 4 && p + d < n && s[p + d] >= '0' && s[p + d] <= '9')
+        *v = *v * 10 + (unsigned)(s[p + d++] - '0');
+    return d > 0 && p + d < n && s[p + d] == ']' ? p + d + 1 : 0;
+}
+
+/* SPEC §3 auto without Azure context: the form of the first [N] or
+ * [citation:N]. */
+static const char *oracle_auto(const char *s, size_t n)
+{
+    unsigned v;
+    for (size_t i = 0; i < n; i++) {
+        if (oracle_match(s + i, n - i, "[", &v))
+            return "[";
+        if (oracle_match(s + i, n - i, "[citation:", &v))
+            return "[citation:";
+    }
+    return "[";
+}
+
+/* rewrite() of SPEC §6 for the style whose references start with prefix
+ * ("[doc", "[citation:" or "["), written independently of src/ref.c. */
+static void oracle(const char *s, size_t n, const char *prefix, cg_buf_t *out, cg_buf_t *cited)
 {
     for (size_t i = 0; i < n;) {
-        if (s[i] == '[' && i + 5 < n + 1 && strncmp(s + i, "[doc", 4) == 0) {
-            size_t d = 0;
-            unsigned v = 0;
-            while (d < 4 && i + 4 + d < n && s[i + 4 + d] >= '0' && s[i + 4 + d] <= '9')
-                v = v * 10 + (unsigned)(s[i + 4 + d++] - '0');
-            if (d > 0 && i + 4 + d < n && s[i + 4 + d] == ']') {
-                size_t len = 5 + d;
-                const char *url = oracle_url(v);
-                if (v >= 1 && v <= 3 && !memchr(cited->p ? cited->p : "", (int)('0' + v), cited->len))
-                    cg_buf_putc(cited, (char)('0' + v));
-                if (url)
-                    cg_buf_printf(out, "[%.*s](%s)", (int)len, s + i, url);
-                else
-                    cg_buf_put(out, s + i, len);
-                i += len;
-                continue;
-            }
+        unsigned v;
+        size_t len = s[i] == '[' ? oracle_match(s + i, n - i, prefix, &v) : 0;
+        if (len) {
+            const char *url = oracle_url(v);
+            if (v >= 1 && v <= 3 && !memchr(cited->p ? cited->p : "", (int)('0' + v), cited->len))
+                cg_buf_putc(cited, (char)('0' + v));
+            if (url)
+                cg_buf_printf(out, "[%.*s](%s)", (int)len, s + i, url);
+            else
+                cg_buf_put(out, s + i, len);
+            i += len;
+            continue;
         }
         cg_buf_putc(out, s[i++]);
     }
 }
 
-static void gen_text(cg_buf_t *t)
+static void gen_text(cg_buf_t *t, bool citation)
 {
-    static const char *const bits[] = {"[doc1]", "[doc2]", "[doc3]", "[doc4]", "[doc0]", "[doc",
-                                       "[", "]", "doc", "1", "[[doc2]]", "[doc12345]", " ",
-                                       "word", "\xC3\xA9", "\\n", "\\\"", "[doc01]"};
+    static const char *const doc[] = {"[doc1]", "[doc2]", "[doc3]", "[doc4]", "[doc0]", "[doc",
+                                      "[", "]", "doc", "1", "[[doc2]]", "[doc12345]", " ",
+                                      "word", "\xC3\xA9", "\\n", "\\\"", "[doc01]"};
+    static const char *const cit[] = {"[citation:1]", "[citation:2]", "[citation:3]",
+                                      "[citation:4]", "[citation:0]", "[citation:", "[cita",
+                                      "[", "]", "citation", ":", "1", "[[citation:2]]",
+                                      "[citation:12345]", " ", "\xC3\xA9", "\\n", "[citation:01]",
+                                      "[2]", "[c"};
+    const char *const *bits = citation ? cit : doc;
+    size_t nbits = citation ? sizeof(cit) / sizeof(cit[0]) : sizeof(doc) / sizeof(doc[0]);
     size_t n = rnd() % 30;
     for (size_t i = 0; i < n; i++)
-        cg_buf_puts(t, bits[rnd() % (sizeof(bits) / sizeof(bits[0]))]);
+        cg_buf_puts(t, bits[rnd() % nbits]);
 }
 
 static void test_generated_against_oracle(void **state)
 {
     (void)state;
-    cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
-    for (int round = 0; round < 3000; round++) {
+    for (int round = 0; round < 4500; round++) {
+        /* doc; citation with the style fixed; citation with auto */
+        int mode = round % 3;
+        cg_xform_cfg_t cfg;
+        cg_xform_cfg_default(&cfg, profile_named("openwebui"));
+        if (mode == 1)
+            cfg.style = CG_REF_CITATION;
         cg_buf_t text = {0}, in = {0}, out = {0}, want = {0}, cited = {0};
-        gen_text(&text);
-        cg_buf_puts(&in, GEN_CTX);
+        gen_text(&text, mode > 0);
+        cg_buf_puts(&in, mode ? GEN_WEB : GEN_CTX);
         /* Cut the answer (raw JSON string bytes) into events at random points,
          * never inside an escape sequence. */
         for (size_t pos = 0; pos < text.len;) {
@@ -430,7 +472,8 @@ static void test_generated_against_oracle(void **state)
         /* The view decodes JSON; so must the oracle's input and output. */
         char *dec = cg_xmalloc(text.len + 1);
         size_t dn = cg_json_unescape(text.p, text.len, dec);
-        oracle(dec, dn, &want, &cited);
+        const char *prefix = mode == 0 ? "[doc" : mode == 1 ? "[citation:" : oracle_auto(dec, dn);
+        oracle(dec, dn, prefix, &want, &cited);
         if (v.content[0].len != want.len || (want.len && memcmp(v.content[0].p, want.p, want.len)))
             fail_msg("round %d\ntext %.*s\nwant %.*s\ngot  %.*s", round, (int)text.len, text.p,
                      (int)want.len, want.p, (int)v.content[0].len, v.content[0].p);
@@ -439,7 +482,7 @@ static void test_generated_against_oracle(void **state)
         const char *p = v.sources.p;
         for (size_t i = 0; i < cited.len; i++) {
             char label[16];
-            snprintf(label, sizeof(label), "\"id\":\"doc%c\"", cited.p[i]);
+            snprintf(label, sizeof(label), "\"id\":\"%s%c\"", mode ? "" : "doc", cited.p[i]);
             const char *at = strstr(p, label);
             if (at == NULL)
                 fail_msg("round %d: %s missing or out of order in %s", round, label, v.sources.p);

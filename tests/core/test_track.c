@@ -64,6 +64,33 @@ static void test_counts_repeats_and_unique_citations(void **state)
     cg_track_free(&t);
 }
 
+/* Annotation-sourced citations count as referenced once each (SPEC §6):
+ * cited, with density; a text reference to one adds to its count, and the
+ * citation is still cited once. */
+static void test_annotations_count_as_cited(void **state)
+{
+    (void)state;
+    static const char *ANNS =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"annotations\":["
+        "{\"type\":\"url_citation\",\"url_citation\":{\"url\":\"https://a.example/\",\"title\":\"A\"}},"
+        "{\"type\":\"url_citation\",\"url_citation\":{\"url\":\"https://b.example/\",\"title\":\"B\"}},"
+        "{\"type\":\"url_citation\",\"url_citation\":{\"url\":\"https://a.example/\",\"title\":\"A\"}},"
+        "{\"type\":\"url_citation\",\"url_citation\":{\"url\":\"https://c.example/\",\"title\":\"C\"}}"
+        "]}}]}\n\n";
+    cg_track_t t;
+    track("openai", ANNS, "Linked text, and [2] again.", &t);
+    assert_int_equal(t.available, 3);
+    assert_int_equal(t.cited, 3);
+    assert_int_equal(t.references, 4); /* three mentions, one reference */
+    assert_true(t.rate == 1);
+    assert_int_equal(t.cited_ids.len, strlen("[\"1\",\"2\",\"3\"]"));
+    assert_memory_equal(t.cited_ids.p, "[\"1\",\"2\",\"3\"]", t.cited_ids.len);
+    cg_buf_putc(&t.detail, '\0');
+    assert_non_null(strstr(t.detail.p, "{\"id\":\"2\",\"was_cited\":true,\"citation_density\":0.5}"));
+    assert_non_null(strstr(t.detail.p, "{\"id\":\"3\",\"was_cited\":true,\"citation_density\":0.25}"));
+    cg_track_free(&t);
+}
+
 static void test_no_citations_available(void **state)
 {
     (void)state;
@@ -104,6 +131,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts_repeats_and_unique_citations),
+        cmocka_unit_test(test_annotations_count_as_cited),
         cmocka_unit_test(test_no_citations_available),
         cmocka_unit_test(test_dont_know_is_skipped),
         cmocka_unit_test(test_profiles_without_references_are_not_tracked),

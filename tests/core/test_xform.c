@@ -415,6 +415,328 @@ static void test_choices_are_independent(void **state)
     free(out);
 }
 
+/* --- reference style citation (SPEC §3, §6) --------------------------------- */
+
+/* A DeepSeek-style stream: a top-level URL list, then content in chunks. */
+static char *web_stream(const char *const *pieces, size_t n)
+{
+    cg_buf_t b = {0};
+    cg_buf_puts(&b, "data: {\"id\":\"d1\",\"citations\":[\"https://a.example/one\","
+                    "\"https://b.example/two\"],\"choices\":[{\"index\":0,\"delta\":"
+                    "{\"role\":\"assistant\"}}]}\n\n");
+    for (size_t i = 0; i < n; i++) {
+        cg_buf_puts(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
+        cg_buf_puts(&b, pieces[i]);
+        cg_buf_puts(&b, "\"}}]}\n\n");
+    }
+    cg_buf_puts(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}"
+                    "\n\ndata: [DONE]\n\n");
+    cg_buf_putc(&b, '\0');
+    return b.p;
+}
+
+static char *content_of(const char *in, cg_ref_style_t style, const char *profile,
+                        cg_buf_t *sources)
+{
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named(profile));
+    cfg.style = style;
+    cg_buf_t out = {0};
+    run_stream(&cfg, NULL, in, strlen(in), NULL, 0, &out);
+    view_t v;
+    view_of_stream(&v, out.p, out.len);
+    cg_buf_putc(&v.content[0], '\0');
+    char *c = cg_xstrndup(v.content[0].p, strlen(v.content[0].p));
+    if (sources) {
+        cg_buf_put(sources, v.sources.p, v.sources.len);
+        cg_buf_putc(sources, '\0');
+    }
+    view_free(&v);
+    cg_buf_free(&out);
+    return c;
+}
+
+/* auto: the first reference is [citation:N], so that is the style; its
+ * LABEL is N; [N] is then no reference. */
+static void test_auto_picks_citation(void **state)
+{
+    (void)state;
+    static const char *const pieces[] = {"A [citation:2] and [cit", "ation:1][1] [doc1]."};
+    char *in = web_stream(pieces, 2);
+    cg_buf_t src = {0};
+    char *c = content_of(in, CG_REF_ANY, "openwebui", &src);
+    assert_string_equal(c, "A [[citation:2]](https://b.example/two) and "
+                           "[[citation:1]](https://a.example/one)[1] [doc1].");
+    const char *two = strstr(src.p, "\"id\":\"2\""), *one = strstr(src.p, "\"id\":\"1\"");
+    assert_non_null(two);
+    assert_non_null(one);
+    assert_true(two < one); /* first-reference order */
+    assert_null(strstr(src.p, "citation:"));
+    free(c);
+    cg_buf_free(&src);
+    free(in);
+}
+
+/* auto: the first reference is [N]: numeric, and [citation:N] stays text. */
+static void test_auto_first_numeric_wins(void **state)
+{
+    (void)state;
+    static const char *const pieces[] = {"A [1", "] then [citation:2]."};
+    char *in = web_stream(pieces, 2);
+    char *c = content_of(in, CG_REF_ANY, "openai", NULL);
+    assert_string_equal(c, "A [[1]](https://a.example/one) then [citation:2].");
+    free(c);
+    free(in);
+}
+
+/* A fixed style finds only its form; webchat renumbers [citation:N] too. */
+static void test_fixed_citation_style(void **state)
+{
+    (void)state;
+    static const char *const pieces[] = {"[1] [citation:2][citation:1]"};
+    char *in = web_stream(pieces, 1);
+    char *c = content_of(in, CG_REF_CITATION, "openai", NULL);
+    assert_string_equal(c, "[1] [[citation:2]](https://b.example/two)"
+                           "[[citation:1]](https://a.example/one)");
+    free(c);
+    c = content_of(in, CG_REF_NUMERIC, "openai", NULL);
+    assert_string_equal(c, "[[1]](https://a.example/one) [citation:2][citation:1]");
+    free(c);
+    c = content_of(in, CG_REF_CITATION, "webchat", NULL);
+    assert_string_equal(c, "[1] [1]\xE2\x80\x8B[2]\n\n[1]: https://b.example/two \"two\"\n"
+                           "[2]: https://a.example/one \"one\"");
+    free(c);
+    free(in);
+}
+
+/* Azure context keeps doc, whatever the first reference looks like. */
+static void test_auto_azure_stays_doc(void **state)
+{
+    (void)state;
+    char *in = with_ctx("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+                        "\"[citation:1] [doc1]\"},\"finish_reason\":\"stop\"}]}\n\n"
+                        "data: [DONE]\n\n");
+    char *out = xf(in, NULL);
+    assert_non_null(strstr(out, "[citation:1] [[doc1]](https://x.example/1)"));
+    free(out);
+    free(in);
+}
+
+/* --- url_citation annotations (SPEC §6) ------------------------------------- */
+
+static char *body_out(const char *profile, const char *body);
+
+#define ANN(url, title) \
+    "{\"type\":\"url_citation\",\"url_citation\":{\"url\":\"" url "\",\"title\":\"" title \
+    "\",\"start_index\":0,\"end_index\":1}}"
+#define ANN_CHUNK(anns) \
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"annotations\":[" anns "]}}]}\n\n"
+static const char *CONTENT_CHUNK =
+    "data: {\"id\":\"a1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Text [1].\"}}]}\n\n";
+static const char *END_CHUNKS =
+    "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+
+static char *join3(const char *a, const char *b, const char *c)
+{
+    cg_buf_t out = {0};
+    cg_buf_puts(&out, a);
+    cg_buf_puts(&out, b);
+    cg_buf_puts(&out, c);
+    cg_buf_putc(&out, '\0');
+    return out.p;
+}
+
+/* Runs a stream through openwebui and returns its view; the request may be NULL. */
+static void annotated_view(const char *in, const cg_request_t *req, view_t *v)
+{
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named("openwebui"));
+    cg_buf_t out = {0};
+    run_stream(&cfg, req, in, strlen(in), NULL, 0, &out);
+    view_of_stream(v, out.p, out.len);
+    cg_buf_free(&out);
+}
+
+/* One citation per distinct url, numbered in order of arrival (the flat
+ * form too); a url_citation without url, or another type, adds nothing. */
+static void test_annotations_in_delta(void **state)
+{
+    (void)state;
+    char *in = join3(CONTENT_CHUNK,
+                     ANN_CHUNK(ANN("https://a.example/1", "A") "," ANN("https://b.example/2", "")
+                               ",{\"type\":\"file_citation\",\"file_citation\":{\"file_id\":\"f\"}}")
+                     ANN_CHUNK(ANN("https://a.example/1", "A again")
+                               ",{\"type\":\"url_citation\",\"url\":\"https://c.example/3\","
+                               "\"title\":\"Flat\"},{\"type\":\"url_citation\",\"url_citation\":{}}"),
+                     END_CHUNKS);
+    view_t v;
+    annotated_view(in, NULL, &v);
+    assert_non_null(strstr(v.sources.p, "\"name\":\"[1] A\""));
+    assert_non_null(strstr(v.sources.p, "\"name\":\"[2] 2\"")); /* title from the url */
+    assert_non_null(strstr(v.sources.p, "\"name\":\"[3] Flat\""));
+    assert_null(strstr(v.sources.p, "again"));
+    assert_null(strstr(v.sources.p, "[4]"));
+    /* "[1]" came before any annotation: left as is (and its citation emitted). */
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p, "Text [1].");
+    /* The annotation chunks went out unchanged. */
+    assert_non_null(strstr(v.extras.p, "\"title\":\"A again\""));
+    view_free(&v);
+    free(in);
+}
+
+/* A reference after its annotation is rewritten like any other. */
+static void test_annotations_then_reference(void **state)
+{
+    (void)state;
+    char *in = join3(ANN_CHUNK(ANN("https://a.example/1", "A")), CONTENT_CHUNK, END_CHUNKS);
+    view_t v;
+    annotated_view(in, NULL, &v);
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p, "Text [[1]](https://a.example/1).");
+    view_free(&v);
+    free(in);
+}
+
+/* First match wins: Azure context before annotations, and annotations
+ * before a later Azure context. */
+static void test_annotations_first_match_wins(void **state)
+{
+    (void)state;
+    char *in = join3(CTX, ANN_CHUNK(ANN("https://a.example/1", "A")), END_CHUNKS);
+    view_t v;
+    annotated_view(in, NULL, &v);
+    assert_null(strstr(v.sources.p, "a.example")); /* nothing referenced: nothing emitted */
+    view_free(&v);
+    free(in);
+
+    cg_buf_t late = {0};
+    cg_buf_puts(&late, ANN_CHUNK(ANN("https://a.example/1", "A")));
+    cg_buf_puts(&late, CTX);
+    cg_buf_puts(&late, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"[doc1] [1]\"}}]}\n\n");
+    cg_buf_putc(&late, '\0');
+    in = join3(late.p, "", END_CHUNKS);
+    annotated_view(in, NULL, &v);
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p, "[doc1] [[1]](https://a.example/1)");
+    assert_null(strstr(v.sources.p, "x.example"));
+    view_free(&v);
+    cg_buf_free(&late);
+    free(in);
+
+    /* Top-level citations in the same chunk come first. */
+    in = join3("data: {\"citations\":[\"https://w.example/\"],\"choices\":[{\"index\":0,\"delta\":"
+               "{\"annotations\":[" ANN("https://a.example/1", "A") "]}}]}\n\n",
+               "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"[1]\"}}]}\n\n", END_CHUNKS);
+    annotated_view(in, NULL, &v);
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p, "[[1]](https://w.example/)");
+    view_free(&v);
+    free(in);
+}
+
+/* Request-side <source> tags win, even over annotations that come first. */
+static void test_annotations_lose_to_request_sources(void **state)
+{
+    (void)state;
+    const char *body = "{\"messages\":[{\"role\":\"system\",\"content\":"
+                       "\"<source id=\\\"1\\\" name=\\\"https://r.example/\\\">r</source>\"}]}";
+    cg_cite_opts_t o = {8192, true};
+    cg_request_t req;
+    assert_int_equal(cg_request_parse(&req, body, strlen(body), &o), 0);
+    char *in = join3(ANN_CHUNK(ANN("https://a.example/1", "A")), CONTENT_CHUNK, END_CHUNKS);
+    view_t v;
+    annotated_view(in, &req, &v);
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p, "Text [[1]](https://r.example/).");
+    assert_null(strstr(v.sources.p, "a.example"));
+    view_free(&v);
+    free(in);
+    cg_request_free(&req);
+}
+
+/* A body's message.annotations are a source too, kept as they were. */
+static void test_annotations_in_body(void **state)
+{
+    (void)state;
+    const char *body =
+        "{\"choices\":[{\"index\":0,\"message\":{\"content\":\"See [2].\",\"annotations\":["
+        ANN("https://a.example/1", "A") "," ANN("https://b.example/2", "B") "]}}]}";
+    char *b = body_out("openwebui", body);
+    assert_non_null(strstr(b, "\"content\":\"See [[2]](https://b.example/2).\""));
+    assert_non_null(strstr(b, "\"annotations\":[" ANN("https://a.example/1", "A")));
+    /* Mentions (in order of arrival) before the reference's own. */
+    const char *one = strstr(b, "\"name\":\"[1] A\""), *two = strstr(b, "\"name\":\"[2] B\"");
+    assert_non_null(one);
+    assert_non_null(two);
+    assert_true(one < two);
+    free(b);
+}
+
+/* A stand-in dialect view: passes each upstream event on as a chunk of its
+ * own, and for a comment ": cite" names a citation and mentions it. */
+static void echo_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
+{
+    (void)state;
+    if (ev->ndata == 0) {
+        cg_cite_in_t in = {0};
+        in.title = cg_span("Viewed", 6);
+        in.url = cg_span("https://v.example/", 18);
+        unsigned n = cg__xform_cite(x, &in);
+        cg__xform_mention(x, 0, n);
+        return;
+    }
+    cg_buf_t *b = cg__xform_chunk_begin(x);
+    cg_buf_put(b, ev->data.p, ev->data.n);
+    cg__xform_chunk_end(x);
+}
+
+static const cg_dialect_view_t echo_view = {.event = echo_event};
+
+static char *through_view(const char *profile, const char *in)
+{
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named(profile));
+    cg_xform_t *x = cg_xform_new(&cfg, NULL);
+    x->view = &echo_view; /* as cg_xform_set_dialect would, for a dialect of its own */
+    x->auto_style = false;
+    x->style = CG_REF_NUMERIC;
+    cg_out_t out = {0};
+    cg_buf_t b = {0};
+    cg_xform_feed(x, in, strlen(in), &out);
+    for (size_t i = 0; i < out.nseg; i++)
+        cg_buf_put(&b, out.seg[i].p, out.seg[i].n);
+    cg_xform_finish(x, CG_END_EOF, &out);
+    for (size_t i = 0; i < out.nseg; i++)
+        cg_buf_put(&b, out.seg[i].p, out.seg[i].n);
+    cg_buf_putc(&b, '\0');
+    cg_out_free(&out);
+    cg_xform_free(x);
+    return b.p;
+}
+
+/* A view names its citations itself: the learner stays off. What a view
+ * mentions, openai annotates (the client saw no annotation of its own),
+ * empty, where it was mentioned. */
+static void test_annotations_not_learned_under_a_view(void **state)
+{
+    (void)state;
+    char *in = join3(ANN_CHUNK(ANN("https://a.example/1", "A")), CONTENT_CHUNK, END_CHUNKS);
+    char *out = through_view("openwebui", in);
+    assert_null(strstr(out, "\"type\":\"source\""));
+    free(out);
+    free(in);
+
+    in = join3("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ab\\u00e9\"}}]}\n\n",
+               ": cite\n\n", END_CHUNKS);
+    out = through_view("openai", in);
+    assert_non_null(strstr(out, "{\"type\":\"url_citation\",\"url_citation\":{\"url\":"
+                                "\"https://v.example/\",\"title\":\"Viewed\","
+                                "\"start_index\":3,\"end_index\":3}}"));
+    free(out);
+    free(in);
+}
+
 static void test_oversized_event_passes_through(void **state)
 {
     (void)state;
@@ -794,6 +1116,16 @@ int main(void)
         cmocka_unit_test(test_held_bytes_flushed_before_finish),
         cmocka_unit_test(test_refs_before_citations),
         cmocka_unit_test(test_choices_are_independent),
+        cmocka_unit_test(test_auto_picks_citation),
+        cmocka_unit_test(test_auto_first_numeric_wins),
+        cmocka_unit_test(test_fixed_citation_style),
+        cmocka_unit_test(test_auto_azure_stays_doc),
+        cmocka_unit_test(test_annotations_in_delta),
+        cmocka_unit_test(test_annotations_then_reference),
+        cmocka_unit_test(test_annotations_first_match_wins),
+        cmocka_unit_test(test_annotations_lose_to_request_sources),
+        cmocka_unit_test(test_annotations_in_body),
+        cmocka_unit_test(test_annotations_not_learned_under_a_view),
         cmocka_unit_test(test_oversized_event_passes_through),
         cmocka_unit_test(test_oversized_between_events),
         cmocka_unit_test(test_oversized_several),

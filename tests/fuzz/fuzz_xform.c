@@ -4,7 +4,8 @@
  * Input: two header bytes (see fuzz_common.h), then an upstream response
  * body. Byte 1 picks the variant:
  *   bits 0-1: request: 0, 3 = <source> tags, 1 = none, 2 = Azure data_sources
- *   bits 2-3: reference style: 0, 3 = auto (the default), 1 = [docN], 2 = [N]
+ *   bits 2-3: reference style: 0 = auto (the default), 1 = [docN], 2 = [N],
+ *             3 = [citation:N]
  *   bit 4:    max_event 512 instead of 4 MiB (oversized events, rule 6)
  *   bit 5:    max_doc_bytes 16 instead of 8192 (cuts snippets)
  *   bit 6:    no search scores
@@ -75,7 +76,8 @@ static const cg_request_t *pick_request(uint8_t flags)
 
 static void pick_cfg(cg_xform_cfg_t *cfg, uint8_t flags)
 {
-    static const cg_ref_style_t styles[4] = {CG_REF_ANY, CG_REF_DOC, CG_REF_NUMERIC, CG_REF_ANY};
+    static const cg_ref_style_t styles[4] = {CG_REF_ANY, CG_REF_DOC, CG_REF_NUMERIC,
+                                             CG_REF_CITATION};
     cg_xform_cfg_default(cfg, profile_named("openwebui"));
     cfg->style = styles[(flags >> 2) & 3];
     if (flags & 0x10)

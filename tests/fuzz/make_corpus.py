@@ -20,6 +20,8 @@ SSE_CAP_64, SSE_CAP_4K, SSE_CAP_1M = 1, 2, 3
 # another profile by bits 5-6.
 XF_DEFAULT, XF_NO_REQ, XF_DATA_SOURCES, XF_DOC, XF_NUMERIC, XF_SMALL_EVENT = 0, 1, 2, 4, 8, 16
 XF_MARKDOWN = 0x80 | 0x60
+XF_CITATION = 12
+XF_OPENAI, XF_WEBCHAT = 0x80, 0xA0
 
 SSE_SEEDS = {
     "crlf_split": (0x00, SSE_CAP_1M, b"data: a\r\n\r\ndata: b\r\n\r\n"),
@@ -123,6 +125,26 @@ XFORM_SEEDS = {
     "markdown_truncated": (0x07, XF_MARKDOWN,
                            b'data: {"citations":["https://p.example/1"],"choices":[{"index":0,'
                            b'"delta":{"content":"x [1][1"}}]}\n\ndata: {"choices":[{"index":0,'),
+    "annotations_then_refs": (0x41, XF_NO_REQ | XF_WEBCHAT,
+                              b'data: {"choices":[{"index":0,"delta":{"content":"a [1","annotations":['
+                              b'{"type":"url_citation","url_citation":{"url":"https://a.example/1",'
+                              b'"title":"A","content":"s"}},{"type":"url_citation","url":"https://b.example/",'
+                              b'"title":"flat"},{"type":"url_citation","url_citation":{"url":"https://a.example/1"}}]}}]}\n\n'
+                              b'data: {"choices":[{"index":1,"delta":{"annotations":[{"type":"url_citation",'
+                              b'"url_citation":{"url":"https://c.example/"}}]}}]}\n\n'
+                              b'data: {"choices":[{"index":0,"delta":{"content":"][2][3]"},'
+                              b'"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'),
+    "annotations_body": (0x00, XF_NO_REQ | XF_OPENAI,
+                         b'{"choices":[{"index":0,"message":{"content":"x [1]","annotations":['
+                         b'{"type":"url_citation","url_citation":{"url":"https://a.example/ a",'
+                         b'"title":"T","start_index":0,"end_index":1}},{"type":"file_citation"}]}}]}'),
+    "citation_auto": (0x80, XF_NO_REQ,
+                      b'data: {"citations":["https://a.example/1","b"],"choices":[{"index":0,"delta":'
+                      b'{"content":"[cita"}}]}\n\ndata: {"choices":[{"index":0,"delta":{"content":'
+                      b'"tion:1][1][citation:2][citation:12345]"},"finish_reason":"stop"}]}\n\n'),
+    "citation_fixed": (0x43, XF_NO_REQ | XF_CITATION,
+                       b'data: {"search_results":[{"url":"https://a.example/1","title":"A"}],'
+                       b'"choices":[{"index":0,"delta":{"content":"[citation:1][citation:0001][doc1][1]"}}]}\n\n'),
     "body": (0x00, XF_DATA_SOURCES,
              b'{"choices":[{"index":0,"message":{"content":"x [doc1]","context":'
              b'{"citations":[{"title":"T","url":"https://e.example/a b","content":"c"}]}},'
@@ -142,6 +164,12 @@ def sse_fixtures():
 
 def json_fixtures():
     return sorted(FIXTURES.glob("*.json"))
+
+
+# Fixtures of tests/fixtures/profiles/ that the seeds above do not cover: annotations and
+# [citation:N].
+PROFILE_FIXTURES = ["openai_search_stream.sse", "openrouter_stream.sse", "deepseek_citation_stream.sse",
+                    "openai_search_response.json", "annotations_flat_response.json"]
 
 
 def json_events(path):
@@ -177,6 +205,11 @@ def main():
         write("json", name, text.encode())
     for name, (seed, flags, data) in XFORM_SEEDS.items():
         write("xform", name, bytes([seed, flags]) + data)
+    for name in PROFILE_FIXTURES:
+        data = (FIXTURES / "profiles" / name).read_bytes()
+        stem = name.rsplit(".", 1)[0]
+        write("xform", stem + ".default", bytes([0x80, XF_NO_REQ]) + data)
+        write("xform", stem + ".webchat", bytes([0x47, XF_NO_REQ | XF_WEBCHAT]) + data)
     for f in dialect_requests() + json_fixtures():
         data = f.read_bytes()
         name = f.name.replace(".request.json", "").replace(".json", "")

@@ -2,6 +2,8 @@
 
 - make_cert(dir): self-signed cert/key for localhost / 127.0.0.1 (openssl CLI)
 - MockUpstream: runs tests/tools/mock_upstream.py (plain or TLS) in a subprocess
+- H2MockUpstream: runs the h2c mock (tests/tools/h2mock.c, H2MOCK_BIN) and reads the
+  requests it recorded
 - Citegate: runs build/citegate with a clean environment, waits for /healthz,
   stops it with SIGTERM (kill after a timeout), keeps its stderr in a file
 - request(): a small HTTP/1.1 client on http.client
@@ -205,6 +207,65 @@ class MockUpstream:
     def cleanup(self):
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class H2MockUpstream:
+    """The h2c mock (tests/tools/h2mock.c): answers every request with X-Mock-Fixture
+    (a path under `fixtures`), records each request's header fields and body."""
+
+    BIN = os.environ.get("H2MOCK_BIN", os.path.join(ROOT, "build", "tests", "h2mock"))
+
+    def __init__(self, fixtures=FIXTURES, args=()):
+        self.fixtures, self.args = fixtures, list(args)
+        self.dir = tempfile.mkdtemp(prefix="cg-h2mock-")
+        self.requests_file = os.path.join(self.dir, "requests.jsonl")
+        self.proc = None
+        self.port = None
+
+    def start(self, timeout=DEFAULT_TIMEOUT):
+        ready = os.path.join(self.dir, "ready")
+        self.proc = subprocess.Popen([self.BIN, "--fixtures", self.fixtures, "--ready-file", ready,
+                                      "--requests-file", self.requests_file] + self.args,
+                                     preexec_fn=_die_with_parent)
+        if not wait_for(lambda: os.path.exists(ready) and os.path.getsize(ready) > 0, timeout):
+            self.cleanup()
+            raise RuntimeError("h2mock did not start")
+        with open(ready) as f:
+            self.port = int(f.read())
+        return self
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def requests(self):
+        """[{"headers": [[name, value], ...], "body": str}] in arrival order."""
+        if not os.path.exists(self.requests_file):
+            return []
+        with open(self.requests_file, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def reset(self):
+        if os.path.exists(self.requests_file):
+            os.remove(self.requests_file)
+
+    def cleanup(self):
+        if self.proc is not None:
+            _stop_process(self.proc, timeout=5)
+            self.proc = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def ensure_npm(directory, timeout=300):
+    """`npm ci` in directory unless every dependency of its package.json is installed
+    (a lockfile that gained a package makes an older node_modules stale)."""
+    with open(os.path.join(directory, "package.json")) as f:
+        deps = json.load(f).get("dependencies", {})
+    mods = os.path.join(directory, "node_modules")
+    if all(os.path.isfile(os.path.join(mods, name, "package.json")) for name in deps):
+        return
+    subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=directory,
+                   check=True, timeout=timeout)
 
 
 # --------------------------------------------------------------------------- citegate

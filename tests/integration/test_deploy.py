@@ -386,7 +386,15 @@ class DockerfileTest(unittest.TestCase):
         ci = ci_commands()
         self.assertTrue(ci, ".ci/run has no command")
         instrs = [(i, a) for s, i, a in self.df.instrs if s == 0]
-        run_cmds = [(n, c) for n, (i, a) in enumerate(instrs) if i == "RUN" for c in shell_commands(a)]
+        # With its build arguments at their defaults (ARG CHECK=test: the whole suite).
+        defaults = dict(a.split("=", 1) for i, a in instrs if i == "ARG" and "=" in a)
+        def expand(a):
+            for k, v in defaults.items():
+                a = a.replace('"$%s"' % k, v).replace("${%s}" % k, v).replace("$" + k, v)
+            return a
+        run_cmds = [(n, c) for n, (i, a) in enumerate(instrs) if i == "RUN"
+                    for c in shell_commands(expand(a))]
+        self.assertEqual(defaults.get("CHECK"), "test", "the build stage's default is not the suite")
         full_copy = [n for n, (i, a) in enumerate(instrs)
                      if i == "COPY" and not a.startswith("--from") and shlex.split(a)[0] == "."]
         self.assertTrue(full_copy, "the build stage does not COPY the whole context")
@@ -496,8 +504,15 @@ class DockerfileTest(unittest.TestCase):
                        and not any(SANITIZER_LIB_RE.match(n) for n, _ in libs(b))), None)
         if binary is None:
             self.skipTest("no release build of citegate to run ldd on")
+        # The libraries citegate links directly (NEEDED); apt brings what they need in
+        # turn (libpq5 brings libssl3, Kerberos, LDAP), so the Dockerfile names only those.
+        dyn = subprocess.run(["readelf", "-d", binary], capture_output=True, text=True).stdout
+        direct = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn))
+        self.assertIn("libuv.so.1", direct, "readelf -d found no NEEDED entries")
         needed = set()
         for name, path in libs(binary):
+            if name not in direct:
+                continue
             cands = [path, os.path.realpath(path)]
             cands += ["/usr" + c for c in cands if not c.startswith("/usr/")]
             owner = None
@@ -691,12 +706,49 @@ class ComposeTest(unittest.TestCase):
         self.assertGreater(compose_seconds(self.citegate().get("stop_grace_period", "10s")) * 1000, grace_ms)
 
     def test_data_volume(self):
-        db_dir = posixpath.dirname(self.env()["SEMANTIC_MEMORY_DB_PATH"])
         mounts = compose_mounts(self.citegate())
-        self.assertIn(db_dir, [t for _, t in mounts])
         for src, _ in mounts:
             if "/" not in src and not src.startswith("."):
                 self.assertIn(src, self.c.get("volumes") or {}, f"volume {src} not declared")
+        if self.env().get("CITEGATE_TRACKING_DSN"):
+            return  # PostgreSQL: nothing is stored in the container
+        db_dir = posixpath.dirname(self.env()["SEMANTIC_MEMORY_DB_PATH"])
+        self.assertIn(db_dir, [t for _, t in mounts])
+
+    def test_replicas_share_postgres(self):
+        """Two or more replicas of the image, one DSN naming the compose PostgreSQL
+        service with its own user, password and database, ports apart and on loopback."""
+        replicas = {n: s for n, s in self.svcs.items() if s.get("image") == self.citegate()["image"]}
+        self.assertGreaterEqual(len(replicas), 2, "the demo runs two replicas")
+        for n, s in replicas.items():
+            if "build" not in s:
+                self.assertEqual(s.get("pull_policy"), "never", f"{n}: citegate:latest is built here, not pulled")
+        dsns = {compose_env(s).get("CITEGATE_TRACKING_DSN") for s in replicas.values()}
+        self.assertEqual(len(dsns), 1, "the replicas must share one database")
+        dsn = dsns.pop()
+        m = re.fullmatch(r"postgresql://([^:@/]+):([^@/]+)@([^:/]+):([0-9]+)/([^?]+)", dsn or "")
+        self.assertIsNotNone(m, f"CITEGATE_TRACKING_DSN {dsn!r} is not postgresql://USER:PASSWORD@SERVICE:PORT/DB")
+        user, password, host, port, db = m.groups()
+        self.assertIn(host, self.svcs, "the DSN does not name a compose service")
+        pg = self.svcs[host]
+        self.assertTrue(pg["image"].startswith("postgres:"), pg["image"])
+        pe = compose_env(pg)
+        self.assertEqual((pe.get("POSTGRES_USER"), pe.get("POSTGRES_PASSWORD"), pe.get("POSTGRES_DB")),
+                         (user, password, db))
+        self.assertEqual(int(port), 5432)
+        self.assertIn("pg_isready", " ".join(pg["healthcheck"]["test"]))
+        self.assertIn("/var/lib/postgresql/data", [t for _, t in compose_mounts(pg)])
+        self.assertFalse(pg.get("ports"), "the database is not published")
+        published = []
+        for n, s in replicas.items():
+            self.assertEqual(s["depends_on"][host]["condition"], "service_healthy", n)
+            for p in s["ports"]:
+                ip, hport, _ = str(p).split(":")
+                self.assertEqual(ip, "127.0.0.1", f"{n}: {p} is published beyond loopback")
+                published.append(int(hport))
+            self.assertGreater(compose_seconds(s.get("stop_grace_period", "10s")) * 1000,
+                               int(self.env()["CITEGATE_SHUTDOWN_GRACE_MS"]), n)
+        self.assertEqual(len(published), len(set(published)), "two replicas publish one port")
 
     def test_env_names_known(self):
         table = config_vars()
@@ -726,12 +778,12 @@ class KubernetesTest(unittest.TestCase):
 
     def test_files_and_objects(self):
         names = {f for f, _ in self.docs}
-        self.assertEqual(names, {"sidecar.yaml", "standalone.yaml", "config.yaml"})
+        self.assertEqual(names, {"sidecar.yaml", "standalone.yaml", "fleet.yaml", "config.yaml"})
         for f, d in self.docs:
             for k in ("apiVersion", "kind", "metadata"):
                 self.assertIn(k, d, f"{f}: object without {k}")
             self.assertTrue(d["metadata"].get("name"), f"{f}: object without a name")
-        self.assertEqual(len(self.citegate_pods()), 2)
+        self.assertEqual(len(self.citegate_pods()), 3)
 
     def test_selectors(self):
         for f, d in self.docs:
@@ -822,6 +874,8 @@ class KubernetesTest(unittest.TestCase):
             if "runAsUser" in sc:
                 self.assertEqual(sc["runAsUser"], uid, f"{f}: not the image's user")
             env, _ = k8s_env(self.docs, c, self.df.env(1))
+            if env.get("CITEGATE_TRACKING_DSN"):
+                continue  # PostgreSQL: nothing is stored in the pod
             db_dir = posixpath.dirname(env["SEMANTIC_MEMORY_DB_PATH"])
             mounts = [m for m in c.get("volumeMounts", [])
                       if db_dir == m["mountPath"] or db_dir.startswith(m["mountPath"].rstrip("/") + "/")]
@@ -869,19 +923,60 @@ class KubernetesTest(unittest.TestCase):
 
     def test_hpa_targets_deployment(self):
         hpas = [(f, d) for f, d in self.docs if d["kind"] == "HorizontalPodAutoscaler"]
-        self.assertEqual(len(hpas), 1)
-        f, hpa = hpas[0]
-        self.assertEqual(hpa["apiVersion"], "autoscaling/v2")
-        ref = hpa["spec"]["scaleTargetRef"]
-        self.assertEqual((ref["apiVersion"], ref["kind"]), ("apps/v1", "Deployment"))
-        dep = [d for g, d in self.docs if g == f and d["kind"] == "Deployment" and d["metadata"]["name"] == ref["name"]]
-        self.assertEqual(len(dep), 1, f"{f}: HPA target {ref['name']} is not a Deployment in the same file")
-        self.assertTrue(any(m["type"] == "Resource" and m["resource"]["name"] == "cpu"
-                            for m in hpa["spec"]["metrics"]))
-        for c in dep[0]["spec"]["template"]["spec"]["containers"]:
-            self.assertIn("cpu", c.get("resources", {}).get("requests", {}),
-                          f"{c['name']}: CPU utilization needs a CPU request")
-        self.assertLessEqual(hpa["spec"].get("minReplicas", 1), hpa["spec"]["maxReplicas"])
+        self.assertEqual(len(hpas), 2)
+        kinds = set()
+        for f, hpa in hpas:
+            self.assertEqual(hpa["apiVersion"], "autoscaling/v2")
+            ref = hpa["spec"]["scaleTargetRef"]
+            self.assertEqual((ref["apiVersion"], ref["kind"]), ("apps/v1", "Deployment"))
+            dep = [d for g, d in self.docs if g == f and d["kind"] == "Deployment" and d["metadata"]["name"] == ref["name"]]
+            self.assertEqual(len(dep), 1, f"{f}: HPA target {ref['name']} is not a Deployment in the same file")
+            self.assertLessEqual(hpa["spec"].get("minReplicas", 1), hpa["spec"]["maxReplicas"])
+            for m in hpa["spec"]["metrics"]:
+                if m["type"] == "Resource" and m["resource"]["name"] == "cpu":
+                    kinds.add("cpu")
+                    for c in dep[0]["spec"]["template"]["spec"]["containers"]:
+                        self.assertIn("cpu", c.get("resources", {}).get("requests", {}),
+                                      f"{c['name']}: CPU utilization needs a CPU request")
+                elif m["type"] == "Pods":
+                    kinds.add(m["pods"]["metric"]["name"])
+                    self.check_streams_target(f, dep[0], m["pods"])
+                else:
+                    self.fail(f"{f}: HPA metric {m} is neither CPU nor a citegate gauge")
+        self.assertEqual(kinds, {"cpu", "citegate_active_streams"})
+
+    def check_streams_target(self, f, dep, pods_metric):
+        """The streams target is a gauge of /metrics and below what a pod is sized for."""
+        self.assertEqual(pods_metric["metric"]["name"], "citegate_active_streams")
+        self.assertEqual(pods_metric["target"]["type"], "AverageValue")
+        c = [c for c in dep["spec"]["template"]["spec"]["containers"] if is_citegate(c)][0]
+        env, _ = k8s_env(self.docs, c, self.df.env(1))
+        cap = int(env["CITEGATE_WORKERS"]) * int(env["CITEGATE_UPSTREAM_MAX_CONNECTIONS"])
+        target = k8s_quantity(pods_metric["target"]["averageValue"])
+        self.assertGreater(target, 0)
+        self.assertLess(target, cap, f"{f}: scaling at {target} streams per pod, sized for {cap}")
+        src = (REPO / "src" / "io" / "metrics.c").read_text()
+        self.assertIn('"active_streams", "gauge"', src.replace("\n", " "))
+
+    def test_fleet_shares_one_database(self):
+        """Replicas of fleet.yaml take the DSN from a Secret and scale beyond one."""
+        fleet = [(f, w, c) for f, w, _, c in self.citegate_pods()
+                 if k8s_env(self.docs, c, self.df.env(1))[0].get("CITEGATE_TRACKING_DSN")]
+        self.assertEqual([f for f, _, _ in fleet], ["fleet.yaml"])
+        f, w, c = fleet[0]
+        self.assertGreaterEqual(w["spec"]["replicas"], 2)
+        refs = [e["valueFrom"]["secretKeyRef"] for e in c.get("env", [])
+                if e["name"] == "CITEGATE_TRACKING_DSN" and "secretKeyRef" in e.get("valueFrom", {})]
+        self.assertEqual(len(refs), 1, f"{f}: CITEGATE_TRACKING_DSN does not come from a Secret")
+        for _, d in self.docs:
+            if d["kind"] == "ConfigMap":
+                self.assertNotIn("CITEGATE_TRACKING_DSN", d.get("data") or {}, "a DSN (with its password) in a ConfigMap")
+        dsn = secret_data(find(self.docs, "Secret", refs[0]["name"]))[refs[0]["key"]]
+        self.assertRegex(dsn, r"^postgresql://[^:@/]+:[^@/]+@[^/]+/[^?]+")
+        hpa = [d for g, d in self.docs if g == f and d["kind"] == "HorizontalPodAutoscaler"]
+        self.assertEqual(len(hpa), 1)
+        self.assertGreaterEqual(hpa[0]["spec"]["minReplicas"], 2)
+        self.assertFalse(c.get("volumeMounts"), f"{f}: nothing is stored in the pod with PostgreSQL")
 
     def test_citegate_check(self):
         if not citegate_bin():

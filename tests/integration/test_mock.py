@@ -109,6 +109,24 @@ class MockTest(unittest.TestCase):
         st, hd, body = self.req("POST", "/anything", CHAT, {"X-Mock-Fixture": "structured_response.json"})
         self.assertEqual((st, body), (200, H.fixture_bytes("structured_response.json")))
 
+    def test_dialect_paths_by_stream_flag(self):
+        for path, api in (("/v1/messages", "anthropic"), ("/base/v1/responses", "responses")):
+            with self.subTest(path=path):
+                st, hd, body = self.req("POST", path, H.chat_body(stream=True))
+                self.assertEqual(st, 200)
+                self.assertEqual(hd.get("Content-Type"), "text/event-stream")
+                self.assertEqual(body, H.fixture_bytes(f"dialects/e2e/{api}_stream.sse"))
+                st, hd, body = self.req("POST", path, H.chat_body(stream=False))
+                self.assertEqual((st, body), (200, H.fixture_bytes(f"dialects/e2e/{api}_response.json")))
+                self.assertEqual(self.m.requests()[-1]["path"], path)
+
+    def test_fixture_in_a_subdirectory_but_not_above(self):
+        name = "dialects/e2e/anthropic_error.sse"
+        st, _, body = self.req("POST", "/v1/messages", CHAT, {"X-Mock-Fixture": name})
+        self.assertEqual((st, body), (200, H.fixture_bytes(name)))
+        st, _, _ = self.req("POST", "/v1/messages", CHAT, {"X-Mock-Fixture": "../fixtures/chat_request.json"})
+        self.assertEqual(st, 404)
+
     def test_missing_fixture_404(self):
         st, _, body = self.req("POST", "/v1/chat/completions", CHAT, {"X-Mock-Fixture": "nope.sse"})
         self.assertEqual(st, 404)

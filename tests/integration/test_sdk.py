@@ -11,16 +11,10 @@ import harness as H
 SDK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sdk")
 
 
-def ensure_sdk():
-    if not os.path.isdir(os.path.join(SDK, "node_modules", "openai")):
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=SDK,
-                       check=True, timeout=300)
-
-
 class OpenAISDK(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        ensure_sdk()
+        H.ensure_npm(SDK)
         cls.mock = H.MockUpstream().start()
         cls.cg = H.Citegate(upstream=cls.mock.url).start()
 

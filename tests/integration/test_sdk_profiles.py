@@ -50,13 +50,6 @@ STRUCTURED_BODY = compact({"response": "The total is 1,200 EUR [1]. The invoice 
 STRUCTURED_STREAM = compact({"response": "A [1] B C [2].", "citations": [C1, C2]})
 
 
-def ensure_sdk():
-    mods = os.path.join(SDK, "node_modules")
-    if not (os.path.isdir(os.path.join(mods, "openai")) and os.path.isdir(os.path.join(mods, "eventsource-parser"))):
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=SDK,
-                       check=True, timeout=300)
-
-
 def request_obj(name):
     obj = json.loads(H.fixture_bytes(name))
     obj.pop("stream", None)
@@ -93,7 +86,7 @@ class SDKProfiles(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        ensure_sdk()
+        H.ensure_npm(SDK)
         cls.mock = H.MockUpstream().start()
         cls.cg = H.Citegate(upstream=cls.mock.url).start()
         runs = []

@@ -144,6 +144,7 @@ class Tracking(unittest.TestCase):
                 rows["episodic"] += 1
         got = self.stats(cg)
         rate = got.pop("citation_rate")
+        self.assertEqual(got.pop("scope"), "process")  # SQLite: this process's totals
         self.assertEqual(got, want)
         self.assertAlmostEqual(rate, want["citations_cited"] / want["citations_available"], places=5)
         self.assertGreater(want["references"], want["citations_cited"])  # repeats are counted

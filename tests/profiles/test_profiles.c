@@ -722,6 +722,105 @@ static void test_short_event_many_links_stays_short(void **state)
     cg_buf_free(&url);
 }
 
+/* --- annotations and [citation:N], in every profile -------------------------- */
+
+/* An OpenAI search model's stream: the text links its sources itself; a
+ * late chunk carries the annotations (one url twice, one not absolute). */
+static const char *ANNOTATED =
+    "data: {\"id\":\"w\",\"created\":7,\"model\":\"s\",\"choices\":[{\"index\":0,\"delta\":"
+    "{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n"
+    "data: {\"id\":\"w\",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+    "\"News ([a.example](https://a.example/n)).\"}}]}\n\n"
+    "data: {\"id\":\"w\",\"choices\":[{\"index\":0,\"delta\":{\"annotations\":["
+    "{\"type\":\"url_citation\",\"url_citation\":{\"url\":\"https://a.example/n\",\"title\":\"A\","
+    "\"content\":\"snippet a\",\"start_index\":6,\"end_index\":38}},"
+    "{\"type\":\"url_citation\",\"url_citation\":{\"url\":\"b.example/rel\",\"title\":\"B\"}},"
+    "{\"type\":\"url_citation\",\"url_citation\":{\"url\":\"https://a.example/n\",\"title\":\"A2\"}}"
+    "]}}]}\n\n"
+    "data: {\"id\":\"w\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+    "data: [DONE]\n\n";
+
+static void test_annotated_stream_every_profile(void **state)
+{
+    (void)state;
+    size_t n = strlen(ANNOTATED);
+    view_t v;
+    cg_buf_t out = {0};
+    /* openai: the annotations went to the client as they came; nothing is
+     * repeated, not even the citation without an absolute URL. */
+    static const char *const unchanged[] = {"openai", "structured", "off"};
+    for (size_t i = 0; i < 3; i++) {
+        run(unchanged[i], ANNOTATED, NULL, &v, &out);
+        if (out.len != n || memcmp(out.p, ANNOTATED, n) != 0)
+            fail_msg("%s changed the stream:\n%.*s", unchanged[i], (int)out.len, out.p);
+        view_free(&v);
+        out.len = 0;
+    }
+    /* openwebui: a source event per citation, in order of arrival. */
+    run("openwebui", ANNOTATED, NULL, &v, &out);
+    const char *a = strstr(v.sources.p, "{\"source\":{\"id\":\"1\",\"name\":\"[1] A\","
+                                        "\"url\":\"https://a.example/n\"},\"document\":[\"snippet a\"]");
+    const char *b = strstr(v.sources.p, "{\"source\":{\"id\":\"2\",\"name\":\"[2] B\"},");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_true(a < b);
+    assert_null(strstr(v.sources.p, "A2"));
+    assert_true(v.ends_done);
+    view_free(&v);
+    out.len = 0;
+    /* webchat: definitions and Claims, no badge in the text. */
+    run("webchat", ANNOTATED, NULL, &v, &out);
+    cg_buf_putc(&v.content[0], '\0');
+    assert_string_equal(v.content[0].p, "News ([a.example](https://a.example/n)).\n\n"
+                                        "[1]: https://a.example/n \"A\"\n"
+                                        "[2]: cite:2 \"B\"");
+    assert_non_null(strstr(v.extras.p, "{\"@type\":\"Claim\",\"position\":\"2\",\"appearance\":"
+                                       "{\"@type\":\"DigitalDocument\",\"name\":\"B\",\"abstract\":\"B\""));
+    view_free(&v);
+    cg_buf_free(&out);
+}
+
+/* DeepSeek's [citation:N] with a top-level URL list, in every profile. */
+static void test_citation_style_every_profile(void **state)
+{
+    (void)state;
+    const char *in =
+        "data: {\"id\":\"d\",\"citations\":[\"https://a.example/1\",\"https://b.example/2\"],"
+        "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"X [citation:2] y [cita\"}}]}\n\n"
+        "data: {\"id\":\"d\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tion:1][citation:2].\"},"
+        "\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    static const char *const want[][2] = {
+        {"openwebui", "X [[citation:2]](https://b.example/2) y [[citation:1]](https://a.example/1)"
+                      "[[citation:2]](https://b.example/2)."},
+        {"openai", "X [[citation:2]](https://b.example/2) y [[citation:1]](https://a.example/1)"
+                   "[[citation:2]](https://b.example/2)."},
+        {"webchat", "X [1] y [2]\xE2\x80\x8B[1].\n\n[1]: https://b.example/2 \"2\"\n"
+                    "[2]: https://a.example/1 \"1\""},
+        {"structured", "X [citation:2] y [citation:1][citation:2]."},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        view_t v;
+        cg_buf_t out = {0};
+        run(want[i][0], in, NULL, &v, &out);
+        cg_buf_putc(&v.content[0], '\0');
+        if (strcmp(v.content[0].p, want[i][1]) != 0)
+            fail_msg("%s\nwant %s\ngot  %s", want[i][0], want[i][1], v.content[0].p);
+        if (strcmp(want[i][0], "openwebui") == 0) {
+            /* LABEL is N, in first-reference order */
+            const char *two = strstr(v.sources.p, "\"name\":\"[2] 2\"");
+            const char *one = strstr(v.sources.p, "\"name\":\"[1] 1\"");
+            assert_non_null(two);
+            assert_non_null(one);
+            assert_true(two < one);
+        }
+        if (strcmp(want[i][0], "openai") == 0)
+            assert_non_null(strstr(v.extras.p, "\"url\":\"https://a.example/1\",\"title\":\"1\","
+                                               "\"start_index\":40,\"end_index\":75}"));
+        view_free(&v);
+        cg_buf_free(&out);
+    }
+}
+
 static void test_profile_names(void **state)
 {
     (void)state;
@@ -758,6 +857,8 @@ int main(void)
         cmocka_unit_test(test_structured_stream_is_held_then_replayed),
         cmocka_unit_test(test_long_content_lines_stay_short),
         cmocka_unit_test(test_short_event_many_links_stays_short),
+        cmocka_unit_test(test_annotated_stream_every_profile),
+        cmocka_unit_test(test_citation_style_every_profile),
         cmocka_unit_test(test_profile_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

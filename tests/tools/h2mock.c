@@ -8,11 +8,14 @@
  * received, stamped with CLOCK_MONOTONIC (the clock Python's
  * time.monotonic_ns() reads), so a test can time citegate's cancel. With
  * --goaway-after N it sends GOAWAY on a connection once N streams were
- * opened on it (those N finish). Single-threaded poll() loop; for tests only.
+ * opened on it (those N finish). With --requests-file F it appends one JSON
+ * line per request, {"headers":[[name,value],...],"body":"..."} (pseudo-headers
+ * included, in arrival order), so a test can check what citegate sent.
+ * Single-threaded poll() loop; for tests only.
  *
  * usage: h2mock --fixtures DIR --ready-file F [--max-streams N] [--stats-file F]
  *               [--delay-ms D]   (D ms between an answer's events)
- *               [--events-file F] [--goaway-after N]
+ *               [--events-file F] [--goaway-after N] [--requests-file F]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,8 +31,15 @@
 
 #define MAX_CONNS 256
 
+typedef struct bytes {
+    char *p;
+    size_t n, cap;
+} bytes_t;
+
 typedef struct stream {
     int32_t id;
+    bytes_t req_headers; /* the request's fields as JSON pairs, comma-separated */
+    bytes_t req_body;
     char fixture[256];
     int rst;
     char *body;
@@ -53,6 +63,7 @@ static unsigned accepted;
 static int delay_ms;
 static const char *events_file;
 static unsigned goaway_after;
+static const char *requests_file;
 
 static long long now_ns(void)
 {
@@ -70,6 +81,63 @@ static void log_event(const char *what, int32_t id, uint32_t code)
         fprintf(f, "{\"%s\":%d,\"code\":%u,\"t_ns\":%lld}\n", what, id, code, now_ns());
         fclose(f);
     }
+}
+
+static void put(bytes_t *b, const void *p, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+
+/* A JSON string of raw bytes: quotes, backslashes and controls escaped,
+ * the rest (UTF-8) as it is. */
+static void put_json_str(bytes_t *b, const uint8_t *s, size_t n)
+{
+    put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        char esc[8];
+        if (s[i] == '"' || s[i] == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)s[i];
+            put(b, esc, 2);
+        } else if (s[i] < 0x20) {
+            snprintf(esc, sizeof(esc), "\\u%04x", s[i]);
+            put(b, esc, 6);
+        } else {
+            put(b, s + i, 1);
+        }
+    }
+    put(b, "\"", 1);
+}
+
+static void log_request(const stream_t *st)
+{
+    if (!requests_file)
+        return;
+    bytes_t line = {0};
+    put(&line, "{\"headers\":[", 12);
+    put(&line, st->req_headers.p, st->req_headers.n);
+    put(&line, "],\"body\":", 9);
+    put_json_str(&line, (const uint8_t *)st->req_body.p, st->req_body.n);
+    put(&line, "}\n", 2);
+    FILE *f = fopen(requests_file, "a");
+    if (f) {
+        fwrite(line.p, 1, line.n, f);
+        fclose(f);
+    }
+    free(line.p);
+}
+
+static void stream_free(stream_t *st)
+{
+    free(st->body);
+    free(st->req_headers.p);
+    free(st->req_body.p);
+    free(st);
 }
 
 static long long now_ms(void)
@@ -143,12 +211,30 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
     if (!st)
         return 0;
+    if (st->req_headers.n)
+        put(&st->req_headers, ",", 1);
+    put(&st->req_headers, "[", 1);
+    put_json_str(&st->req_headers, name, nl);
+    put(&st->req_headers, ",", 1);
+    put_json_str(&st->req_headers, value, vl);
+    put(&st->req_headers, "]", 1);
     if (nl == 14 && memcmp(name, "x-mock-fixture", 14) == 0 && vl < sizeof(st->fixture)) {
         memcpy(st->fixture, value, vl);
         st->fixture[vl] = 0;
     }
     if (nl == 12 && memcmp(name, "x-mock-fault", 12) == 0 && vl == 3 && memcmp(value, "rst", 3) == 0)
         st->rst = 1;
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *ud)
+{
+    (void)flags;
+    (void)ud;
+    stream_t *st = nghttp2_session_get_stream_user_data(s, id);
+    if (st)
+        put(&st->req_body, data, len);
     return 0;
 }
 
@@ -163,6 +249,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
     if (!st)
         return 0;
+    log_request(st);
     st->body = slurp(st->fixture, &st->len);
     if (!st->body) {
         nghttp2_nv nv[] = {{(uint8_t *)":status", (uint8_t *)"404", 7, 3, 0}};
@@ -187,8 +274,7 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
         if ((*p)->id == id) {
             stream_t *st = *p;
             *p = st->next;
-            free(st->body);
-            free(st);
+            stream_free(st);
             break;
         }
     }
@@ -256,6 +342,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--delay-ms")) delay_ms = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--events-file")) events_file = argv[i + 1];
         else if (!strcmp(argv[i], "--goaway-after")) goaway_after = (unsigned)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--requests-file")) requests_file = argv[i + 1];
     }
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -274,6 +361,7 @@ int main(int argc, char **argv)
     nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
     conn_t *conns[MAX_CONNS]; /* each at a fixed address: it is its session's user data */
     int n = 0;
@@ -316,8 +404,7 @@ int main(int argc, char **argv)
                 while (c->streams) {
                     stream_t *st = c->streams;
                     c->streams = st->next;
-                    free(st->body);
-                    free(st);
+                    stream_free(st);
                 }
                 nghttp2_session_del(c->s);
                 free(c);

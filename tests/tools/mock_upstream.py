@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Mock OpenAI-compatible / Azure OpenAI upstream for citegate's integration tests.
+"""Mock OpenAI-compatible / Azure OpenAI / Anthropic / OpenAI Responses upstream for
+citegate's integration tests.
 
 Python 3 standard library only. An asyncio HTTP/1.1 server (plain, or TLS with
 --tls-cert/--tls-key; ALPN offers only http/1.1) bound to 127.0.0.1.
@@ -16,14 +17,18 @@ Routes
   GET  /__mock/stats      {"open":N,"closed_by_peer":M,"requests":K, ...}
   GET  /v1/models         a small JSON model list
   *    /echo, /echo/...   JSON {method, path, query, headers, body} of the request
-  any path with X-Mock-Fixture, or any path ending in /chat/completions: a fixture
+  any path with X-Mock-Fixture, or any path ending in /chat/completions, /v1/messages
+  (Anthropic Messages) or /v1/responses (OpenAI Responses): a fixture
   anything else           404 with an OpenAI-style JSON error
 
 Request headers that control a response (citegate forwards end-to-end headers):
-  X-Mock-Fixture: NAME    serve DIR/NAME: *.sse as text/event-stream (chunked),
-                          anything else as application/json with Content-Length.
-                          Default on a chat path: azure_oyd_stream.sse when the request
-                          JSON has "stream": true, else azure_oyd_response.json.
+  X-Mock-Fixture: NAME    serve DIR/NAME (NAME may name a file in a subdirectory of DIR):
+                          *.sse as text/event-stream (chunked), anything else as
+                          application/json with Content-Length.
+                          Default when the request JSON has "stream": true / else:
+                          chat path      azure_oyd_stream.sse / azure_oyd_response.json
+                          /v1/messages   dialects/e2e/anthropic_stream.sse / …_response.json
+                          /v1/responses  dialects/e2e/responses_stream.sse / …_response.json
   X-Mock-Split: N         write the body in N-byte pieces (one chunk, one write+drain each).
                           Without it an .sse body is written one SSE event per piece and a
                           JSON body in one piece.
@@ -121,6 +126,30 @@ def sse_event_pieces(body):
     if start < len(body):
         pieces.append(body[start:])
     return [p for p in pieces if p]
+
+
+# Default fixtures per API: (path suffix, streaming answer, body answer).
+DEFAULT_FIXTURES = (
+    ("/chat/completions", "azure_oyd_stream.sse", "azure_oyd_response.json"),
+    ("/v1/messages", "dialects/e2e/anthropic_stream.sse", "dialects/e2e/anthropic_response.json"),
+    ("/v1/responses", "dialects/e2e/responses_stream.sse", "dialects/e2e/responses_response.json"),
+)
+
+
+def default_fixture(path):
+    """(stream fixture, body fixture) of the API at path, or None."""
+    for suffix, stream, body in DEFAULT_FIXTURES:
+        if path.endswith(suffix):
+            return stream, body
+    return None
+
+
+def fixture_path(root, name):
+    """root/name for a name inside root (subdirectories allowed), else None."""
+    rel = os.path.normpath(name)
+    if os.path.isabs(rel) or rel == ".." or rel.startswith(".." + os.sep):
+        return None
+    return os.path.join(root, rel)
 
 
 def cut(data, n):
@@ -358,11 +387,11 @@ class Conn:
         if path == "/v1/models" and req.method == "GET" and fixture is None:
             return await self.simple(req, 200, "application/json", MODELS_BODY,
                                      extra=[("X-Mock-Models", "yes")])
-        if fixture is None and not path.endswith("/chat/completions"):
+        if fixture is None and default_fixture(path) is None:
             body = json.dumps({"error": {"message": f"no route for {req.method} {path}",
                                          "type": "invalid_request_error", "code": "404"}}).encode()
             return await self.simple(req, 404, "application/json", body)
-        return await self.serve_fixture(req, fixture)
+        return await self.serve_fixture(req, path, fixture)
 
     async def admin(self, req, path):
         m = self.mock
@@ -377,7 +406,7 @@ class Conn:
             return await self.simple(req, 404, "application/json", b'{"error":{"message":"unknown mock path"}}')
         return await self.simple(req, 200, "application/json", body)
 
-    async def serve_fixture(self, req, fixture):
+    async def serve_fixture(self, req, path, fixture):
         rec = self.current_record
         faults = {}
         for f in (req.header("x-mock-fault") or "").split(","):
@@ -406,12 +435,12 @@ class Conn:
                 stream = json.loads(req.body or b"{}").get("stream") is True
             except (ValueError, AttributeError):
                 stream = False
-            fixture = "azure_oyd_stream.sse" if stream else "azure_oyd_response.json"
-        fpath = os.path.join(self.mock.fixtures, os.path.basename(fixture))
+            fixture = default_fixture(path)[0 if stream else 1]
+        fpath = fixture_path(self.mock.fixtures, fixture)
         try:
             with open(fpath, "rb") as f:
                 body = f.read()
-        except OSError:
+        except (OSError, TypeError):
             body = json.dumps({"error": {"message": f"mock: no fixture {fixture}",
                                          "type": "invalid_request_error", "code": "404"}}).encode()
             return await self.simple(req, 404, "application/json", body)

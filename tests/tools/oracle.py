@@ -7,6 +7,13 @@ concatenated content of each choice, which is exactly what fidelity rule 1 says 
 must end up with. It does model *when* a stream's citations become known (events are
 processed in order), because a reference that completes before that is left as is.
 
+Citation sources, first match wins per stream: Azure context, top-level citations /
+search_results, request-side <source> tags (from the first event with content), then
+url_citation annotations (SPEC §6): one citation per distinct url, numbered in order of
+arrival, each counted as referenced once ("mentioned") at the event that brought it; the
+upstream's annotation chunks reach the client unchanged, and profile openai does not repeat
+them. A mention comes before the references that complete in the same event.
+
 SPEC §6 rule 4: every upstream top-level member whose name, unescaped, is "event" is
 removed (duplicates included), in streams and bodies. Rule 6: an event larger than
 max_event (CITEGATE_MAX_EVENT_BYTES; its size counts every byte through its blank line, a
@@ -30,7 +37,8 @@ Both return the CLIENT VIEW, a dict with the same keys:
   entities     webchat: top-level "entities"
   events       every other top-level "event" member value (duplicates included)
 expected_view() adds "oversized" (the data of the events forwarded unchanged), "own_sources"
-(how many of "sources" are the profile's own, at the end), "passthrough" (structured: the
+(how many of "sources" are the profile's own, at the end), "own_annotations" (openai: those
+of its own chunk, after the upstream's), "passthrough" (structured: the
 stream went through unchanged), "removed" and "shaped" (structured: invalid citations
 removed; which choices have the {response, citations} shape), "defs" (webchat definitions,
 markdown Sources blocks)
@@ -47,7 +55,8 @@ import sys
 import urllib.parse
 
 PROFILES = ("openwebui", "openai", "webchat", "structured", "markdown", "off")
-REF_RE = {"doc": re.compile(r"\[doc([0-9]{1,4})\]"), "numeric": re.compile(r"\[([0-9]{1,4})\]")}
+REF_RE = {"doc": re.compile(r"\[doc([0-9]{1,4})\]"), "numeric": re.compile(r"\[([0-9]{1,4})\]"),
+          "citation": re.compile(r"\[citation:([0-9]{1,4})\]")}
 MARKER_RE = re.compile(r"\[([0-9]{1,4})\]")
 ZWSP = "\u200b"
 ELLIPSIS = "\u2026"
@@ -376,8 +385,12 @@ class Stream:
     def __init__(self):
         self.content = {}      # choice index -> upstream content (concatenated)
         self.segments = {}     # choice index -> [(start, end, event_no, pos_in_event)]
-        self.kind = None       # "azure" | "perplexity" | "request" | None
-        self.cits = None       # list (azure/perplexity) or {id: Citation} (request)
+        self.kind = None       # "azure" | "perplexity" | "request" | "annotations" | None
+        self.cits = None       # list (azure/perplexity/annotations) or {id: Citation} (request)
+        self.cit_ev = {}       # annotations: citation index -> event number it arrived in
+        self.mentions = []     # annotations: a Ref per citation, where it arrived
+        self.up_anns = {}      # choice index -> the upstream's annotations (forwarded)
+        self.body = False      # a JSON body, not a stream
         self.known_ev = INF    # event number from which references can resolve
         self.meta = {"id": None, "created": None, "model": None}
         self.order = []        # choice indices in order of first appearance
@@ -409,6 +422,7 @@ class Stream:
                 obj = json.loads(data)
             except ValueError:
                 obj = None
+            self.forward_annotations(_choices(obj) if isinstance(obj, dict) else [])
             for pos, ch in enumerate(_choices(obj) if isinstance(obj, dict) else []):
                 d = ch.get("delta")
                 if isinstance(d, dict) and isinstance(d.get("content"), str) and d["content"]:
@@ -418,6 +432,33 @@ class Stream:
                     self.content[idx] += d["content"]
                     self.raw[idx].add((start, len(self.content[idx])))
         self.cut()
+
+    def annotate(self, idx, ann, ev):
+        """One upstream annotation of choice idx (SPEC §6): a url_citation with a url,
+        inside "url_citation" or at the annotation's top level, adds a citation unless
+        one has that url, and mentions it."""
+        if not isinstance(ann, dict) or ann.get("type") != "url_citation":
+            return
+        obj = ann["url_citation"] if isinstance(ann.get("url_citation"), dict) else ann
+        url = obj.get("url")
+        cits = self.cits if self.cits is not None else []
+        if not nonempty(url) or len(cits) >= 1000 or any(c.url_raw == url for c in cits):
+            return
+        self.kind, self.cits = "annotations", cits
+        cits.append(Citation(obj.get("content"), obj.get("title"), url))
+        key = len(cits) - 1
+        self.cit_ev[key] = ev
+        self.mentions.append(Ref(idx, None, key + 1, cits[key], key, True, (ev, -1, len(self.mentions))))
+
+    def forward_annotations(self, chs):
+        """The client sees every non-empty delta.annotations list as it came."""
+        for pos, ch in enumerate(chs):
+            d = ch.get("delta")
+            if isinstance(d, dict) and isinstance(d.get("annotations"), list) and d["annotations"]:
+                self.up_anns.setdefault(str(_index(ch, pos)), []).extend(d["annotations"])
+
+    def known_at(self, key):
+        return self.cit_ev.get(key, self.known_ev)
 
     def finder_spans(self, idx):
         """The stretches of content[idx] that a reference finder reads as one."""
@@ -447,20 +488,41 @@ class Stream:
 
 
 class Ref:
+    """A reference found in the content, or (m None) a mention: an annotation's citation."""
+
     def __init__(self, idx, m, n, cit, key, resolves, when):
-        self.idx, self.start, self.end, self.text = idx, m.start(), m.end(), m.group(0)
+        self.idx = idx
+        self.start, self.end, self.text = (m.start(), m.end(), m.group(0)) if m else (None, None, "")
         self.n, self.cit, self.key, self.resolves, self.when = n, cit, key, resolves, when
         self.label = None
 
 
 def resolve_style(ref_style, request, st):
-    if ref_style in ("doc", "numeric"):
+    """SPEC §3: a fixed style; or auto: doc for Azure context (or a request with
+    data_sources), else citation when the first reference seen is [citation:N], numeric
+    otherwise ([docN] does not decide: outside Azure context it is no reference)."""
+    if ref_style in ("doc", "numeric", "citation"):
         return ref_style
     if isinstance(request, dict) and request.get("data_sources") not in (None, [], {}):
         return "doc"
-    if request_sources(request):
-        return "numeric"
-    return "doc" if st.kind == "azure" else "numeric"
+    if st.kind == "azure":
+        return "doc"
+    return first_form(st) or "numeric"
+
+
+def first_form(st):
+    """"numeric" or "citation": the form of the first [N] / [citation:N] to reach the
+    client (by the event that completes it, the choice's place in that event, its offset)."""
+    best = None
+    for idx in st.order:
+        for a, b in st.finder_spans(idx):
+            for form in ("numeric", "citation"):
+                m = REF_RE[form].search(st.content[idx], a, b)
+                if m:
+                    ev, pos = st.event_of(idx, m.end() - 1)
+                    if best is None or (ev, pos, m.start()) < best[0]:
+                        best = ((ev, pos, m.start()), form)
+    return best[1] if best else None
 
 
 def find_refs(st, style):
@@ -475,8 +537,8 @@ def find_refs(st, style):
                 cit = st.lookup(n)
                 key = (n if st.kind == "request" else n - 1) if cit is not None else None
                 ev, pos = st.event_of(idx, m.end() - 1)
-                r = Ref(idx, m, n, cit, key, cit is not None and ev >= st.known_ev, (ev, pos, m.start()))
-                r.label = ("doc%d" if style == "doc" else "%d") % n
+                r = Ref(idx, m, n, cit, key, cit is not None and ev >= st.known_at(key), (ev, pos, m.start()))
+                r.label = ("doc%d" if style == "doc" else "%d") % n  # citation: N
                 refs.append(r)
     refs.sort(key=lambda r: r.when)
     return refs
@@ -519,22 +581,25 @@ def markdown_escape(s):
     return re.sub(r"([\\`*_\[\]<>])", r"\\\1", s)
 
 
-def markdown_sources(st, resolving, counted):
+def markdown_sources(st, emitting, counted):
     """Profile markdown: {key: position} and {choice: positions its Sources block lists}.
-    Positions as in webchat (first resolving reference). A citation the answer references
+    Positions as in webchat: first resolving reference or annotation (a mention takes its
+    position where its annotation arrived, in its choice). A citation the answer references
     only before the citations were known is still emitted (SPEC §6): it takes the next
     positions, in first-reference order, in the first choice (lowest index) that has
     content of its own (not only content forwarded inside oversized events)."""
     pos = {}
-    for key, _ in first_order(resolving):
+    for key, _ in first_order(emitting):
         pos[key] = len(pos) + 1
-    listed = {idx: {pos[r.key] for r in resolving if r.idx == idx} for idx in st.order}
+    listed = {}
+    for r in emitting:
+        listed.setdefault(r.idx, set()).add(pos[r.key])
     late = [key for key, _ in first_order(counted) if key not in pos]
     with_text = sorted((i for i in st.order if st.segments[i]), key=int)
     if late and with_text:
         for key in late:
             pos[key] = len(pos) + 1
-            listed[with_text[0]].add(pos[key])
+            listed.setdefault(with_text[0], set()).add(pos[key])
     return pos, listed
 
 
@@ -556,6 +621,10 @@ def transform(st, profile, style, max_doc_bytes, scores):
     refs = find_refs(st, style)
     counted = [r for r in refs if r.cit is not None]
     resolving = [r for r in refs if r.resolves]
+    for r in st.mentions:
+        r.label = ("doc%d" if style == "doc" else "%d") % r.n
+    cited = sorted(counted + st.mentions, key=lambda r: r.when)  # what the profiles emit
+    emitting = sorted(resolving + st.mentions, key=lambda r: r.when)
     out = {"content": dict(st.content), "sources": [], "annotations": {}, "citations": [],
            "entities": [], "defs": {}}
     if profile == "openwebui":
@@ -563,7 +632,7 @@ def transform(st, profile, style, max_doc_bytes, scores):
             repl = [(r.start, r.end, "[%s](%s)" % (r.text, link(r.cit.url)))
                     for r in resolving if r.idx == idx and r.cit.url]
             out["content"][idx] = apply(st.content[idx], sorted(repl))
-        out["sources"] = [r.cit.source(r.label, max_doc_bytes, scores) for _, r in first_order(counted)]
+        out["sources"] = [r.cit.source(r.label, max_doc_bytes, scores) for _, r in first_order(cited)]
     elif profile == "openai":
         budget = MAX_ANNOTATIONS
         for idx in st.order:
@@ -583,14 +652,20 @@ def transform(st, profile, style, max_doc_bytes, scores):
             budget -= len(anns)
             if anns:
                 out["annotations"][idx] = anns
-        out["citations"] = [r.cit.source(r.label, max_doc_bytes, scores)
-                            for _, r in first_order(counted) if not r.cit.url]
+        if st.kind != "annotations":  # the upstream's annotations already carry those
+            out["citations"] = [r.cit.source(r.label, max_doc_bytes, scores)
+                                for _, r in first_order(cited) if not r.cit.url]
     elif profile == "webchat":
-        order = first_order(resolving)
+        order = first_order(emitting)
         pos = {key: p + 1 for p, (key, _) in enumerate(order)}
-        for idx in st.order:
+        # A stream's choice that only has annotations still gets its definitions.
+        extra = [] if st.body else [r.idx for r in st.mentions if r.idx not in st.content]
+        for idx in st.order + sorted(set(extra), key=extra.index):
             mine = sorted((r for r in resolving if r.idx == idx), key=lambda r: r.start)
-            repl, text = [], st.content[idx]
+            named = {pos[r.key] for r in mine} | {pos[r.key] for r in st.mentions if r.idx == idx}
+            if idx not in st.content and not named:
+                continue
+            repl, text = [], st.content.get(idx, "")
             starts = {r.start for r in mine}
             for r in mine:
                 t = "[%d]" % pos[r.key]
@@ -601,10 +676,10 @@ def transform(st, profile, style, max_doc_bytes, scores):
                 if r.end < len(text) and text[r.end] in "[(:" and r.end not in starts:
                     t = t + ZWSP
                 repl.append((r.start, r.end, t))
-            out["content"][idx] = apply(st.content[idx], repl)
-            if mine:
+            out["content"][idx] = apply(text, repl)
+            if named:
                 lines = []
-                for p in sorted({pos[r.key] for r in mine}):
+                for p in sorted(named):
                     c = order[p - 1][1].cit
                     if c.url:
                         lines.append('[%d]: %s "%s"' % (p, link(c.url), webchat_escape(c.title)))
@@ -629,14 +704,16 @@ def transform(st, profile, style, max_doc_bytes, scores):
                                 "type": "https://schema.org/Message",
                                 "keywords": ["AIGeneratedContent"], "citation": claims}]
     elif profile == "markdown":
-        pos, listed = markdown_sources(st, resolving, counted)
-        cit_of = {pos[r.key]: r.cit for r in counted if r.key in pos}
-        for idx in st.order:
+        pos, listed = markdown_sources(st, emitting, counted)
+        cit_of = {pos[r.key]: r.cit for r in cited if r.key in pos}
+        # A stream's choice that only has annotations still gets its Sources.
+        extra = [] if st.body else [r.idx for r in st.mentions if r.idx not in st.content]
+        for idx in st.order + sorted(set(extra), key=extra.index):
             mine = sorted((r for r in resolving if r.idx == idx), key=lambda r: r.start)
             repl = [(r.start, r.end, "[%d](%s)" % (pos[r.key], link(r.cit.url)) if r.cit.url
                      else "[%d]" % pos[r.key]) for r in mine]
-            out["content"][idx] = apply(st.content[idx], repl)
-            if listed[idx]:
+            out["content"][idx] = apply(st.content.get(idx, ""), repl)
+            if listed.get(idx):
                 lines = []
                 for p in sorted(listed[idx]):
                     c = cit_of[p]
@@ -732,6 +809,9 @@ def read_stream(body, request, max_event=MAX_EVENT):
                 st.kind, st.cits = "request", tags
             if st.cits is not None:
                 st.known_ev = ev
+        st.forward_annotations(chs)
+        if st.kind == "annotations" or (st.cits is None and not tags):
+            learn_annotations(st, chs, "delta", ev)
         for pos, ch in enumerate(chs):
             d = ch.get("delta")
             if isinstance(d, dict) and isinstance(d.get("content"), str):
@@ -758,8 +838,19 @@ def read_body(obj, request):
         st.kind, st.cits = "perplexity", perplexity_citations(obj)
     elif request_sources(request):
         st.kind, st.cits = "request", request_sources(request)
+    else:
+        learn_annotations(st, chs, "message", 0)
     st.known_ev = 0
+    st.body = True
     return st
+
+
+def learn_annotations(st, chs, key, ev):
+    for pos, ch in enumerate(chs):
+        m = ch.get(key)
+        if isinstance(m, dict) and isinstance(m.get("annotations"), list):
+            for a in m["annotations"]:
+                st.annotate(str(_index(ch, pos)), a, ev)
 
 
 def expected_view(body, request=None, profile="openwebui", ref_style="auto",
@@ -780,7 +871,9 @@ def expected_view(body, request=None, profile="openwebui", ref_style="auto",
         view.update(meta=st.meta, removed=0, shaped={i: False for i in view["content"]}, oversized=[],
                     passthrough=True)
         return view
-    view = {"content": {}, "end": end, "sources": [], "annotations": {}, "citations": [],
+    # The upstream's annotation chunks reach the client unchanged, in every profile.
+    view = {"content": {}, "end": end, "sources": [], "citations": [],
+            "annotations": {k: list(v) for k, v in st.up_anns.items()},
             "entities": [], "events": [], "meta": st.meta, "oversized": st.passed}
     for data in st.passed:  # their "event" members reach the client
         try:
@@ -804,7 +897,10 @@ def expected_view(body, request=None, profile="openwebui", ref_style="auto",
     view["sources"] += out["sources"]
     view["own_sources"] = len(out["sources"])  # after the oversized events' ones
     view["citations"] = out["citations"]
-    view["annotations"], view["entities"] = out["annotations"], out["entities"]
+    view["own_annotations"] = out["annotations"]  # openai's chunk before the end
+    for idx, anns in out["annotations"].items():
+        view["annotations"].setdefault(idx, []).extend(anns)
+    view["entities"] = out["entities"]
     view["defs"] = out["defs"]
     view["style"] = style
     if end == "body":

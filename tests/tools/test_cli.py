@@ -63,10 +63,14 @@ check("unknown flag exits 1", p.returncode == 1, p.returncode)
 
 p = run(["--help"])
 check("--help exits 0 with usage", p.returncode == 0 and b"usage" in p.stdout, p.stdout)
+check("--help names the citation style", b"doc|numeric|citation|auto" in p.stdout, p.stdout)
 PROFILES = b"profiles: off, openwebui, openai, webchat, structured, markdown"
 check("filter --help lists the profiles", PROFILES in p.stdout, p.stdout)
 p = subprocess.run([CITEGATE, "--help"], capture_output=True, timeout=30, env=ENV)
 check("citegate --help lists the profiles", p.returncode == 0 and PROFILES in p.stdout, p.stdout)
+
+p = run(["--ref-style", "citation"], stream)
+check("--ref-style citation is accepted", p.returncode == 0, p.stderr)
 
 env = dict(ENV, CITEGATE_PROFILE="off")
 p = run([], stream, env)

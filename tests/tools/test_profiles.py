@@ -64,6 +64,11 @@ CASES = [
     ("profiles/request_sources_no_done.sse", "profiles/rag_request_rich.json"),
     ("profiles/structured_stream.sse", "structured_request.json"),
     ("profiles/event_injection.sse", "chat_request.json"),
+    ("profiles/openai_search_stream.sse", "chat_request.json"),
+    ("profiles/openai_search_response.json", "chat_request.json"),
+    ("profiles/openrouter_stream.sse", "chat_request.json"),
+    ("profiles/annotations_flat_response.json", "chat_request.json"),
+    ("profiles/deepseek_citation_stream.sse", "chat_request.json"),
 ]
 # option variants: (fixture, request, options) -- checked against the oracle, no stored file
 VARIANTS = [
@@ -74,6 +79,12 @@ VARIANTS = [
     ("profiles/azure_unicode_response.json", "chat_request.json", {"ref_style": "numeric"}),
     ("profiles/request_sources_stream.sse", "profiles/rag_request_rich.json", {"max_doc_bytes": 50}),
     ("profiles/azure_late_context.sse", "chat_request.json", {"ref_style": "doc"}),
+    ("profiles/deepseek_citation_stream.sse", "chat_request.json", {"ref_style": "numeric"}),
+    ("profiles/deepseek_citation_stream.sse", "chat_request.json", {"ref_style": "citation"}),
+    ("profiles/openrouter_stream.sse", "chat_request.json", {"ref_style": "citation", "max_doc_bytes": 9}),
+    # a request with <source> tags: they win over annotations (SPEC §6, first match)
+    ("profiles/openrouter_stream.sse", "openwebui_rag_request.json", {}),
+    ("profiles/openai_search_response.json", "openwebui_rag_request.json", {}),
 ]
 TRANSFORMING = ("openwebui", "openai", "webchat", "structured", "markdown")
 STORED = ("openai", "webchat", "structured", "markdown")  # + openwebui for the fixtures under profiles/
@@ -206,7 +217,7 @@ def diff_views(got, want, structured_changed=None):
 
 # ------------------------------------------------------------------------------ checks without oracle
 
-ANN_TEXT = re.compile(r"\[(\[(?:doc)?[0-9]{1,4}\])\]\((.*)\)", re.S)
+ANN_TEXT = re.compile(r"\[(\[(?:doc|citation:)?[0-9]{1,4}\])\]\((.*)\)", re.S)
 DEF_LINE = re.compile(r'\[([0-9]+)\]: (\S+) "((?:[^"\\]|\\.)*)"')
 
 
@@ -214,12 +225,17 @@ def unescape_def(s):
     return re.sub(r"\\(.)", r"\1", s)
 
 
-def check_annotations(view):
-    """openai: content16[start:end] == "[" + ref + "](" + url + ")" for every annotation."""
+def check_annotations(view, body):
+    """openai: content16[start:end] == "[" + ref + "](" + url + ")" for every annotation of
+    its own (the upstream's, forwarded unchanged, come first and are the upstream's)."""
     bad = []
+    upstream = oracle.client_view(body)["annotations"]
     for idx, anns in view["annotations"].items():
         c16 = view["content"].get(idx, "").encode("utf-16-le")
-        for a in anns:
+        theirs = upstream.get(idx, [])
+        if anns[:len(theirs)] != theirs:
+            bad.append("choice %s: the upstream's annotations are not forwarded first, unchanged" % idx)
+        for a in anns[len(theirs):]:
             u = a.get("url_citation", {})
             s, e = u.get("start_index"), u.get("end_index")
             if a.get("type") != "url_citation" or not isinstance(s, int) or not isinstance(e, int):
@@ -339,7 +355,7 @@ def check_stream_shape(out, profile, want):
             bad.append("the %d source chunks are not the last events before the end, with id/"
                        "created/model/object of the stream and choices []" % n)
         evs = evs[:len(evs) - n] if n else evs
-    elif profile == "openai" and (want["annotations"] or want["citations"]):
+    elif profile == "openai" and (want["own_annotations"] or want["citations"]):
         _, o = evs[-1] if evs else (None, None)
         idx = [c.get("index") for c in (o or {}).get("choices", [])]
         if not (o and meta_ok(o) and idx == sorted(idx)
@@ -425,13 +441,17 @@ def check_body_shape(body, out, profile, want):
     if strip(a, True) != strip(b, True):
         bad.append("members other than the content/profile members changed")
     if profile == "openai":
-        for c in b[1]:
-            if c[0] == "choices":
-                for ch in c[1]:
+        def message_keys(o):
+            out = []
+            for k, v in o[1]:
+                for ch in v if k == "choices" and isinstance(v, list) else []:
                     msg = dict(ch[1]).get("message") if isinstance(ch, tuple) else None
-                    keys = [k for k, _ in msg[1]] if isinstance(msg, tuple) else []
-                    if "annotations" in keys and keys[-1] != "annotations":
-                        bad.append("annotations is not the message's last member: %r" % keys)
+                    out.append([mk for mk, _ in msg[1]] if isinstance(msg, tuple) else [])
+            return out
+        for before, keys in zip(message_keys(a), message_keys(b)):
+            # an upstream "annotations" member stays where it is; one of ours comes last
+            if "annotations" in keys and "annotations" not in before and keys[-1] != "annotations":
+                bad.append("annotations is not the message's last member: %r" % keys)
     return bad
 
 
@@ -440,7 +460,7 @@ def check_body_shape(body, out, profile, want):
 WORDS = ["the", "X200", "café", "naïve", "😀", "𝄞", "日本語", "charge", "quick", "—", '"quoted"',
          "back\\slash", "a/b", "(paren)", "<tag>", "50%", "\n", "\t", "👍🏽", "é"]
 NOISE = ["[", "]", "[doc", "[x]", "[12345]", "[doc12345]", "[ 1]", "[-1]", "[1.5]", "[doc]", "[[", "]]",
-         "[d", "[do"]
+         "[d", "[do", "[citation:", "[citation:12345]", "[citation]", "[Citation:1]", "[citat"]
 
 
 def rand_url(rng):
@@ -523,9 +543,9 @@ def rand_request_sources(rng, n):
                                                        {"role": "user", "content": "q?"}]}, ids
 
 
-def rand_answer(rng, ncit, style_ids, doc_bias):
-    """Content with references [docN] and [N] (N from style_ids + out of range), adjacency,
-    repeats and noise."""
+def rand_answer(rng, ncit, style_ids, doc_bias, cit_bias=0.0):
+    """Content with references [docN], [N] and [citation:N] (N from style_ids + out of
+    range), adjacency, repeats and noise."""
     toks = []
     for _ in range(rng.randint(1, 14)):
         k = rng.random()
@@ -535,7 +555,9 @@ def rand_answer(rng, ncit, style_ids, doc_bias):
             for _ in range(rng.choice([1, 1, 1, 2, 3])):
                 n = rng.choice(style_ids + [0, ncit + 1, 99, 9999])
                 fmt = rng.choice(["%d", "%d", "%d", "%02d", "%04d"])
-                toks.append(("[doc" + fmt + "]" if rng.random() < doc_bias else "[" + fmt + "]") % n)
+                k = rng.random()
+                pre = "[doc" if k < doc_bias else "[citation:" if k < doc_bias + cit_bias else "["
+                toks.append((pre + fmt + "]") % n)
         else:
             toks.append(rng.choice(NOISE))
     return "".join(t + rng.choice(["", " ", " ", "\n"]) for t in toks)
@@ -554,9 +576,12 @@ def split_text(rng, s):
 
 
 def build_stream(rng, contents, top_every=None, context=None, late_at=None, meta=None, crlf=False,
-                 ending="done", first_top=None, mangle=None, extra=None, tail=None):
+                 ending="done", first_top=None, mangle=None, extra=None, tail=None, anns=None,
+                 anns_alone=False):
     """SSE body for {idx: content}. top_every: members added to every chunk from event late_at
-    on (Perplexity); context: Azure context put on choice 0's delta at event late_at.
+    on (Perplexity); context: Azure context put on choice 0's delta at event late_at;
+    anns: [(idx, annotations)], each batch put on a random event's delta of that choice, or
+    (anns_alone) in an event of its own.
     mangle(data): rewrites each chunk's JSON text; extra(nl): events (lists of lines) to put
     after a chunk; tail: what a truncated stream ends with."""
     meta = meta or {"id": "chatcmpl-R", "created": 1757800000, "model": "gpt-r"}
@@ -575,6 +600,16 @@ def build_stream(rng, contents, top_every=None, context=None, late_at=None, meta
                 break
         else:
             events[late_at].append((first, {"context": context}))
+    for idx, batch in anns or []:
+        if anns_alone:
+            events.insert(rng.randint(1, len(events)), [(idx, {"annotations": batch})])
+            continue
+        ev = events[rng.randrange(len(events))]
+        d = next((d for i, d in ev if i == idx), None)
+        if d is None:
+            ev.append((idx, {"annotations": batch}))
+        else:
+            d["annotations"] = batch
     finishes = [[(i, None)] for i in contents]
     out = []
     nl = {False: "\n", True: "\r\n"}.get(crlf, crlf)
@@ -618,10 +653,13 @@ def build_stream(rng, contents, top_every=None, context=None, late_at=None, meta
     return text.encode("utf-8")
 
 
-def build_body(rng, contents, top=None, context=None):
+def build_body(rng, contents, top=None, context=None, anns=None):
     chs = []
     for i, c in contents.items():
         msg = {"role": "assistant", "content": c}
+        for idx, batch in anns or []:
+            if idx == i:
+                msg.setdefault("annotations", []).extend(batch)
         chs.append({"index": int(i), "finish_reason": "stop", "message": msg})
     if context is not None:
         chs[rng.randrange(len(chs))]["message"]["context"] = context
@@ -632,10 +670,40 @@ def build_body(rng, contents, top=None, context=None):
     return json.dumps(o, ensure_ascii=rng.random() < 0.3, indent=rng.choice([None, 1])).encode("utf-8")
 
 
+def rand_annotations(rng, ncit, idxs):
+    """[(choice idx, annotations)]: url_citations of ncit urls (repeated, across choices),
+    nested or flat (url and title at the top level), with or without title and content;
+    and ones that add nothing: no url, another type, not an object."""
+    urls = ["https://s%d.example.com/%s" % (i, rng.choice(["a", "page (2).html", "c%20d", "e?x=1"]))
+            for i in range(ncit)]
+    batches = []
+    for _ in range(rng.randint(1, 4)):
+        batch = []
+        for _ in range(rng.randint(1, 4)):
+            k = rng.random()
+            if k < 0.08:
+                batch.append(rng.choice([{"type": "file_citation", "file_citation": {"file_id": "f"}},
+                                         {"type": "url_citation", "url_citation": {"title": "no url"}},
+                                         {"type": "url_citation", "url_citation": {"url": ""}}, 7, None]))
+                continue
+            uc = {"url": rng.choice(urls) if k > 0.12 else "www.example.com/relative"}
+            if rng.random() < 0.7:
+                uc["title"] = rand_title(rng)
+            if rng.random() < 0.4:
+                uc["content"] = rand_snippet(rng)
+            uc["start_index"], uc["end_index"] = 0, rng.randint(0, 9)
+            if rng.random() < 0.25:
+                batch.append(dict(uc, type="url_citation"))  # the flat form
+            else:
+                batch.append({"type": "url_citation", "url_citation": uc})
+        batches.append((rng.choice(idxs), batch))
+    return batches
+
+
 def rand_ref_case(rng, stream_extras=None):
     """(body, request, opts) with 1-5 choices of random answers. stream_extras(contents):
     more arguments for build_stream."""
-    kind = rng.choice(["azure", "azure", "perplexity", "request"])
+    kind = rng.choice(["azure", "azure", "perplexity", "request", "annotations"])
     streaming = rng.random() < 0.7
     ncit = rng.randint(1, 5)
     request, opts = {"messages": [{"role": "user", "content": "q"}]}, {}
@@ -651,15 +719,21 @@ def rand_ref_case(rng, stream_extras=None):
             else:
                 opts["ref_style"] = "doc"
     if rng.random() < 0.1:
-        opts["ref_style"] = rng.choice(["doc", "numeric"])
+        opts["ref_style"] = rng.choice(["doc", "numeric", "citation"])
     if rng.random() < 0.15:
         opts["max_doc_bytes"] = rng.choice([1, 7, 64])
     if rng.random() < 0.1:
         opts["scores"] = False
     nch = rng.choice([1, 1, 1, 2, 3, 5])
     doc_bias = 0.75 if kind == "azure" else 0.25
-    contents = {str(i): rand_answer(rng, ncit, ids_style, doc_bias) for i in rng.sample(range(6), nch)}
+    # DeepSeek / Higress write [citation:N]: mostly that form, or a mix that auto must decide.
+    cit_bias = rng.choice([0.0, 0.0, 0.6, 0.3]) if kind != "azure" else rng.choice([0.0, 0.0, 0.1])
+    contents = {str(i): rand_answer(rng, ncit, ids_style, doc_bias, cit_bias) for i in rng.sample(range(6), nch)}
     context = top = None
+    # url_citation annotations: the source of their own kind, or (ignored unless they come
+    # first) alongside the others
+    anns = rand_annotations(rng, ncit, sorted(contents)) \
+        if kind == "annotations" or rng.random() < 0.25 else None
     if kind == "azure":
         cits = [rand_azure_citation(rng, i) for i in range(ncit)]
         context = {"citations": cits, "intent": "[]"}
@@ -672,9 +746,9 @@ def rand_ref_case(rng, stream_extras=None):
                             late_at=rng.randint(1, 3) if late else 0, crlf=rng.choice(["\n"] * 6 + ["\r\n", "\r"]),
                             ending=rng.choice(["done"] * 8 + ["truncated", "finish_only"]),
                             meta=rng.choice([None, {"id": "", "created": 0, "model": ""}]),
-                            first_top=None, **(stream_extras(contents) if stream_extras else {}))
+                            first_top=None, anns=anns, **(stream_extras(contents) if stream_extras else {}))
     else:
-        body = build_body(rng, contents, top=top, context=context)
+        body = build_body(rng, contents, top=top, context=context, anns=anns)
     return body, request, opts
 
 
@@ -825,17 +899,38 @@ def rand_rules_case(rng):
         tail = None
         if rng.random() < 0.5:  # used when the stream is truncated
             tail = 'data: {"choices":[{"index":0,"delta":{"content":"' + "t" * (max_event + 10)
-        return {"mangle": lambda d: inject_events(rng, d), "extra": extra, "tail": tail}
+        # annotations in chunks of their own: one with content could pass max_event, and
+        # content that goes through unchanged is counted by no profile (see above)
+        return {"mangle": lambda d: inject_events(rng, d), "extra": extra, "tail": tail,
+                "anns_alone": True}
 
     body, request, opts = rand_ref_case(rng, extras)
     opts["max_event"] = max_event
     if oracle.is_json_body(body):
         body = inject_events(rng, body.decode("utf-8"), 5).encode("utf-8")
         return body, request, opts, ["openwebui", "openai", "webchat", "structured", "markdown"]
+    # A chunk can pass max_event by itself too (a late Azure context on a chunk with content).
+    with_content = with_content or oversized_content(body, max_event)
     profiles = ["openwebui", "markdown"] if with_content else ["openwebui", "openai", "webchat", "markdown"]
     if rng.random() < 0.3:
         profiles.append("structured")
     return body, request, opts, profiles
+
+
+def oversized_content(body, max_event):
+    """Whether an event over max_event carries content (which then goes through unchanged)."""
+    for data, size, _ in oracle.sse_blocks(body):
+        if size > max_event and data is not None:
+            try:
+                obj = json.loads(data)
+            except ValueError:
+                continue
+            chs = obj.get("choices") if isinstance(obj, dict) else None
+            for ch in chs if isinstance(chs, list) else []:
+                d = ch.get("delta") if isinstance(ch, dict) else None
+                if isinstance(d, dict) and isinstance(d.get("content"), str) and d["content"]:
+                    return True
+    return False
 
 
 def save_failure(tag, body, request):
@@ -952,7 +1047,7 @@ class T2Fixtures(unittest.TestCase):
                 else:
                     bad += check_body_shape(body, out, profile, want)
                 if profile == "openai":
-                    bad += check_annotations(got)
+                    bad += check_annotations(got, body)
                 if profile == "webchat":
                     bad += check_webchat(got)
                 if profile == "markdown":
@@ -1075,7 +1170,7 @@ class T4RandomReferences(unittest.TestCase):
             else:
                 bad += check_body_shape(body, out, profile, want)
             if profile == "openai":
-                bad += check_annotations(got)
+                bad += check_annotations(got, body)
             if profile == "webchat":
                 bad += check_webchat(got)
             if profile == "markdown":
@@ -1228,7 +1323,7 @@ class T5Bounds(unittest.TestCase):
                     if c_got.get("appearance", {}).get("text") == "":
                         c_want["appearance"]["text"] = ""
             d = diff_views(got, want)
-            d += {"openai": check_annotations, "webchat": check_webchat,
+            d += {"openai": lambda g: check_annotations(g, body), "webchat": check_webchat,
                   "markdown": check_markdown}.get(p, lambda _: [])(got)
             if d:
                 bad.append("%s, profile %s: %s" % (name, p, "\n  ".join(d)[:1000]))

@@ -1,0 +1,501 @@
+/* The demo's answers in every dialect: see demo_answer.h. */
+#include "demo_answer.h"
+
+#include "citegate/json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEMO_CREATED      1757592280
+#define DEMO_INPUT_TOKENS 42
+
+static void add_piece(cg_demo_answer_t *a)
+{
+    a->ends = cg_xrealloc(a->ends, (a->npieces + 1) * sizeof(size_t));
+    a->ends[a->npieces++] = a->bytes.len;
+}
+
+void cg_demo_answer_free(cg_demo_answer_t *a)
+{
+    cg_buf_free(&a->bytes);
+    free(a->ends);
+    memset(a, 0, sizeof(*a));
+}
+
+void cg_demo_not_found(cg_demo_answer_t *a)
+{
+    cg_buf_puts(&a->bytes,
+                "{\"error\":{\"message\":\"the demo upstream only answers chat completions\","
+                "\"type\":\"invalid_request_error\",\"code\":\"not_found\"}}");
+    add_piece(a);
+}
+
+/* --- openai: Azure "On Your Data" --------------------------------------------- */
+
+static const char *const CONTEXT =
+    "{\"citations\":["
+    "{\"content\":\"The X100 charges over USB-C in about two hours; a full charge lasts 14 "
+    "hours.\","
+    "\"title\":\"X100 User Manual\",\"url\":\"https://docs.example.com/x100/manual.pdf\","
+    "\"filepath\":\"x100/manual.pdf\",\"chunk_id\":\"0\"},"
+    "{\"content\":\"Every device carries a two-year limited warranty against manufacturing "
+    "defects.\","
+    "\"title\":\"Warranty "
+    "FAQ\",\"url\":null,\"filepath\":\"faq/warranty.html\",\"chunk_id\":\"1\"},"
+    "{\"content\":\"Batteries can be replaced at any authorised service centre.\","
+    "\"title\":null,\"url\":\"https://docs.example.com/service/battery swap.html\","
+    "\"filepath\":null,\"chunk_id\":\"4\"}],"
+    "\"intent\":\"[\\\"x100 charging\\\"]\","
+    "\"all_retrieved_documents\":["
+    "{\"content\":\"The X100 charges over USB-C in about two hours; a full charge lasts 14 "
+    "hours.\","
+    "\"title\":\"X100 User Manual\",\"filepath\":\"x100/manual.pdf\",\"chunk_id\":\"0\","
+    "\"original_search_score\":41.2,\"rerank_score\":3.4},"
+    "{\"content\":\"Every device carries a two-year limited warranty against manufacturing "
+    "defects.\","
+    "\"title\":\"Warranty FAQ\",\"filepath\":\"faq/warranty.html\",\"chunk_id\":\"1\","
+    "\"original_search_score\":17.9,\"rerank_score\":2.6},"
+    "{\"content\":\"Batteries can be replaced at any authorised service centre.\","
+    "\"title\":null,\"filepath\":null,\"chunk_id\":\"4\",\"original_search_score\":0.58}]}";
+
+/* The answer, cut into tokens; note "[doc" + "1]" split across chunks. */
+static const char *const TOKENS[] = {
+    "The",       " X100",         " charges", " over", " USB-C", " in",
+    " about",    " two",          " hours",   " [doc", "1]",     ".",
+    " It",       " is",           " covered", " by",   " a",     " two-year",
+    " warranty", " [doc2]",       ",",        " and",  " its",   " battery",
+    " can",      " be",           " swapped", " at",   " a",     " service",
+    " centre",   " [doc3][doc1]", ".",        NULL};
+
+static const char *const HEAD =
+    "{\"id\":\"chatcmpl-demo\",\"object\":\"chat.completion.chunk\",\"created\":1757592280,"
+    "\"model\":\"citegate-demo\",\"choices\":[{\"index\":0,\"delta\":";
+
+static void openai_stream(cg_demo_answer_t *a)
+{
+    cg_buf_t *b = &a->bytes;
+    cg_buf_printf(b,
+                  "data: %s{\"role\":\"assistant\",\"context\":%s},\"finish_reason\":null}]}\n\n",
+                  HEAD, CONTEXT);
+    add_piece(a);
+    for (int i = 0; TOKENS[i]; i++) {
+        cg_buf_printf(b, "data: %s{\"content\":", HEAD);
+        cg_json_put_cstr(b, TOKENS[i]);
+        cg_buf_puts(b, "},\"finish_reason\":null}]}\n\n");
+        add_piece(a);
+    }
+    cg_buf_printf(b, "data: %s{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n", HEAD);
+    add_piece(a);
+}
+
+static void openai_body(cg_demo_answer_t *a)
+{
+    cg_buf_t *b = &a->bytes;
+    cg_buf_puts(b,
+                "{\"id\":\"chatcmpl-demo\",\"object\":\"chat.completion\",\"created\":1757592280,"
+                "\"model\":\"citegate-demo\",\"choices\":[{\"index\":0,\"finish_reason\":\"stop\","
+                "\"message\":{\"role\":\"assistant\",\"content\":\"");
+    for (int i = 0; TOKENS[i]; i++)
+        cg_json_put_escaped(b, TOKENS[i], strlen(TOKENS[i]));
+    cg_buf_printf(b, "\",\"context\":%s}}]}", CONTEXT);
+    add_piece(a);
+}
+
+/* --- The other dialects: the same answer, cited passage by passage ------------ */
+
+typedef struct demo_doc {
+    const char *title;
+    const char *url;  /* NULL: cited by its place, without a link */
+    const char *name; /* as a responses marker names it */
+    const char *text;
+} demo_doc_t;
+
+static const demo_doc_t DOCS[] = {
+    {"X100 User Manual", "https://docs.example.com/x100/manual.pdf", "manual.pdf",
+     "The X100 charges over USB-C in about two hours; a full charge lasts 14 hours."},
+    {"Warranty FAQ", NULL, "warranty.html",
+     "Every device carries a two-year limited warranty against manufacturing defects."},
+    {"Battery service", "https://docs.example.com/service/battery swap.html", "battery swap.html",
+     "Batteries can be replaced at any authorised service centre."},
+};
+
+/* A passage of the answer and the documents it cites (indices into DOCS). */
+typedef struct demo_block {
+    const char *tokens[12]; /* NULL-terminated */
+    int cites[2];
+    int ncites;
+} demo_block_t;
+
+static const demo_block_t BLOCKS[] = {
+    {{"The", " X100", " charges", " over", " USB-C", " in", " about", " two", " hours"}, {0}, 1},
+    {{".", " It", " is", " covered", " by", " a", " two-year", " warranty"}, {1}, 1},
+    {{",", " and", " its", " battery", " can", " be", " swapped", " at", " a", " service",
+      " centre"},
+     {2, 0},
+     2},
+    {{"."}, {0}, 0},
+};
+
+#define NBLOCKS (sizeof(BLOCKS) / sizeof(BLOCKS[0]))
+
+static unsigned count_tokens(void)
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < NBLOCKS; i++)
+        for (int k = 0; BLOCKS[i].tokens[k]; k++)
+            n++;
+    return n;
+}
+
+static void sse_begin(cg_demo_answer_t *a, const char *type)
+{
+    cg_buf_printf(&a->bytes, "event: %s\ndata: ", type);
+}
+
+static void sse_end(cg_demo_answer_t *a)
+{
+    cg_buf_puts(&a->bytes, "\n\n");
+    add_piece(a);
+}
+
+/* --- anthropic: Messages ------------------------------------------------------- */
+
+/* A document with a URL is a search result, the other one a document of
+ * the request (the kinds of citation_delta the Messages API sends). The
+ * request's own documents, made of its <source> tags, come first:
+ * `request_docs` of them, so the demo's document k is index request_docs + k. */
+static void anthropic_citation(cg_buf_t *b, int k, size_t request_docs)
+{
+    const demo_doc_t *doc = &DOCS[k];
+    if (doc->url) {
+        cg_buf_puts(b, "{\"type\":\"search_result_location\",\"source\":");
+        cg_json_put_cstr(b, doc->url);
+        cg_buf_puts(b, ",\"title\":");
+        cg_json_put_cstr(b, doc->title);
+        cg_buf_puts(b, ",\"cited_text\":");
+        cg_json_put_cstr(b, doc->text);
+        cg_buf_printf(b,
+                      ",\"search_result_index\":%d,\"start_block_index\":0,"
+                      "\"end_block_index\":0}",
+                      k);
+        return;
+    }
+    cg_buf_puts(b, "{\"type\":\"char_location\",\"cited_text\":");
+    cg_json_put_cstr(b, doc->text);
+    cg_buf_printf(b, ",\"document_index\":%zu,\"document_title\":", request_docs + (size_t)k);
+    cg_json_put_cstr(b, doc->title);
+    cg_buf_printf(b, ",\"start_char_index\":0,\"end_char_index\":%zu}", strlen(doc->text));
+}
+
+static void anthropic_delta(cg_demo_answer_t *a, size_t block, const char *type, const char *key)
+{
+    sse_begin(a, "content_block_delta");
+    cg_buf_printf(&a->bytes,
+                  "{\"type\":\"content_block_delta\",\"index\":%zu,\"delta\":{\"type\":\"%s\","
+                  "\"%s\":",
+                  block, type, key);
+}
+
+static void anthropic_text(cg_demo_answer_t *a, size_t block, const char *text)
+{
+    anthropic_delta(a, block, "text_delta", "text");
+    cg_json_put_cstr(&a->bytes, text);
+    cg_buf_puts(&a->bytes, "}}");
+    sse_end(a);
+}
+
+static void anthropic_block(cg_demo_answer_t *a, size_t i, size_t request_docs)
+{
+    const demo_block_t *bl = &BLOCKS[i];
+    sse_begin(a, "content_block_start");
+    cg_buf_printf(&a->bytes,
+                  "{\"type\":\"content_block_start\",\"index\":%zu,"
+                  "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}",
+                  i);
+    sse_end(a);
+    for (int k = 0; bl->tokens[k]; k++)
+        anthropic_text(a, i, bl->tokens[k]);
+    /* The reference [N] is appended to the block as it stands: a space first. */
+    if (bl->ncites)
+        anthropic_text(a, i, " ");
+    for (int c = 0; c < bl->ncites; c++) {
+        anthropic_delta(a, i, "citations_delta", "citation");
+        anthropic_citation(&a->bytes, bl->cites[c], request_docs);
+        cg_buf_puts(&a->bytes, "}}");
+        sse_end(a);
+    }
+    sse_begin(a, "content_block_stop");
+    cg_buf_printf(&a->bytes, "{\"type\":\"content_block_stop\",\"index\":%zu}", i);
+    sse_end(a);
+}
+
+static void anthropic_stream(cg_demo_answer_t *a, size_t request_docs)
+{
+    sse_begin(a, "message_start");
+    cg_buf_printf(&a->bytes,
+                  "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_demo\","
+                  "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"citegate-demo\","
+                  "\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,"
+                  "\"usage\":{\"input_tokens\":%d,\"output_tokens\":1}}}",
+                  DEMO_INPUT_TOKENS);
+    sse_end(a);
+    sse_begin(a, "ping");
+    cg_buf_puts(&a->bytes, "{\"type\":\"ping\"}");
+    sse_end(a);
+    for (size_t i = 0; i < NBLOCKS; i++)
+        anthropic_block(a, i, request_docs);
+    sse_begin(a, "message_delta");
+    cg_buf_printf(&a->bytes,
+                  "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\","
+                  "\"stop_sequence\":null},\"usage\":{\"output_tokens\":%u}}",
+                  count_tokens());
+    sse_end(a);
+    sse_begin(a, "message_stop");
+    cg_buf_puts(&a->bytes, "{\"type\":\"message_stop\"}");
+    sse_end(a);
+}
+
+static void anthropic_body(cg_demo_answer_t *a, size_t request_docs)
+{
+    cg_buf_t *b = &a->bytes;
+    cg_buf_puts(b, "{\"id\":\"msg_demo\",\"type\":\"message\",\"role\":\"assistant\","
+                   "\"model\":\"citegate-demo\",\"content\":[");
+    for (size_t i = 0; i < NBLOCKS; i++) {
+        const demo_block_t *bl = &BLOCKS[i];
+        cg_buf_puts(b, i ? ",{\"type\":\"text\",\"text\":\"" : "{\"type\":\"text\",\"text\":\"");
+        for (int k = 0; bl->tokens[k]; k++)
+            cg_json_put_escaped(b, bl->tokens[k], strlen(bl->tokens[k]));
+        cg_buf_puts(b, bl->ncites ? " \",\"citations\":[" : "\"");
+        for (int c = 0; c < bl->ncites; c++) {
+            if (c)
+                cg_buf_putc(b, ',');
+            anthropic_citation(b, bl->cites[c], request_docs);
+        }
+        cg_buf_puts(b, bl->ncites ? "]}" : "}");
+    }
+    cg_buf_printf(b,
+                  "],\"stop_reason\":\"end_turn\",\"stop_sequence\":null,"
+                  "\"usage\":{\"input_tokens\":%d,\"output_tokens\":%u}}",
+                  DEMO_INPUT_TOKENS, count_tokens());
+    add_piece(a);
+}
+
+/* --- responses: OpenAI Responses ------------------------------------------------ */
+
+#define MARK_OPEN   "\xE3\x80\x90" /* U+3010 */
+#define MARK_DAGGER "\xE2\x80\xA0" /* U+2020 */
+#define MARK_CLOSE  "\xE3\x80\x91" /* U+3011 */
+
+/* The answer as the Responses API keeps it: the text and its annotations,
+ * whose offsets count code points. `a`, when set, gets the events that
+ * stream it. */
+typedef struct rs_text {
+    cg_demo_answer_t *a;
+    unsigned seq; /* sequence_number of the next event */
+    cg_buf_t text;
+    cg_buf_t annotations; /* JSON objects, comma-separated */
+    unsigned nannotations;
+    size_t chars; /* code points in text */
+} rs_text_t;
+
+static size_t code_points(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+static void rs_begin(rs_text_t *r, const char *type)
+{
+    sse_begin(r->a, type);
+    cg_buf_printf(&r->a->bytes, "{\"type\":\"%s\",\"sequence_number\":%u", type, r->seq++);
+}
+
+/* The members that place an event in the one output_text part. */
+static void rs_place(rs_text_t *r)
+{
+    cg_buf_puts(&r->a->bytes, ",\"item_id\":\"msg_demo\",\"output_index\":0,\"content_index\":0");
+}
+
+static void rs_delta(rs_text_t *r, const char *s)
+{
+    cg_buf_puts(&r->text, s);
+    r->chars += code_points(s, strlen(s));
+    if (r->a == NULL)
+        return;
+    rs_begin(r, "response.output_text.delta");
+    rs_place(r);
+    cg_buf_puts(&r->a->bytes, ",\"delta\":");
+    cg_json_put_cstr(&r->a->bytes, s);
+    cg_buf_putc(&r->a->bytes, '}');
+    sse_end(r->a);
+}
+
+static void rs_annotation(cg_buf_t *b, int k, size_t start, size_t end)
+{
+    cg_buf_printf(
+        b, "{\"type\":\"url_citation\",\"start_index\":%zu,\"end_index\":%zu,\"url\":", start, end);
+    cg_json_put_cstr(b, DOCS[k].url);
+    cg_buf_puts(b, ",\"title\":");
+    cg_json_put_cstr(b, DOCS[k].title);
+    cg_buf_putc(b, '}');
+}
+
+/* A marker for document k, in two deltas (a marker may arrive in pieces),
+ * then the annotation that covers it. */
+static void rs_marker(rs_text_t *r, int k)
+{
+    char head[32], tail[128];
+    snprintf(head, sizeof(head), MARK_OPEN "4:%d", k);
+    snprintf(tail, sizeof(tail), MARK_DAGGER "%s" MARK_CLOSE, DOCS[k].name);
+    size_t start = r->chars;
+    rs_delta(r, head);
+    rs_delta(r, tail);
+    if (r->nannotations++)
+        cg_buf_putc(&r->annotations, ',');
+    size_t from = r->annotations.len;
+    rs_annotation(&r->annotations, k, start, r->chars);
+    if (r->a == NULL)
+        return;
+    rs_begin(r, "response.output_text.annotation.added");
+    rs_place(r);
+    cg_buf_printf(&r->a->bytes, ",\"annotation_index\":%u,\"annotation\":", r->nannotations - 1);
+    cg_buf_put(&r->a->bytes, r->annotations.p + from, r->annotations.len - from);
+    cg_buf_putc(&r->a->bytes, '}');
+    sse_end(r->a);
+}
+
+/* Only documents with a URL get a marker: the Responses API cites URLs. */
+static void rs_walk(rs_text_t *r)
+{
+    for (size_t i = 0; i < NBLOCKS; i++) {
+        const demo_block_t *bl = &BLOCKS[i];
+        bool spaced = false;
+        for (int k = 0; bl->tokens[k]; k++)
+            rs_delta(r, bl->tokens[k]);
+        for (int c = 0; c < bl->ncites; c++) {
+            if (DOCS[bl->cites[c]].url == NULL)
+                continue;
+            if (!spaced)
+                rs_delta(r, " ");
+            spaced = true;
+            rs_marker(r, bl->cites[c]);
+        }
+    }
+}
+
+static void rs_part(cg_buf_t *b, const rs_text_t *r)
+{
+    cg_buf_puts(b, "{\"type\":\"output_text\",\"text\":");
+    cg_json_put_str(b, r->text.p, r->text.len);
+    cg_buf_puts(b, ",\"annotations\":[");
+    cg_buf_put(b, r->annotations.p, r->annotations.len);
+    cg_buf_puts(b, "]}");
+}
+
+static void rs_item(cg_buf_t *b, const rs_text_t *r)
+{
+    cg_buf_puts(b, "{\"id\":\"msg_demo\",\"type\":\"message\",\"status\":\"completed\","
+                   "\"role\":\"assistant\",\"content\":[");
+    rs_part(b, r);
+    cg_buf_puts(b, "]}");
+}
+
+/* The response object; r NULL: one that has no output yet. */
+static void rs_response(cg_buf_t *b, const rs_text_t *r)
+{
+    cg_buf_printf(b,
+                  "{\"id\":\"resp_demo\",\"object\":\"response\",\"created_at\":%d,"
+                  "\"status\":\"%s\",\"model\":\"citegate-demo\",\"output\":[",
+                  DEMO_CREATED, r ? "completed" : "in_progress");
+    if (r == NULL) {
+        cg_buf_puts(b, "],\"usage\":null}");
+        return;
+    }
+    rs_item(b, r);
+    unsigned out = count_tokens();
+    cg_buf_printf(b, "],\"usage\":{\"input_tokens\":%d,\"output_tokens\":%u,\"total_tokens\":%u}}",
+                  DEMO_INPUT_TOKENS, out, DEMO_INPUT_TOKENS + out);
+}
+
+static void rs_free(rs_text_t *r)
+{
+    cg_buf_free(&r->text);
+    cg_buf_free(&r->annotations);
+}
+
+static void responses_opening(rs_text_t *r)
+{
+    cg_buf_t *b = &r->a->bytes;
+    rs_begin(r, "response.created");
+    cg_buf_puts(b, ",\"response\":");
+    rs_response(b, NULL);
+    cg_buf_putc(b, '}');
+    sse_end(r->a);
+    rs_begin(r, "response.output_item.added");
+    cg_buf_puts(b, ",\"output_index\":0,\"item\":{\"id\":\"msg_demo\",\"type\":\"message\","
+                   "\"status\":\"in_progress\",\"role\":\"assistant\",\"content\":[]}}");
+    sse_end(r->a);
+    rs_begin(r, "response.content_part.added");
+    rs_place(r);
+    cg_buf_puts(b, ",\"part\":{\"type\":\"output_text\",\"text\":\"\",\"annotations\":[]}}");
+    sse_end(r->a);
+}
+
+static void responses_closing(rs_text_t *r)
+{
+    cg_buf_t *b = &r->a->bytes;
+    rs_begin(r, "response.output_text.done");
+    rs_place(r);
+    cg_buf_puts(b, ",\"text\":");
+    cg_json_put_str(b, r->text.p, r->text.len);
+    cg_buf_putc(b, '}');
+    sse_end(r->a);
+    rs_begin(r, "response.content_part.done");
+    rs_place(r);
+    cg_buf_puts(b, ",\"part\":");
+    rs_part(b, r);
+    cg_buf_putc(b, '}');
+    sse_end(r->a);
+    rs_begin(r, "response.output_item.done");
+    cg_buf_puts(b, ",\"output_index\":0,\"item\":");
+    rs_item(b, r);
+    cg_buf_putc(b, '}');
+    sse_end(r->a);
+    rs_begin(r, "response.completed");
+    cg_buf_puts(b, ",\"response\":");
+    rs_response(b, r);
+    cg_buf_putc(b, '}');
+    sse_end(r->a);
+}
+
+static void responses_stream(cg_demo_answer_t *a)
+{
+    rs_text_t r = {.a = a};
+    responses_opening(&r);
+    rs_walk(&r);
+    responses_closing(&r);
+    rs_free(&r);
+}
+
+static void responses_body(cg_demo_answer_t *a)
+{
+    rs_text_t r = {0};
+    rs_walk(&r);
+    rs_response(&a->bytes, &r);
+    add_piece(a);
+    rs_free(&r);
+}
+
+void cg_demo_answer(cg_demo_answer_t *a, cg_dialect_t d, bool stream, size_t request_docs)
+{
+    switch (d) {
+    case CG_DIALECT_ANTHROPIC:
+        stream ? anthropic_stream(a, request_docs) : anthropic_body(a, request_docs);
+        break;
+    case CG_DIALECT_RESPONSES: stream ? responses_stream(a) : responses_body(a); break;
+    default: stream ? openai_stream(a) : openai_body(a); break;
+    }
+}

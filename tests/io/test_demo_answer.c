@@ -1,0 +1,272 @@
+/* The demo's answers in each dialect: well-formed events, streams that say
+ * what the bodies say, and responses annotations that cover their markers. */
+#include "citegate/json.h"
+#include "io/demo_answer.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+static cg_span_t piece(const cg_demo_answer_t *a, size_t i)
+{
+    size_t from = i ? a->ends[i - 1] : 0;
+    return cg_span(a->bytes.p + from, a->ends[i] - from);
+}
+
+/* The event name and data of a piece that holds one SSE event. */
+static void split_event(cg_span_t p, cg_span_t *name, cg_span_t *data)
+{
+    assert_true(p.n > 2 && memcmp(p.p + p.n - 2, "\n\n", 2) == 0);
+    assert_null(memmem(p.p, p.n - 2, "\n\n", 2));
+    *name = cg_span(NULL, 0);
+    const char *d = p.p;
+    if (memcmp(p.p, "event: ", 7) == 0) {
+        const char *nl = memchr(p.p, '\n', p.n);
+        *name = cg_span(p.p + 7, (size_t)(nl - p.p - 7));
+        d = nl + 1;
+    }
+    assert_memory_equal(d, "data: ", 6);
+    *data = cg_span(d + 6, (size_t)(p.p + p.n - 2 - (d + 6)));
+}
+
+static void parse(cg_json_t *j, cg_span_t s)
+{
+    assert_int_equal(cg_json_parse(j, s.p, s.n), CG_JSON_OK);
+    assert_int_equal(cg_json_type(j, 0), JSMN_OBJECT);
+}
+
+/* Appends the decoded string at token i. */
+static void put_str(cg_buf_t *b, const cg_json_t *j, int i)
+{
+    size_t n;
+    char *s = cg_json_strdup(j, i, &n);
+    assert_non_null(s);
+    cg_buf_put(b, s, n);
+    free(s);
+}
+
+static bool type_is(const cg_json_t *j, int obj, const char *type)
+{
+    int t = cg_json_get(j, obj, "type");
+    return cg_json_is_str(j, t) && cg_span_eq(cg_json_raw(j, t), type);
+}
+
+static void test_events_are_named_by_their_type(void **state)
+{
+    (void)state;
+    cg_dialect_t dialects[] = {CG_DIALECT_ANTHROPIC, CG_DIALECT_RESPONSES};
+    cg_json_t j;
+    cg_json_init(&j, 4096);
+    for (size_t k = 0; k < 2; k++) {
+        cg_demo_answer_t a = {0};
+        cg_demo_answer(&a, dialects[k], true, 0);
+        assert_true(a.npieces > 10);
+        for (size_t i = 0; i < a.npieces; i++) {
+            cg_span_t name, data;
+            split_event(piece(&a, i), &name, &data);
+            parse(&j, data);
+            int t = cg_json_get(&j, 0, "type");
+            assert_true(cg_json_is_str(&j, t));
+            cg_span_t type = cg_json_raw(&j, t);
+            assert_int_equal(type.n, name.n);
+            assert_memory_equal(type.p, name.p, name.n);
+        }
+        cg_demo_answer_free(&a);
+    }
+    cg_json_free(&j);
+}
+
+static void test_openai_stream_ends_with_done(void **state)
+{
+    (void)state;
+    cg_demo_answer_t a = {0};
+    cg_demo_answer(&a, CG_DIALECT_OPENAI, true, 0);
+    cg_span_t last = piece(&a, a.npieces - 1);
+    const char *done = "data: [DONE]\n\n";
+    assert_true(last.n > strlen(done));
+    assert_memory_equal(last.p + last.n - strlen(done), done, strlen(done));
+    assert_non_null(memmem(a.bytes.p, a.bytes.len, "[doc", 4));
+    cg_demo_answer_free(&a);
+}
+
+static void test_bodies_are_one_json_object(void **state)
+{
+    (void)state;
+    cg_dialect_t dialects[] = {CG_DIALECT_OPENAI, CG_DIALECT_ANTHROPIC, CG_DIALECT_RESPONSES};
+    cg_json_t j;
+    cg_json_init(&j, 4096);
+    for (size_t k = 0; k < 3; k++) {
+        cg_demo_answer_t a = {0};
+        cg_demo_answer(&a, dialects[k], false, 0);
+        assert_int_equal(a.npieces, 1);
+        parse(&j, cg_span(a.bytes.p, a.bytes.len));
+        cg_demo_answer_free(&a);
+    }
+    cg_json_free(&j);
+}
+
+/* The text of an anthropic stream, block by block, as the body has it. */
+static void test_anthropic_stream_says_what_the_body_says(void **state)
+{
+    (void)state;
+    cg_demo_answer_t s = {0}, b = {0};
+    cg_demo_answer(&s, CG_DIALECT_ANTHROPIC, true, 0);
+    cg_demo_answer(&b, CG_DIALECT_ANTHROPIC, false, 0);
+    cg_json_t j;
+    cg_json_init(&j, 4096);
+    cg_buf_t streamed = {0}, cited = {0};
+    unsigned citations = 0;
+    for (size_t i = 0; i < s.npieces; i++) {
+        cg_span_t name, data;
+        split_event(piece(&s, i), &name, &data);
+        parse(&j, data);
+        int delta = cg_json_get(&j, 0, "delta");
+        if (type_is(&j, 0, "content_block_delta") && type_is(&j, delta, "text_delta"))
+            put_str(&streamed, &j, cg_json_get(&j, delta, "text"));
+        if (type_is(&j, 0, "content_block_delta") && type_is(&j, delta, "citations_delta"))
+            citations++;
+        if (type_is(&j, 0, "content_block_stop"))
+            cg_buf_putc(&streamed, '|');
+    }
+    parse(&j, cg_span(b.bytes.p, b.bytes.len));
+    int content = cg_json_get(&j, 0, "content");
+    assert_int_equal(cg_json_type(&j, content), JSMN_ARRAY);
+    unsigned body_citations = 0;
+    for (int i = content + 1, n = 0; n < j.tok[content].size; n++, i = cg_json_skip(&j, i)) {
+        put_str(&cited, &j, cg_json_get(&j, i, "text"));
+        cg_buf_putc(&cited, '|');
+        int c = cg_json_get(&j, i, "citations");
+        if (c >= 0)
+            body_citations += (unsigned)j.tok[c].size;
+    }
+    assert_int_equal(streamed.len, cited.len);
+    assert_memory_equal(streamed.p, cited.p, cited.len);
+    assert_int_equal(citations, 4);
+    assert_int_equal(body_citations, citations);
+    cg_buf_free(&streamed);
+    cg_buf_free(&cited);
+    cg_json_free(&j);
+    cg_demo_answer_free(&s);
+    cg_demo_answer_free(&b);
+}
+
+/* The demo's own document comes after those the request sends. */
+static void test_anthropic_document_follows_the_request_ones(void **state)
+{
+    (void)state;
+    const char *want[] = {"\"document_index\":1,", "\"document_index\":3,"};
+    for (size_t docs = 0; docs <= 2; docs += 2) {
+        cg_demo_answer_t s = {0}, b = {0};
+        cg_demo_answer(&s, CG_DIALECT_ANTHROPIC, true, docs);
+        cg_demo_answer(&b, CG_DIALECT_ANTHROPIC, false, docs);
+        const char *w = want[docs / 2], *other = want[1 - docs / 2];
+        assert_non_null(memmem(s.bytes.p, s.bytes.len, w, strlen(w)));
+        assert_non_null(memmem(b.bytes.p, b.bytes.len, w, strlen(w)));
+        assert_null(memmem(b.bytes.p, b.bytes.len, other, strlen(other)));
+        cg_demo_answer_free(&s);
+        cg_demo_answer_free(&b);
+    }
+}
+
+/* Byte offset of code point `cp` in s[0..n); n when there is none. */
+static size_t byte_at(const char *s, size_t n, size_t cp)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80 && c++ == cp)
+            return i;
+    return n;
+}
+
+/* Each annotation's [start_index, end_index) is one whole 【…†…】 marker. */
+static unsigned check_covers_marker(const cg_json_t *j, int ann, const cg_buf_t *text)
+{
+    double start, end;
+    assert_true(type_is(j, ann, "url_citation"));
+    assert_true(cg_json_number(j, cg_json_get(j, ann, "start_index"), &start));
+    assert_true(cg_json_number(j, cg_json_get(j, ann, "end_index"), &end));
+    assert_true(end > start);
+    size_t from = byte_at(text->p, text->len, (size_t)start);
+    size_t to = byte_at(text->p, text->len, (size_t)end - 1); /* the last code point */
+    assert_true(to + 3 <= text->len);
+    assert_memory_equal(text->p + from, "\xE3\x80\x90", 3);
+    assert_memory_equal(text->p + to, "\xE3\x80\x91", 3);
+    assert_non_null(memmem(text->p + from, to - from, "\xE2\x80\xA0", 3));
+    return 1;
+}
+
+static void test_responses_body_annotations_cover_markers(void **state)
+{
+    (void)state;
+    cg_demo_answer_t b = {0};
+    cg_demo_answer(&b, CG_DIALECT_RESPONSES, false, 0);
+    cg_json_t j;
+    cg_json_init(&j, 4096);
+    parse(&j, cg_span(b.bytes.p, b.bytes.len));
+    int output = cg_json_get(&j, 0, "output");
+    int part = cg_json_get(&j, output + 1, "content") + 1;
+    cg_buf_t text = {0};
+    put_str(&text, &j, cg_json_get(&j, part, "text"));
+    int anns = cg_json_get(&j, part, "annotations");
+    unsigned checked = 0;
+    for (int i = anns + 1, n = 0; n < j.tok[anns].size; n++, i = cg_json_skip(&j, i))
+        checked += check_covers_marker(&j, i, &text);
+    assert_int_equal(checked, 3);
+    cg_buf_free(&text);
+    cg_json_free(&j);
+    cg_demo_answer_free(&b);
+}
+
+/* Streamed, each annotation comes right after the delta that completes the
+ * marker it covers, and the deltas add up to the body's text. */
+static void test_responses_stream_annotates_each_marker_next(void **state)
+{
+    (void)state;
+    cg_demo_answer_t s = {0}, b = {0};
+    cg_demo_answer(&s, CG_DIALECT_RESPONSES, true, 0);
+    cg_demo_answer(&b, CG_DIALECT_RESPONSES, false, 0);
+    cg_json_t j;
+    cg_json_init(&j, 4096);
+    cg_buf_t text = {0};
+    bool marker_just_closed = false;
+    unsigned annotations = 0;
+    for (size_t i = 0; i < s.npieces; i++) {
+        cg_span_t name, data;
+        split_event(piece(&s, i), &name, &data);
+        parse(&j, data);
+        if (type_is(&j, 0, "response.output_text.annotation.added")) {
+            assert_true(marker_just_closed);
+            annotations += check_covers_marker(&j, cg_json_get(&j, 0, "annotation"), &text);
+        }
+        marker_just_closed = false;
+        if (type_is(&j, 0, "response.output_text.delta")) {
+            put_str(&text, &j, cg_json_get(&j, 0, "delta"));
+            marker_just_closed = text.len >= 3 && !memcmp(text.p + text.len - 3, "\xE3\x80\x91", 3);
+        }
+    }
+    assert_int_equal(annotations, 3);
+    assert_true(type_is(&j, 0, "response.completed"));
+    assert_non_null(memmem(b.bytes.p, b.bytes.len, text.p, text.len));
+    cg_buf_free(&text);
+    cg_json_free(&j);
+    cg_demo_answer_free(&s);
+    cg_demo_answer_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_events_are_named_by_their_type),
+        cmocka_unit_test(test_openai_stream_ends_with_done),
+        cmocka_unit_test(test_bodies_are_one_json_object),
+        cmocka_unit_test(test_anthropic_stream_says_what_the_body_says),
+        cmocka_unit_test(test_anthropic_document_follows_the_request_ones),
+        cmocka_unit_test(test_responses_body_annotations_cover_markers),
+        cmocka_unit_test(test_responses_stream_annotates_each_marker_next),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
