@@ -381,6 +381,34 @@ static void test_markdown_choices_and_late_citations(void **state)
     view_free(&v);
 }
 
+/* Upstream url_citation annotations (SPEC §6): each citation takes its
+ * position where its annotation arrives and a line in that choice's
+ * Sources; the text has no reference to rewrite. */
+static void test_markdown_annotations_listed_where_they_arrive(void **state)
+{
+    (void)state;
+    const char *in =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"See the news.\"}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"annotations\":[{\"type\":\"url_citation\","
+        "\"url_citation\":{\"url\":\"https://n.example/a b\",\"title\":\"N_1\"}}]}}]}\n\n"
+        "data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\"Other [1].\"}}]}\n\n"
+        "data: {\"choices\":[{\"index\":1,\"delta\":{\"annotations\":[{\"type\":\"url_citation\","
+        "\"url_citation\":{\"url\":\"https://m.example/\",\"title\":\"M\"}}]}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"},"
+        "{\"index\":1,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+        "data: [DONE]\n\n";
+    view_t v;
+    char *zero = markdown_content(in, NULL, 0, &v);
+    char *one = cg_xstrndup(v.content[1].p, v.content[1].len);
+    assert_string_equal(zero, "See the news.\n\n**Sources**\n1. [N\\_1](https://n.example/a%20b)");
+    assert_string_equal(one, "Other [1](https://n.example/a%20b).\n\n**Sources**\n"
+                             "1. [N\\_1](https://n.example/a%20b)\n2. [M](https://m.example/)");
+    assert_true(v.ends_done);
+    free(zero);
+    free(one);
+    view_free(&v);
+}
+
 /* A truncated answer: held bytes, then the Sources delta, then the error
  * event, and no [DONE] (SPEC §6 End of stream). */
 static void test_markdown_truncated_stream(void **state)
@@ -849,6 +877,7 @@ int main(void)
         cmocka_unit_test(test_markdown_escapes_titles_and_encodes_urls),
         cmocka_unit_test(test_markdown_nothing_cited_adds_nothing),
         cmocka_unit_test(test_markdown_choices_and_late_citations),
+        cmocka_unit_test(test_markdown_annotations_listed_where_they_arrive),
         cmocka_unit_test(test_markdown_truncated_stream),
         cmocka_unit_test(test_markdown_body),
         cmocka_unit_test(test_markdown_long_sources_split),
