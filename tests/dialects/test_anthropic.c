@@ -461,6 +461,25 @@ static void test_error_event(void **state)
     cg_buf_free(&out);
 }
 
+/* Nothing after message_stop is read, also where the profile holds the
+ * stream (and so has not ended it when the view's [DONE] goes by). */
+static void test_nothing_after_message_stop(void **state)
+{
+    (void)state;
+    static const char *const profiles[] = {"structured", "openwebui"};
+    for (size_t p = 0; p < 2; p++) {
+        cg_buf_t out = {0};
+        run(profiles[p], NULL, START TEXT(0, "one") MSG_STOP TEXT(0, "two") MSG_STOP, &out, NULL);
+        char *c = content_of(&out);
+        assert_string_equal(c, "one");
+        const char *done = strstr(out.p, "data: [DONE]");
+        assert_non_null(done);
+        assert_null(strstr(done + strlen("data: [DONE]"), "[DONE]"));
+        free(c);
+        cg_buf_free(&out);
+    }
+}
+
 static void test_truncated_streams(void **state)
 {
     (void)state;
@@ -572,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_block_reference_bound),
         cmocka_unit_test(test_profiles_with_growing_citations),
         cmocka_unit_test(test_error_event),
+        cmocka_unit_test(test_nothing_after_message_stop),
         cmocka_unit_test(test_truncated_streams),
         cmocka_unit_test(test_body),
         cmocka_unit_test(test_numeric_despite_data_sources),
