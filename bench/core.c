@@ -25,6 +25,11 @@
  * (cg_dialect_request) of a typical 4 KB chat body, per request, next to
  * cg_request_parse of the same body (what every chat request already costs).
  *
+ * A third: the same transformer reading an anthropic upstream through its
+ * answer view (SPEC §6a), on long Anthropic Messages streams of the same
+ * size: text_delta after text_delta, the text cut into blocks that cite web
+ * search results, so that each block ends with a reference to rewrite.
+ *
  * Usage: core [--read N] [--mib N] [--rounds N] [--events N] [--seed N]
  */
 #ifndef _GNU_SOURCE
@@ -289,9 +294,108 @@ static void gen_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
     t->events += 2;
 }
 
+/* --- Anthropic Messages input (SPEC §6a) ------------------------------------ */
+
+#define NWEB 5
+
+static const char *const web_urls[NWEB] = {
+    "https://docs.example.com/x100/manual.pdf",
+    "https://support.example.com/faq/warranty.html",
+    "https://docs.example.com/service/battery%20swap.html",
+    "https://docs.example.com/x100/release-notes.md",
+    "https://en.wikipedia.org/wiki/USB-C",
+};
+
+static void put_an_event(cg_buf_t *b, const char *type, const char *data)
+{
+    cg_buf_printf(b, "event: %s\ndata: %s\n\n", type, data);
+}
+
+static void put_an_citation(cg_buf_t *b, unsigned k, unsigned w, gen_totals_t *t)
+{
+    cg_buf_printf(b,
+                  "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"
+                  "%u,\"delta\":{\"type\":\"citations_delta\",\"citation\":{\"type\":"
+                  "\"web_search_result_location\",\"cited_text\":\"%s\",\"url\":\"%s\",\"title\":"
+                  "\"%s\",\"encrypted_index\":\"Eo8BCioIAhgBIiQyYjQ0OWJmZi1lNm..\"}}}\n\n",
+                  k, docs[w].content, web_urls[w], docs[w].title);
+    t->events++;
+}
+
+/* Starts text block k. The first cites all web results (their citations
+ * are made there), each later one cites one of them again. */
+static void put_an_block(cg_buf_t *b, unsigned k, gen_totals_t *t)
+{
+    cg_buf_printf(b,
+                  "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"
+                  "%u,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+                  k);
+    t->events++;
+    unsigned n = k == 0 ? NWEB : 1;
+    for (unsigned i = 0; i < n; i++)
+        put_an_citation(b, k, k == 0 ? i : rng_below(NWEB), t);
+    /* Each cited source gets a reference at the block's end. */
+    t->refs += n;
+    t->refs_url += n;
+}
+
+/* Appends one anthropic answer: message_start, a ping, nev text_delta
+ * events of 4-32 bytes of text in blocks of 300-500 bytes of text, each
+ * citing web results (so each block's end appends references to rewrite),
+ * the block and message ends. */
+static void gen_anthropic_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
+{
+    put_an_event(b, "message_start",
+                 "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_01XFDUDYJgAACzvnptvVoYEL\","
+                 "\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":"
+                 "\"claude-sonnet-4-5-20250929\",\"stop_reason\":null,\"stop_sequence\":null,"
+                 "\"usage\":{\"input_tokens\":2679,\"output_tokens\":3}}}");
+    put_an_event(b, "ping", "{\"type\": \"ping\"}");
+    t->events += 2;
+    unsigned block = 0;
+    long to_stop = 300 + (long)rng_below(201);
+    put_an_block(b, block, t);
+    for (unsigned e = 0; e < nev; e++) {
+        char text[256];
+        size_t n = 0, target = 4 + rng_below(29);
+        while (n < target) {
+            const char *w = rng_below(100) < 8 ? "," : words[rng_below(NWORDS)];
+            memcpy(text + n, w, strlen(w));
+            n += strlen(w);
+        }
+        cg_buf_printf(b,
+                      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+                      "\"index\":%u,\"delta\":{\"type\":\"text_delta\",\"text\":\"%.*s\"}}\n\n",
+                      block, (int)n, text);
+        t->content_bytes += n;
+        t->content_events++;
+        t->events++;
+        to_stop -= (long)n;
+        if (to_stop <= 0 && e + 1 < nev) {
+            cg_buf_printf(b,
+                          "event: content_block_stop\ndata: {\"type\":\"content_block_stop\","
+                          "\"index\":%u}\n\n",
+                          block);
+            t->events++;
+            put_an_block(b, ++block, t);
+            to_stop = 300 + (long)rng_below(201);
+        }
+    }
+    cg_buf_printf(b,
+                  "event: content_block_stop\ndata: {\"type\":\"content_block_stop\","
+                  "\"index\":%u}\n\n",
+                  block);
+    put_an_event(b, "message_delta",
+                 "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\","
+                 "\"stop_sequence\":null},\"usage\":{\"output_tokens\":2048}}");
+    put_an_event(b, "message_stop", "{\"type\":\"message_stop\"}");
+    t->events += 3;
+}
+
 /* --- Passes ---------------------------------------------------------------- */
 
 typedef struct input {
+    const cg_dialect_view_t *view; /* the upstream's dialect; NULL: openai */
     const char *p;
     size_t *off; /* answer i is p[off[i], off[i+1]) */
     size_t nans;
@@ -322,6 +426,14 @@ static size_t out_bytes(const cg_out_t *o)
     return n;
 }
 
+static cg_xform_t *new_xform(const input_t *in, const cg_xform_cfg_t *cfg)
+{
+    cg_xform_t *x = cg_xform_new(cfg, NULL);
+    if (in->view)
+        cg_xform_set_dialect(x, in->view, NULL, 1757592280);
+    return x;
+}
+
 /* One transformer pass. If lat_ns/lat_ev are given, every feed is timed. */
 static xres_t xform_pass(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
                          double *lat_read, double *lat_ev, size_t *nlat_read, size_t *nlat_ev)
@@ -332,7 +444,7 @@ static xres_t xform_pass(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg
     for (size_t a = 0; a < in->nans; a++) {
         const char *p = in->p + in->off[a];
         size_t len = in->off[a + 1] - in->off[a];
-        cg_xform_t *x = cg_xform_new(cfg, NULL);
+        cg_xform_t *x = new_xform(in, cfg);
         const cg_xform_stats_t *st = cg_xform_stats(x);
         cg_out_t out = {0};
         size_t k = 0;
@@ -414,7 +526,7 @@ static int verify(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
     for (size_t a = 0; a < in->nans; a++) {
         const char *p = in->p + in->off[a];
         size_t len = in->off[a + 1] - in->off[a];
-        cg_xform_t *x = cg_xform_new(cfg, NULL);
+        cg_xform_t *x = new_xform(in, cfg);
         cg_out_t out = {0};
         all.len = 0;
         for (size_t pos = 0; pos < len; pos += rd) {
@@ -572,6 +684,83 @@ static void bench_dialect(void)
     cg_buf_free(&b);
 }
 
+/* --- Input of whole answers ------------------------------------------------ */
+
+typedef void (*gen_fn)(cg_buf_t *b, unsigned nev, gen_totals_t *t);
+
+/* Whole answers from gen until buf holds at least target bytes. */
+static void make_input(input_t *in, cg_buf_t *buf, size_t target, unsigned nev, size_t rd,
+                       gen_fn gen, gen_totals_t *gt)
+{
+    size_t cap = 64, nans = 0;
+    size_t *off = malloc(cap * sizeof(size_t));
+    if (off == NULL)
+        die("out of memory");
+    off[0] = 0;
+    while (buf->len < target) {
+        gen(buf, nev, gt);
+        if (nans + 2 > cap) {
+            cap *= 2;
+            off = realloc(off, cap * sizeof(size_t));
+            if (off == NULL)
+                die("out of memory");
+        }
+        off[++nans] = buf->len;
+    }
+    *in = (input_t){NULL, buf->p, off, nans, buf->len, 0};
+    for (size_t a = 0; a < nans; a++)
+        in->nreads += (off[a + 1] - off[a] + rd - 1) / rd;
+}
+
+/* The anthropic view on inputs of the main measurement's size: median
+ * round, ns per upstream event, and the steady state's heap allocations
+ * (the feeds between an answer's first two and its last). Returns 1 when
+ * its verify fails. */
+static int bench_anthropic(size_t target, unsigned nev, size_t rd, size_t rounds,
+                           const cg_xform_cfg_t *cfg)
+{
+    cg_buf_t buf = {0};
+    gen_totals_t gt = {0};
+    input_t in;
+    make_input(&in, &buf, target, nev, rd, gen_anthropic_answer, &gt);
+    in.view = cg_dialect_view(CG_DIALECT_ANTHROPIC);
+    printf("\nanthropic input: %.2f MiB, %zu answers, %" PRIu64 " events (%" PRIu64
+           " text_delta of %.1f bytes of text on average), avg %.1f bytes/event\n",
+           (double)in.len / 1048576.0, in.nans, gt.events, gt.content_events,
+           (double)gt.content_bytes / (double)gt.content_events,
+           (double)in.len / (double)gt.events);
+    int bad = verify(&in, rd, cfg, &gt);
+    (void)xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
+    double *t = malloc(rounds * sizeof(double));
+    if (t == NULL)
+        die("out of memory");
+    xres_t sum = {0}, x = {0};
+    for (size_t r = 0; r < rounds; r++) {
+        x = xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
+        t[r] = (double)x.ns;
+        sum.allocs_mid += x.allocs_mid;
+        sum.events_mid += x.events_mid;
+        sum.allocs_total += x.allocs_total;
+        sum.events += x.events;
+    }
+    qsort(t, rounds, sizeof(double), cmp_double);
+    double med = pct(t, rounds, 50);
+    double mbps = (double)in.len / 1e6 / (med / 1e9);
+    double allocs = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
+    printf("anthropic: steady feeds %" PRIu64 " allocations / %" PRIu64
+           " events; all: %.4f allocations per event; bars: >= 1000 MB/s %s, 0 allocs/event "
+           "steady %s\n",
+           sum.allocs_mid, sum.events_mid, (double)sum.allocs_total / (double)sum.events,
+           mbps >= 1000 ? "PASS" : "MISS", sum.allocs_mid == 0 ? "PASS" : "MISS");
+    printf("anthropic: xform_MBps=%.1f ns_per_event=%.1f allocs_per_event=%.4f (median of %zu "
+           "rounds) %s\n",
+           mbps, med / (double)x.events, allocs, rounds, bad ? "verify FAIL" : "verify OK");
+    free(t);
+    free(in.off);
+    cg_buf_free(&buf);
+    return bad;
+}
+
 /* --- Main ------------------------------------------------------------------ */
 
 static unsigned long parse_num(const char *opt, const char *v)
@@ -628,24 +817,9 @@ int main(int argc, char **argv)
     size_t target = mib << 20;
     cg_buf_t buf = {0};
     gen_totals_t gt = {0};
-    size_t cap = 64, nans = 0;
-    size_t *off = malloc(cap * sizeof(size_t));
-    if (off == NULL)
-        die("out of memory");
-    off[0] = 0;
-    while (buf.len < target) {
-        gen_answer(&buf, (unsigned)nev, &gt);
-        if (nans + 2 > cap) {
-            cap *= 2;
-            off = realloc(off, cap * sizeof(size_t));
-            if (off == NULL)
-                die("out of memory");
-        }
-        off[++nans] = buf.len;
-    }
-    input_t in = {buf.p, off, nans, buf.len, 0};
-    for (size_t a = 0; a < nans; a++)
-        in.nreads += (off[a + 1] - off[a] + rd - 1) / rd;
+    input_t in;
+    make_input(&in, &buf, target, (unsigned)nev, rd, gen_answer, &gt);
+    size_t nans = in.nans;
 
     const cg_profile_t *profile = NULL;
     cg_profile_parse("openwebui", &profile);
@@ -762,6 +936,7 @@ int main(int argc, char **argv)
            ns_ev <= 1000 ? "PASS" : "MISS", allocs_steady == 0 ? "PASS" : "MISS",
            bad ? "FAIL" : "OK");
     bench_dialect();
+    bad |= bench_anthropic(target, (unsigned)nev, rd, rounds, &cfg);
     printf("core: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
            "allocs_per_event=%.4f\n",
            x_mbps, m_mbps, ratio, ns_ev, a_steady);
@@ -770,7 +945,7 @@ int main(int argc, char **argv)
     free(lat_ev);
     free(t_x);
     free(t_m);
-    free(off);
+    free(in.off);
     cg_buf_free(&buf);
     return bad;
 }

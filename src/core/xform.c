@@ -1390,10 +1390,15 @@ void cg__xform_content(cg_xform_t *x, size_t index, cg_span_t raw)
     cg_choice_t *ch = NULL;
     if (!p->holds_stream && !p->content && !x->ended)
         ch = choice_at(x, (double)index);
-    if (ch == NULL) {
-        content_chunk(x, index, raw);
-        return;
+    while (ch == NULL && raw.n > 0) {
+        /* No line we write passes 64 KiB (SPEC §6 rule 5), held or not. */
+        size_t take = cg_json_safe_cut(raw.p, raw.n, CG_XFORM_SPLIT_CHUNK);
+        content_chunk(x, index, cg_span(raw.p, take));
+        raw.p += take;
+        raw.n -= take;
     }
+    if (ch == NULL)
+        return;
     adopt_request_sources(x);
     x->content_stable = false;
     /* A meta of at most 256 bytes a value, and the chunk's own members. */

@@ -85,6 +85,7 @@ typedef struct state {
     bool started;   /* the role chunk went out */
     bool finished;  /* a finish_reason went out */
     bool usage_out; /* the usage chunk went out */
+    bool over;      /* [DONE] or the error went out: nothing more is read */
     double in_tokens, out_tokens;
 } state_t;
 
@@ -492,9 +493,35 @@ static void on_error(cg_xform_t *x, state_t *s)
                                             : CG_SPAN_LIT("\"upstream_error\""));
 }
 
+static void dispatch(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev, cg_span_t type)
+{
+    if (cg_span_eq(type, "content_block_delta")) {
+        on_block_delta(x, s, ev);
+    } else if (cg_span_eq(type, "message_start")) {
+        on_message_start(x, s);
+    } else if (cg_span_eq(type, "content_block_start")) {
+        on_block_start(x, s);
+    } else if (cg_span_eq(type, "content_block_stop")) {
+        on_block_stop(x, s);
+    } else if (cg_span_eq(type, "message_delta")) {
+        on_message_delta(x, s);
+    } else if (cg_span_eq(type, "message_stop")) {
+        put_usage(x, s);
+        put_done(x);
+        s->over = true;
+    } else if (cg_span_eq(type, "error")) {
+        on_error(x, s);
+        s->over = true;
+    } else if (cg_span_eq(type, "ping")) {
+        put_ping(x);
+    }
+}
+
 static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
 {
     state_t *s = state;
+    if (s->over)
+        return; /* a holding profile has not ended the stream yet; the answer has */
     if (ev->ndata == 0) {
         if (ev->nother)
             put_ping(x);
@@ -506,26 +533,8 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
         x->stats.malformed++;
         return;
     }
-    const cg_json_t *j = &s->json;
-    int type = cg_json_get(j, 0, "type");
-    cg_span_t t = cg_json_is_str(j, type) ? cg_json_raw(j, type) : ev->type;
-    if (cg_span_eq(t, "content_block_delta"))
-        on_block_delta(x, s, ev);
-    else if (cg_span_eq(t, "message_start"))
-        on_message_start(x, s);
-    else if (cg_span_eq(t, "content_block_start"))
-        on_block_start(x, s);
-    else if (cg_span_eq(t, "content_block_stop"))
-        on_block_stop(x, s);
-    else if (cg_span_eq(t, "message_delta"))
-        on_message_delta(x, s);
-    else if (cg_span_eq(t, "message_stop")) {
-        put_usage(x, s);
-        put_done(x);
-    } else if (cg_span_eq(t, "error"))
-        on_error(x, s);
-    else if (cg_span_eq(t, "ping"))
-        put_ping(x);
+    int type = cg_json_get(&s->json, 0, "type");
+    dispatch(x, s, ev, cg_json_is_str(&s->json, type) ? cg_json_raw(&s->json, type) : ev->type);
     /* A large event must not pin its tokens for the rest of the stream. */
     if (s->json.cap > 512)
         cg_json_trim(&s->json, 128);
@@ -537,7 +546,7 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
 static void on_end(cg_xform_t *x, void *state)
 {
     state_t *s = state;
-    if (s->finished)
+    if (s->finished && !s->over)
         put_usage(x, s);
 }
 

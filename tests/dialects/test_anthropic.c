@@ -195,6 +195,42 @@ static void test_nul_in_text(void **state)
     dialect_case_free(&c);
 }
 
+/* SPEC §6 rule 5: a text delta far over 64 KiB goes out in several chunks,
+ * none of whose lines passes 64 KiB, the text whole and a reference across
+ * two deltas still found. */
+static void test_huge_text(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0}, text = {0}, out = {0};
+    for (int i = 0; i < 20000; i++)
+        cg_buf_puts(&text, i % 1000 == 999 ? "[1] \\u00e9 " : "word ");
+    cg_buf_puts(&in, START TEXT_START(0) CITE(0, WEB("https://w.example/p", "W", "w")));
+    cg_buf_printf(&in, TEXT(0, "%.*s"), (int)text.len, text.p);
+    cg_buf_puts(&in, TEXT(0, "[") TEXT(0, "1]") STOP(0) MSG_STOP);
+    cg_buf_putc(&in, '\0');
+    static const char *const profiles[] = {"openwebui", "structured", "off"};
+    for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++) {
+        run(profiles[p], NULL, in.p, &out, NULL);
+        view_t v;
+        view_of_stream(&v, out.p, out.len);
+        assert_true(v.max_line <= CG_XFORM_LINE_MAX);
+        assert_true(v.ends_done);
+        /* Profiles off and structured leave references as written. */
+        const char *tail = strcmp(profiles[p], "openwebui") != 0
+                               ? "[1] é [1][1]"
+                               : "[[1]](https://w.example/p) é [[1]](https://w.example/p)"
+                                 "[[1]](https://w.example/p)";
+        size_t n = strlen(tail);
+        const cg_buf_t *c = &v.content[0];
+        if (c->len < 100000 || memcmp(c->p + c->len - n, tail, n) != 0)
+            fail_msg("%s: %zu bytes, ends %.*s", profiles[p], c->len, (int)n, c->p + c->len - n);
+        view_free(&v);
+    }
+    cg_buf_free(&in);
+    cg_buf_free(&text);
+    cg_buf_free(&out);
+}
+
 static void test_finish_reasons(void **state)
 {
     (void)state;
@@ -425,6 +461,25 @@ static void test_error_event(void **state)
     cg_buf_free(&out);
 }
 
+/* Nothing after message_stop is read, also where the profile holds the
+ * stream (and so has not ended it when the view's [DONE] goes by). */
+static void test_nothing_after_message_stop(void **state)
+{
+    (void)state;
+    static const char *const profiles[] = {"structured", "openwebui"};
+    for (size_t p = 0; p < 2; p++) {
+        cg_buf_t out = {0};
+        run(profiles[p], NULL, START TEXT(0, "one") MSG_STOP TEXT(0, "two") MSG_STOP, &out, NULL);
+        char *c = content_of(&out);
+        assert_string_equal(c, "one");
+        const char *done = strstr(out.p, "data: [DONE]");
+        assert_non_null(done);
+        assert_null(strstr(done + strlen("data: [DONE]"), "[DONE]"));
+        free(c);
+        cg_buf_free(&out);
+    }
+}
+
 static void test_truncated_streams(void **state)
 {
     (void)state;
@@ -526,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_only_text_deltas_are_content),
         cmocka_unit_test(test_broken_text_after_good_ones),
         cmocka_unit_test(test_nul_in_text),
+        cmocka_unit_test(test_huge_text),
         cmocka_unit_test(test_finish_reasons),
         cmocka_unit_test(test_usage_chunk),
         cmocka_unit_test(test_documents_are_request_sources),
@@ -535,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_block_reference_bound),
         cmocka_unit_test(test_profiles_with_growing_citations),
         cmocka_unit_test(test_error_event),
+        cmocka_unit_test(test_nothing_after_message_stop),
         cmocka_unit_test(test_truncated_streams),
         cmocka_unit_test(test_body),
         cmocka_unit_test(test_numeric_despite_data_sources),
