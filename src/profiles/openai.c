@@ -20,9 +20,11 @@
 
 #define MAX_ANNOTATIONS 1024
 
-/* One rewritten reference, in UTF-16 offsets of its choice's content. */
+/* One rewritten reference, in UTF-16 offsets of its choice's content. The
+ * citation is kept by its place in the table: a dialect view adds citations
+ * while the stream runs, and the table may move. */
 typedef struct annot {
-    const cg_citation_t *cite;
+    size_t cite;
     size_t choice;
     uint64_t start, end;
 } annot_t;
@@ -82,16 +84,18 @@ static bool on_ref(cg_xform_t *x, cg_choice_t *ch, const cg_refrec_t *rec, const
     if (s->nannots == MAX_ANNOTATIONS)
         return true;
     s->annots = cg_grow(s->annots, s->nannots, &s->annots_cap, 8, sizeof(annot_t));
-    s->annots[s->nannots++] = (annot_t){c, (size_t)(ch - x->choices), start, oc->u16};
+    s->annots[s->nannots++] =
+        (annot_t){(size_t)(c - x->cites.v), (size_t)(ch - x->choices), start, oc->u16};
     return true;
 }
 
-static void put_annotation(cg_buf_t *b, const annot_t *a)
+static void put_annotation(const cg_xform_t *x, cg_buf_t *b, const annot_t *a)
 {
+    const cg_citation_t *c = &x->cites.v[a->cite];
     cg_buf_puts(b, "{\"type\":\"url_citation\",\"url_citation\":{\"url\":\"");
-    cg_buf_puts(b, a->cite->link); /* already escaped for JSON */
+    cg_buf_puts(b, c->link); /* already escaped for JSON */
     cg_buf_puts(b, "\",\"title\":");
-    cg_json_put_cstr(b, a->cite->title);
+    cg_json_put_cstr(b, c->title);
     cg_buf_printf(b, ",\"start_index\":%" PRIu64 ",\"end_index\":%" PRIu64 "}}", a->start, a->end);
 }
 
@@ -99,9 +103,10 @@ static void put_annotation(cg_buf_t *b, const annot_t *a)
  * the stream's one annotations chunk, those that would take its line past
  * CG_XFORM_LINE_MAX (SPEC §6) are left out: the links stay in the content.
  * line_from is where that line starts in b, or SIZE_MAX for a body. */
-static size_t put_choice_annotations(const openai_t *s, size_t choice, cg_buf_t *b, bool comma,
+static size_t put_choice_annotations(const cg_xform_t *x, size_t choice, cg_buf_t *b, bool comma,
                                      size_t line_from)
 {
+    const openai_t *s = x->state;
     size_t n = 0;
     for (size_t i = 0; i < s->nannots; i++) {
         if (s->annots[i].choice != choice)
@@ -109,7 +114,7 @@ static size_t put_choice_annotations(const openai_t *s, size_t choice, cg_buf_t 
         size_t before = b->len;
         if (n || comma)
             cg_buf_putc(b, ',');
-        put_annotation(b, &s->annots[i]);
+        put_annotation(x, b, &s->annots[i]);
         if (line_from != SIZE_MAX && b->len - line_from > CG_XFORM_LINE_MAX - 1024) {
             b->len = before;
             break;
@@ -190,7 +195,7 @@ static bool stream_end(cg_xform_t *x)
         if (count_annotations(s, i) == 0)
             continue;
         cg_buf_printf(b, "%s{\"index\":%zu,\"delta\":{\"annotations\":[", first ? "" : ",", i);
-        put_choice_annotations(s, i, b, false, from);
+        put_choice_annotations(x, i, b, false, from);
         cg_buf_puts(b, "]}}");
         first = false;
     }
@@ -224,10 +229,10 @@ static void body_message(cg_xform_t *x, cg_choice_t *ch, int msg)
     cg__emit_data_until(x, cg_json_end(j, close) - 1);
     size_t from = o->arena.len;
     if (ann >= 0) {
-        put_choice_annotations(s, choice, &o->arena, j->tok[ann].size > 0, SIZE_MAX);
+        put_choice_annotations(x, choice, &o->arena, j->tok[ann].size > 0, SIZE_MAX);
     } else {
         cg_buf_puts(&o->arena, ",\"annotations\":[");
-        put_choice_annotations(s, choice, &o->arena, false, SIZE_MAX);
+        put_choice_annotations(x, choice, &o->arena, false, SIZE_MAX);
         cg_buf_putc(&o->arena, ']');
     }
     cg__emit_arena_since(o, from);
