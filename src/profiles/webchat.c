@@ -18,9 +18,12 @@
 #define ABSTRACT_MAX 200            /* characters, as Web Chat's own samples */
 #define ZWSP         "\xE2\x80\x8B" /* U+200B ZERO WIDTH SPACE */
 
+/* Citations are kept by their place in x->cites, and the tables are sized
+ * for the most the citation table can hold: a dialect view adds citations
+ * while the stream runs, and the table may move. */
 typedef struct webchat {
-    const cg_citation_t **bypos; /* citation of position i + 1 */
-    uint16_t *pos;               /* position of citation i (of x->cites), 0: none yet */
+    uint16_t *bypos; /* place of the citation of position i + 1 */
+    uint16_t *pos;   /* position of citation i (of x->cites), 0: none yet */
     size_t npos;
 } webchat_t;
 
@@ -66,13 +69,12 @@ static size_t position(cg_xform_t *x, const cg_citation_t *c)
 {
     webchat_t *s = x->state;
     if (s->pos == NULL) {
-        /* The citation table is complete once a reference resolves. */
-        s->pos = cg_xcalloc(x->cites.n, sizeof(*s->pos));
-        s->bypos = cg_xcalloc(x->cites.n, sizeof(*s->bypos));
+        s->pos = cg_xcalloc(CG_CITE_MAX, sizeof(*s->pos));
+        s->bypos = cg_xcalloc(CG_CITE_MAX, sizeof(*s->bypos));
     }
     size_t k = (size_t)(c - x->cites.v);
     if (s->pos[k] == 0) {
-        s->bypos[s->npos++] = c;
+        s->bypos[s->npos++] = (uint16_t)k;
         s->pos[k] = (uint16_t)s->npos;
     }
     return s->pos[k];
@@ -185,14 +187,15 @@ static void put_def(cg_buf_t *b, size_t pos, const cg_citation_t *c)
 }
 
 /* A choice's Markdown definitions, JSON-escaped for inside its content. */
-static void put_defs(const webchat_t *s, const webchat_choice_t *wc, cg_buf_t *b)
+static void put_defs(const cg_xform_t *x, const webchat_choice_t *wc, cg_buf_t *b)
 {
+    const webchat_t *s = x->state;
     cg_buf_t md = {0};
     for (size_t pos = 1; pos <= s->npos; pos++) {
         if (!uses(wc, pos))
             continue;
         cg_buf_puts(&md, md.len ? "\n" : "\n\n");
-        put_def(&md, pos, s->bypos[pos - 1]);
+        put_def(&md, pos, &x->cites.v[s->bypos[pos - 1]]);
     }
     cg_json_put_escaped(b, md.p, md.len);
     cg_buf_free(&md);
@@ -223,15 +226,16 @@ static void put_claim(cg_buf_t *b, size_t pos, const cg_citation_t *c, bool text
 }
 
 /* The schema.org Message thing of the answer; "text" is optional. */
-static void put_message(const webchat_t *s, cg_buf_t *b, bool text)
+static void put_message(const cg_xform_t *x, cg_buf_t *b, bool text)
 {
+    const webchat_t *s = x->state;
     cg_buf_puts(b, "{\"@context\":\"https://schema.org\",\"@id\":\"\",\"@type\":\"Message\","
                    "\"type\":\"https://schema.org/Message\",\"keywords\":[\"AIGeneratedContent\"],"
                    "\"citation\":[");
     for (size_t pos = 1; pos <= s->npos; pos++) {
         if (pos > 1)
             cg_buf_putc(b, ',');
-        put_claim(b, pos, s->bypos[pos - 1], text);
+        put_claim(b, pos, &x->cites.v[s->bypos[pos - 1]], text);
     }
     cg_buf_puts(b, "]}");
 }
@@ -251,7 +255,7 @@ static bool stream_end(cg_xform_t *x)
         if (wc->used == NULL)
             continue;
         defs.len = 0;
-        put_defs(s, wc, &defs);
+        put_defs(x, wc, &defs);
         /* Many long definitions go out in several content chunks (SPEC §6). */
         for (size_t at = 0; at < defs.len;) {
             size_t take = cg_json_safe_cut(defs.p + at, defs.len - at, CG_XFORM_SPLIT_CHUNK);
@@ -267,12 +271,12 @@ static bool stream_end(cg_xform_t *x)
     cg__emit_chunk_open(x, b);
     cg_buf_puts(b, ",\"choices\":[],\"entities\":[");
     size_t entity = b->len;
-    put_message(s, b, true);
+    put_message(x, b, true);
     if (b->len - line > CG_XFORM_LINE_MAX - 64) {
         /* Too long for one SSE line (SPEC §6): the snippets are emptied;
          * name, url and abstract remain, so the badges still work. */
         b->len = entity;
-        put_message(s, b, false);
+        put_message(x, b, false);
     }
     cg_buf_puts(b, "]}\n\n");
     cg__emit_arena_since(o, from);
@@ -288,7 +292,7 @@ static void body_message(cg_xform_t *x, cg_choice_t *ch, int msg)
     if (wc->used == NULL)
         return;
     size_t from = x->out->arena.len;
-    put_defs(x->state, wc, &x->out->arena);
+    put_defs(x, wc, &x->out->arena);
     cg__emit_arena_since(x->out, from);
 }
 
@@ -300,7 +304,7 @@ static void body_end(cg_xform_t *x, bool comma)
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
     cg_buf_puts(&o->arena, comma ? ",\"entities\":[" : "\"entities\":[");
-    put_message(s, &o->arena, true);
+    put_message(x, &o->arena, true);
     cg_buf_putc(&o->arena, ']');
     cg__emit_arena_since(o, from);
     x->stats.citations_emitted += s->npos;
