@@ -86,11 +86,14 @@ typedef struct cg_xform cg_xform_t;
 /* req may be NULL; it must outlive the transformer. */
 cg_xform_t *cg_xform_new(const cg_xform_cfg_t *cfg, const cg_request_t *req);
 void cg_xform_free(cg_xform_t *x);
-/* The upstream speaks dialect d (SPEC §6a), before the first feed or body.
- * dreq (may be NULL) must outlive the transformer; created is the
- * "created" of the client's chunks when the upstream gives none. */
-void cg_xform_set_dialect(cg_xform_t *x, cg_dialect_t d, const cg_dialect_req_t *dreq,
-                          int64_t created);
+/* The upstream speaks the dialect whose answer view is `view`
+ * (cg_dialect_view(), SPEC §6a; NULL: openai), before the first feed or
+ * body. The caller looks the view up, as it does the profile: the views
+ * call the transformer, so the transformer must not name them. dreq (may be
+ * NULL) must outlive the transformer; created is the "created" of the
+ * client's chunks when the upstream gives none. */
+void cg_xform_set_dialect(cg_xform_t *x, const cg_dialect_view_t *view,
+                          const cg_dialect_req_t *dreq, int64_t created);
 
 /* Streaming body (SSE): feed every read, then finish once. Returns 0. */
 int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out);

@@ -188,7 +188,7 @@ int cg_main_filter(int argc, char **argv)
         goto done;
     }
     cg_xform_t *x = cg_xform_new(&xc, request_path ? &req : NULL);
-    cg_xform_set_dialect(x, d, request_path ? &dreq : NULL, created);
+    cg_xform_set_dialect(x, cg_dialect_view(d), request_path ? &dreq : NULL, created);
     if (looks_like_json(&in)) {
         cg_out_t out = {0};
         int body_rc = cg_xform_body(x, in.p, in.len, &out);

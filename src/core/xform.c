@@ -142,10 +142,10 @@ void cg_xform_free(cg_xform_t *x)
     free(x);
 }
 
-void cg_xform_set_dialect(cg_xform_t *x, cg_dialect_t d, const cg_dialect_req_t *dreq,
-                          int64_t created)
+void cg_xform_set_dialect(cg_xform_t *x, const cg_dialect_view_t *view,
+                          const cg_dialect_req_t *dreq, int64_t created)
 {
-    x->view = cg_dialect_view(d);
+    x->view = view;
     x->dreq = dreq;
     x->created = created;
     if (x->view == NULL)
