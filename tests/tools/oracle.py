@@ -430,6 +430,16 @@ class Stream:
                 return ev, pos
         raise AssertionError("offset outside content")
 
+    def known(self, n, ev):
+        """Was citation n known when event ev reached the finder? (One moment for all the
+        citations of a stream here; a dialect's may arrive one by one.)"""
+        return ev >= self.known_ev
+
+    def mentions(self):
+        """Citations counted as referenced once without a reference in the text (SPEC §6,
+        annotation-sourced), as Ref-like objects with a `when`; none here."""
+        return []
+
     def lookup(self, n):
         if self.cits is None:
             return None
@@ -474,7 +484,7 @@ def find_refs(st, style):
                 cit = st.lookup(n)
                 key = (n if st.kind == "request" else n - 1) if cit is not None else None
                 ev, pos = st.event_of(idx, m.end() - 1)
-                r = Ref(idx, m, n, cit, key, cit is not None and ev >= st.known_ev, (ev, pos, m.start()))
+                r = Ref(idx, m, n, cit, key, cit is not None and st.known(n, ev), (ev, pos, m.start()))
                 r.label = ("doc%d" if style == "doc" else "%d") % n
                 refs.append(r)
     refs.sort(key=lambda r: r.when)
@@ -529,7 +539,7 @@ def abstract_of(snippet, title):
 def transform(st, profile, style, max_doc_bytes, scores):
     """Final content per choice plus the profile's extras."""
     refs = find_refs(st, style)
-    counted = [r for r in refs if r.cit is not None]
+    counted = sorted([r for r in refs if r.cit is not None] + st.mentions(), key=lambda r: r.when)
     resolving = [r for r in refs if r.resolves]
     out = {"content": dict(st.content), "sources": [], "annotations": {}, "citations": [],
            "entities": [], "defs": {}}
