@@ -438,6 +438,8 @@ static void scan(rs_t *s, const char *p, size_t n)
  * or deleted; with keep_open, only up to the first marker still open. */
 static void settle(rs_t *s, bool keep_open)
 {
+    if (s->hold.len == 0)
+        return; /* nothing waits: no marker, no candidate */
     size_t end = s->state == IDLE ? s->hold.len : s->cand;
     size_t pos = 0, k = 0;
     for (; k < s->nheld; k++) {
