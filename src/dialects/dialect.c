@@ -83,11 +83,15 @@ cg_span_t cg_dialect_api_key(cg_span_t api_key, cg_span_t authorization)
     return k.n > 0 ? k : none;
 }
 
+extern const cg_dialect_view_t cg__dialect_responses;
+
 const cg_dialect_view_t *cg_dialect_view(cg_dialect_t d)
 {
     switch (d) {
     case CG_DIALECT_ANTHROPIC:
         return &cg__dialect_anthropic;
+    case CG_DIALECT_RESPONSES:
+        return &cg__dialect_responses;
     default:
         return NULL;
     }

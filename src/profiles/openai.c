@@ -8,8 +8,9 @@
  *
  * Citations that an openai upstream named in url_citation annotations
  * reached the client in those annotations, which pass unchanged (SPEC §6):
- * they are not repeated. A dialect view's mentions have no annotation the
- * client saw: each gets one here, empty, at the point it was mentioned.
+ * they are not repeated. A dialect view forwards its upstream's url
+ * annotations as chat annotations too (src/dialects/responses.c), so a
+ * mention never needs one of ours.
  *
  * State: at most MAX_ANNOTATIONS annotations of 32 bytes per stream, and
  * the UTF-16 length of the content written so far per choice.
@@ -97,14 +98,6 @@ static bool on_ref(cg_xform_t *x, cg_choice_t *ch, const cg_refrec_t *rec, const
     oc->u16 += utf16_units(link.p, link.n);
     add_annotation(x, ch, c, start);
     return true;
-}
-
-/* Only a view's mentions need an annotation of ours (see the top). */
-static void on_mention(cg_xform_t *x, cg_choice_t *ch, const cg_citation_t *c)
-{
-    const openai_choice_t *oc = ch->state;
-    if (x->view && c->link)
-        add_annotation(x, ch, c, oc->u16);
 }
 
 /* The stream's citations came in an openai upstream's annotations, which
@@ -287,7 +280,6 @@ const cg_profile_t cg__profile_openai = {
     .state_free = state_free,
     .text = on_text,
     .ref = on_ref,
-    .mention = on_mention,
     .stream_end = stream_end,
     .body_message = body_message,
     .body_end = body_end,

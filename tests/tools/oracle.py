@@ -479,6 +479,11 @@ class Stream:
         citations arrive one by one, as a dialect's do, overrides this)."""
         return self.known_ev
 
+    def ref_known(self, n, ev, key):
+        """Was citation n (key) known when event ev reached the finder? (A dialect's
+        citations may arrive one by one: its stream overrides this or known_from.)"""
+        return ev >= self.known_at(key, n)
+
     def lookup(self, n):
         if self.cits is None:
             return None
@@ -544,7 +549,7 @@ def find_refs(st, style):
                 cit = st.lookup(n)
                 key = (n if st.kind == "request" else n - 1) if cit is not None else None
                 ev, pos = st.event_of(idx, m.end() - 1)
-                r = Ref(idx, m, n, cit, key, cit is not None and ev >= st.known_at(key, n),
+                r = Ref(idx, m, n, cit, key, cit is not None and st.ref_known(n, ev, key),
                         (ev, pos, m.start()))
                 r.label = ("doc%d" if style == "doc" else "%d") % n  # citation: N
                 refs.append(r)

@@ -1,0 +1,513 @@
+/*
+ * The responses answer view (src/dialects/responses.c, SPEC §6a) through
+ * the transformer: every stream fixture split at every byte gives the
+ * unsplit run's client body in every profile; an answer's text split into
+ * two deltas at every byte (inside 【, † and 】 too) gives the same client
+ * content; and the view's rules one at a time, event by event.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "citegate/dialect.h"
+#include "citegate/xform.h"
+#include "profiles.h"
+#include "view.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CREATED 1700000000
+
+static const char *const streams[] = {
+    "responses_plain.sse",      "responses_web_search.sse",        "responses_file_search.sse",
+    "responses_foundry.sse",    "responses_marker_unresolved.sse", "responses_open_bracket.sse",
+    "responses_reasoning.sse",  "responses_incomplete.sse",        "responses_failed.sse",
+    "responses_error.sse",      "responses_truncated.sse",         "responses_usage.sse",
+};
+
+static const char *const profiles[] = {"openwebui", "openai", "webchat", "structured", "off"};
+
+static char *answer(const char *name, size_t *n)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/dialects/answers/%s", CG_FIXTURES, name);
+    return read_file(path, n);
+}
+
+/* --- Running the transformer ------------------------------------------------------ */
+
+typedef struct run {
+    cg_xform_t *x;
+    cg_out_t out;
+    cg_buf_t body; /* everything written so far */
+    cg_buf_t last; /* what the last call wrote */
+} run_t;
+
+static void run_open(run_t *r, const char *profile, const cg_dialect_req_t *dreq)
+{
+    memset(r, 0, sizeof(*r));
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named(profile));
+    r->x = cg_xform_new(&cfg, NULL);
+    cg_xform_set_dialect(r->x, cg_dialect_view(CG_DIALECT_RESPONSES), dreq, CREATED);
+}
+
+/* Both stay NUL-terminated (not counted), for strstr. */
+static void terminate(cg_buf_t *b)
+{
+    cg_buf_putc(b, '\0');
+    b->len--;
+}
+
+static void collect(run_t *r)
+{
+    r->last.len = 0;
+    for (size_t i = 0; i < r->out.nseg; i++)
+        cg_buf_put(&r->last, r->out.seg[i].p, r->out.seg[i].n);
+    cg_buf_put(&r->body, r->last.p, r->last.len);
+    terminate(&r->last);
+    terminate(&r->body);
+}
+
+/* One read, from a private copy freed right after, so that a span outliving
+ * its read shows under ASan. */
+static void run_feed(run_t *r, const char *p, size_t n)
+{
+    char *copy = malloc(n ? n : 1);
+    memcpy(copy, p, n);
+    cg_xform_feed(r->x, copy, n, &r->out);
+    collect(r);
+    free(copy);
+}
+
+static void run_feed_str(run_t *r, const char *s)
+{
+    run_feed(r, s, strlen(s));
+}
+
+static void run_finish(run_t *r)
+{
+    cg_xform_finish(r->x, CG_END_EOF, &r->out);
+    collect(r);
+}
+
+static void run_close(run_t *r)
+{
+    cg_out_free(&r->out);
+    cg_xform_free(r->x);
+    cg_buf_free(&r->body);
+    cg_buf_free(&r->last);
+}
+
+/* The client body for in[0..n) fed in two reads cut at `cut` (n: one). */
+static void run_split(const char *profile, const char *in, size_t n, size_t cut, cg_buf_t *body)
+{
+    run_t r;
+    run_open(&r, profile, NULL);
+    run_feed(&r, in, cut);
+    if (cut < n)
+        run_feed(&r, in + cut, n - cut);
+    run_finish(&r);
+    body->len = 0;
+    cg_buf_put(body, r.body.p, r.body.len);
+    run_close(&r);
+}
+
+/* The client's content (choice 0) in a piece of SSE output, NUL-terminated. */
+static char *content_of(const cg_buf_t *sse)
+{
+    view_t v;
+    view_of_stream(&v, sse->p, sse->len);
+    cg_buf_t c = {0};
+    cg_buf_put(&c, v.content[0].p, v.content[0].len);
+    cg_buf_putc(&c, '\0');
+    view_free(&v);
+    return c.p;
+}
+
+/* --- Every byte split of every fixture ----------------------------------------------- */
+
+/* The view reads whole events, so however the bytes are cut the client gets
+ * the very same body; on a mismatch the views say how they differ. */
+static void split_fixture(const char *name, const char *profile)
+{
+    size_t n;
+    char *in = answer(name, &n);
+    cg_buf_t whole = {0}, cut = {0};
+    run_split(profile, in, n, n, &whole);
+    view_t want;
+    view_of_stream(&want, whole.p, whole.len);
+    assert_true(want.events > 0);
+    for (size_t k = 1; k < n; k++) {
+        run_split(profile, in, n, k, &cut);
+        if (cut.len == whole.len && memcmp(cut.p, whole.p, whole.len) == 0)
+            continue;
+        view_t got;
+        char why[4096] = "the same view, other bytes";
+        view_of_stream(&got, cut.p, cut.len);
+        view_equal(&want, &got, why, sizeof(why));
+        fail_msg("%s/%s split at %zu: %s", name, profile, k, why);
+    }
+    view_free(&want);
+    cg_buf_free(&whole);
+    cg_buf_free(&cut);
+    free(in);
+}
+
+static void test_every_byte_split(void **state)
+{
+    (void)state;
+    for (size_t f = 0; f < sizeof(streams) / sizeof(streams[0]); f++)
+        for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++)
+            split_fixture(streams[f], profiles[p]);
+}
+
+/* --- Markers split across deltas ------------------------------------------------------ */
+
+static const char created[] =
+    "data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_t\",\"object\":\"response\","
+    "\"model\":\"m\",\"status\":\"in_progress\",\"output\":[]}}\n\n";
+static const char completed[] =
+    "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_t\",\"object\":\"response\","
+    "\"model\":\"m\",\"status\":\"completed\",\"output\":[]}}\n\n";
+
+static void delta(cg_buf_t *b, const char *text, size_t n)
+{
+    cg_buf_puts(b, "data: {\"type\":\"response.output_text.delta\",\"output_index\":0,"
+                   "\"content_index\":0,\"delta\":\"");
+    cg_buf_put(b, text, n);
+    cg_buf_puts(b, "\"}\n\n");
+}
+
+static void url_annotation(cg_buf_t *b, unsigned start, unsigned end, const char *url)
+{
+    cg_buf_printf(b,
+                  "data: {\"type\":\"response.output_text.annotation.added\",\"output_index\":0,"
+                  "\"content_index\":0,\"annotation\":{\"type\":\"url_citation\","
+                  "\"start_index\":%u,\"end_index\":%u,\"url\":\"%s\",\"title\":\"T\"}}\n\n",
+                  start, end, url);
+}
+
+/* A text (JSON string bytes) with markers, and the annotations that cover
+ * them: (marker's last byte, start, end) in code points. */
+typedef struct marked {
+    const char *text;
+    struct {
+        size_t last_byte;
+        unsigned start, end;
+    } m[4];
+    size_t nm;
+} marked_t;
+
+/* The stream of `t` in two deltas cut at byte `cut`, each marker's
+ * annotation right after the delta its last byte is in. */
+static void marked_stream(const marked_t *t, size_t cut, cg_buf_t *b)
+{
+    size_t n = strlen(t->text), from = 0;
+    b->len = 0;
+    cg_buf_puts(b, created);
+    for (size_t part = 0; part < 2; part++) {
+        size_t to = part == 0 ? cut : n;
+        delta(b, t->text + from, to - from);
+        for (size_t k = 0; k < t->nm; k++)
+            if (t->m[k].last_byte >= from && t->m[k].last_byte < to)
+                url_annotation(b, t->m[k].start, t->m[k].end, k % 2 ? "https://b.example/" : "https://a.example/");
+        from = to;
+    }
+    cg_buf_puts(b, completed);
+}
+
+static bool inside_escape(const char *s, size_t cut)
+{
+    for (size_t i = 0; i < cut; i++) {
+        if (s[i] != '\\')
+            continue;
+        size_t len = s[i + 1] == 'u' ? 6 : 2;
+        if (cut < i + len)
+            return true;
+        i += len - 1;
+    }
+    return false;
+}
+
+static void split_marked(const marked_t *t, const char *want)
+{
+    cg_buf_t in = {0}, out = {0};
+    for (size_t cut = 0; cut <= strlen(t->text); cut++) {
+        if (inside_escape(t->text, cut))
+            continue; /* a JSON string cannot end there */
+        marked_stream(t, cut, &in);
+        run_split("off", in.p, in.len, in.len, &out);
+        char *got = content_of(&out);
+        if (strcmp(got, want) != 0)
+            fail_msg("%s cut at byte %zu:\n  want %s\n  got  %s", t->text, cut, want, got);
+        free(got);
+    }
+    cg_buf_free(&in);
+    cg_buf_free(&out);
+}
+
+static void test_markers_split_across_deltas(void **state)
+{
+    (void)state;
+    /* 【 E3 80 90, † E2 80 A0, 】 E3 80 91: every cut inside them too. */
+    marked_t raw = {"Fee\xE3\x80\x90" "4:1\xE2\x80\xA0source\xE3\x80\x91\xE3\x80\x90"
+                    "4:2\xE2\x80\xA0source\xE3\x80\x91. Caf\xC3\xA9 \xE3\x80\x90"
+                    "note\xE3\x80\x91 ok\xE3\x80\x90" "9\xE2\x80\xA0x\xE3\x80\x91!",
+                    {{20, 3, 15}, {38, 15, 27}, {70, 43, 48}},
+                    3};
+    split_marked(&raw, "Fee[1][2]. Caf\xC3\xA9 \xE3\x80\x90note\xE3\x80\x91 ok[1]!");
+    marked_t esc = {"a\\u30104:0\\u2020source\\u3011\\n\\\"b\\\" \\u3010x\\u3011",
+                    {{27, 1, 13}}, 1};
+    split_marked(&esc, "a[1]\n\"b\" \xE3\x80\x90x\xE3\x80\x91");
+}
+
+/* --- The rules, event by event ---------------------------------------------------------- */
+
+static void assert_content(run_t *r, const char *want)
+{
+    char *got = content_of(&r->last);
+    if (strcmp(got, want) != 0)
+        fail_msg("content of the last read: want \"%s\", got \"%s\"", want, got);
+    free(got);
+}
+
+static void feed_delta(run_t *r, const char *text)
+{
+    cg_buf_t b = {0};
+    delta(&b, text, strlen(text));
+    run_feed(r, b.p, b.len);
+    cg_buf_free(&b);
+}
+
+static void feed_annotation(run_t *r, unsigned start, unsigned end, const char *url)
+{
+    cg_buf_t b = {0};
+    url_annotation(&b, start, end, url);
+    run_feed(r, b.p, b.len);
+    cg_buf_free(&b);
+}
+
+/* Text after a completed marker waits behind it, and goes out with its [N]. */
+static void test_text_waits_behind_marker(void **state)
+{
+    (void)state;
+    run_t r;
+    run_open(&r, "off", NULL);
+    run_feed_str(&r, created);
+    feed_delta(&r, "a \xE3\x80\x90" "1\xE2\x80\xA0x\xE3\x80\x91 b");
+    assert_content(&r, "a ");
+    feed_annotation(&r, 2, 7, "https://a.example/");
+    assert_content(&r, "[1] b");
+    run_close(&r);
+}
+
+/* A run of annotation events resolves markers in turn: the text goes out up
+ * to the first one still open. */
+static void test_annotation_run(void **state)
+{
+    (void)state;
+    run_t r;
+    run_open(&r, "off", NULL);
+    run_feed_str(&r, created);
+    feed_delta(&r, "\xE3\x80\x90" "1\xE2\x80\xA0x\xE3\x80\x91y\xE3\x80\x90" "2\xE2\x80\xA0x\xE3\x80\x91z");
+    assert_content(&r, "");
+    feed_annotation(&r, 6, 11, "https://b.example/");
+    assert_content(&r, "");
+    feed_annotation(&r, 0, 5, "https://a.example/");
+    assert_content(&r, "[2]y[1]z");
+    run_close(&r);
+}
+
+/* Any other event deletes a marker no annotation covered. */
+static void test_other_event_deletes(void **state)
+{
+    (void)state;
+    run_t r;
+    run_open(&r, "openwebui", NULL);
+    run_feed_str(&r, created);
+    feed_delta(&r, "p\xE3\x80\x90" "1\xE2\x80\xA0x\xE3\x80\x91q");
+    assert_content(&r, "p");
+    feed_delta(&r, "r");
+    assert_content(&r, "qr");
+    feed_annotation(&r, 1, 6, "https://a.example/");
+    run_feed_str(&r, completed);
+    char *all = content_of(&r.body);
+    assert_string_equal(all, "pqr");
+    free(all);
+    /* The late annotation covered nothing: its citation is named anyway. */
+    view_t v;
+    view_of_stream(&v, r.body.p, r.body.len);
+    assert_non_null(strstr(v.sources.p, "https://a.example/"));
+    assert_true(v.ends_done);
+    view_free(&v);
+    run_close(&r);
+}
+
+/* An annotation of another content part covers nothing here. */
+static void test_other_part_covers_nothing(void **state)
+{
+    (void)state;
+    run_t r;
+    run_open(&r, "off", NULL);
+    run_feed_str(&r, created);
+    feed_delta(&r, "\xE3\x80\x90" "1\xE2\x80\xA0x\xE3\x80\x91.");
+    run_feed_str(&r, "data: {\"type\":\"response.output_text.annotation.added\",\"output_index\":1,"
+                     "\"content_index\":0,\"annotation\":{\"type\":\"url_citation\","
+                     "\"start_index\":0,\"end_index\":5,\"url\":\"https://a.example/\"}}\n\n");
+    assert_content(&r, "");
+    assert_non_null(strstr(r.last.p, "\"annotations\":[{\"type\":\"url_citation\""));
+    run_feed_str(&r, completed);
+    assert_content(&r, ".");
+    run_close(&r);
+}
+
+/* A marker may be 256 bytes long as UTF-8, not one more. */
+static void test_marker_length_limit(void **state)
+{
+    (void)state;
+    for (size_t len = 255; len <= 257; len++) {
+        cg_buf_t text = {0};
+        cg_buf_puts(&text, "\xE3\x80\x90\xE2\x80\xA0");
+        while (text.len < len - 3)
+            cg_buf_putc(&text, 'x');
+        cg_buf_puts(&text, "\xE3\x80\x91");
+        assert_int_equal(text.len, len);
+        cg_buf_putc(&text, '\0');
+        run_t r;
+        run_open(&r, "off", NULL);
+        run_feed_str(&r, created);
+        feed_delta(&r, text.p);
+        feed_annotation(&r, 0, (unsigned)len - 6, "https://a.example/"); /* code points */
+        run_feed_str(&r, completed);
+        char *got = content_of(&r.body);
+        if (len <= 256)
+            assert_string_equal(got, "[1]");
+        else
+            assert_memory_equal(got, text.p, len);
+        free(got);
+        cg_buf_free(&text);
+        run_close(&r);
+    }
+}
+
+/* [DONE], comments and keep-alives are no events; other data is counted. */
+static void test_non_events(void **state)
+{
+    (void)state;
+    run_t r;
+    run_open(&r, "off", NULL);
+    run_feed_str(&r, created);
+    feed_delta(&r, "a\xE3\x80\x90" "1\xE2\x80\xA0x\xE3\x80\x91");
+    run_feed_str(&r, ": keep-alive\n\ndata: [DONE]\n\ndata: not json\n\n");
+    assert_int_equal(r.last.len, 0);
+    feed_annotation(&r, 1, 6, "https://a.example/");
+    assert_content(&r, "[1]");
+    assert_int_equal(cg_xform_stats(r.x)->malformed, 1);
+    run_close(&r);
+}
+
+/* The upstream ends first: what is held goes out before the error event. */
+static void test_end_releases(void **state)
+{
+    (void)state;
+    run_t r;
+    run_open(&r, "off", NULL);
+    run_feed_str(&r, created);
+    feed_delta(&r, "hours\xE3\x80\x90" "4:0\xE2\x80\xA0so");
+    assert_content(&r, "hours");
+    run_finish(&r);
+    char *all = content_of(&r.body);
+    assert_string_equal(all, "hours\xE3\x80\x90" "4:0\xE2\x80\xA0so");
+    free(all);
+    view_t v;
+    view_of_stream(&v, r.body.p, r.body.len);
+    assert_true(v.ends_error && !v.ends_done);
+    view_free(&v);
+    assert_non_null(strstr(r.last.p, "\"code\":\"upstream_closed\""));
+    run_close(&r);
+}
+
+/* include_usage: a usage chunk after the finish, before [DONE]. */
+static void test_usage_chunk(void **state)
+{
+    (void)state;
+    cg_dialect_req_t dreq = {0};
+    dreq.include_usage = true;
+    run_t r;
+    run_open(&r, "openwebui", &dreq);
+    run_feed_str(&r, created);
+    feed_delta(&r, "hi");
+    run_feed_str(&r, "data: {\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\","
+                     "\"incomplete_details\":{\"reason\":\"content_filter\"},"
+                     "\"usage\":{\"input_tokens\":3,\"output_tokens\":4}}}\n\n");
+    const char *finish = strstr(r.last.p, "\"finish_reason\":\"content_filter\"");
+    const char *usage = strstr(r.last.p, "\"choices\":[],\"usage\":{\"prompt_tokens\":3,"
+                                         "\"completion_tokens\":4,\"total_tokens\":7}}");
+    const char *done = strstr(r.last.p, "data: [DONE]");
+    assert_true(finish && usage && done && finish < usage && usage < done);
+    run_close(&r);
+}
+
+/* A body that is not a Response object is not this dialect's: unchanged. */
+static void test_body_not_a_response(void **state)
+{
+    (void)state;
+    static const char body[] = "{\"error\":{\"message\":\"no\",\"type\":\"invalid_request_error\"}}";
+    run_t r;
+    run_open(&r, "openwebui", NULL);
+    assert_int_equal(cg_xform_body(r.x, body, sizeof(body) - 1, &r.out), -1);
+    collect(&r);
+    assert_int_equal(r.body.len, sizeof(body) - 1);
+    assert_memory_equal(r.body.p, body, sizeof(body) - 1);
+    run_close(&r);
+}
+
+/* A body's uncovered url_citation stays in message.annotations, and profile
+ * openai adds its own for the rewritten reference to the same array. */
+static void test_body_annotations(void **state)
+{
+    (void)state;
+    static const char body[] =
+        "{\"id\":\"resp_b\",\"object\":\"response\",\"status\":\"completed\",\"model\":\"m\","
+        "\"output\":[{\"type\":\"message\",\"content\":[{\"type\":\"output_text\","
+        "\"text\":\"A\\u30101\\u2020s\\u3011 B.\",\"annotations\":["
+        "{\"type\":\"url_citation\",\"start_index\":1,\"end_index\":6,\"url\":\"https://a.example/\","
+        "\"title\":\"A\"},{\"type\":\"url_citation\",\"start_index\":7,\"end_index\":9,"
+        "\"url\":\"https://b.example/\",\"title\":\"B\"}]}]}]}";
+    run_t r;
+    run_open(&r, "openai", NULL);
+    assert_int_equal(cg_xform_body(r.x, body, sizeof(body) - 1, &r.out), 0);
+    collect(&r);
+    assert_non_null(strstr(r.body.p, "\"content\":\"A[[1]](https://a.example/) B.\""));
+    const char *forwarded = strstr(r.body.p, "\"annotations\":[{\"type\":\"url_citation\","
+                                             "\"url_citation\":{\"url\":\"https://b.example/\"");
+    const char *own = strstr(r.body.p, "{\"type\":\"url_citation\",\"url_citation\":{\"url\":"
+                                       "\"https://a.example/\",\"title\":\"A\",\"start_index\":1,");
+    assert_true(forwarded && own && forwarded < own);
+    assert_non_null(strstr(r.body.p, "\"created\":1700000000"));
+    run_close(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_text_waits_behind_marker),
+        cmocka_unit_test(test_annotation_run),
+        cmocka_unit_test(test_other_event_deletes),
+        cmocka_unit_test(test_other_part_covers_nothing),
+        cmocka_unit_test(test_marker_length_limit),
+        cmocka_unit_test(test_non_events),
+        cmocka_unit_test(test_end_releases),
+        cmocka_unit_test(test_usage_chunk),
+        cmocka_unit_test(test_body_not_a_response),
+        cmocka_unit_test(test_body_annotations),
+        cmocka_unit_test(test_markers_split_across_deltas),
+        cmocka_unit_test(test_every_byte_split),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
