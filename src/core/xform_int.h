@@ -86,6 +86,11 @@ struct cg_xform {
     const cg_dialect_req_t *dreq; /* what the request side knew, or NULL */
     int64_t created;              /* the client's "created" (Unix seconds) */
     cg_buf_t synth;               /* the view's chunk being written */
+    /* The view's finished chunks, where they stay until the caller's next
+     * call: the transformer refers to them as to the caller's input
+     * instead of copying them. Blocks are reused call after call. */
+    cg_buf_t *kept;
+    size_t nkept, kept_cap, kept_cur;
     cg_buf_t dbody;               /* a non-streaming body, as a chat completion */
 };
 
