@@ -29,6 +29,10 @@
  * answer view (SPEC §6a), on long Anthropic Messages streams of the same
  * size: text_delta after text_delta, the text cut into blocks that cite web
  * search results, so that each block ends with a reference to rewrite.
+ * A fourth: answers made alike as an OpenAI Responses upstream streams them,
+ * through the responses dialect's view (long output_text.delta streams;
+ * then again with Azure AI Foundry markers and their annotations where the
+ * references were), next to a memchr pass over those bytes.
  *
  * Usage: core [--read N] [--mib N] [--rounds N] [--events N] [--seed N]
  */
@@ -403,6 +407,14 @@ typedef struct input {
     size_t nreads; /* reads per pass */
 } input_t;
 
+static cg_xform_t *new_xform(const input_t *in, const cg_xform_cfg_t *cfg)
+{
+    cg_xform_t *x = cg_xform_new(cfg, NULL);
+    if (in->view)
+        cg_xform_set_dialect(x, in->view, NULL, 1700000000);
+    return x;
+}
+
 typedef struct xres {
     uint64_t ns;
     uint64_t out_bytes;
@@ -426,13 +438,6 @@ static size_t out_bytes(const cg_out_t *o)
     return n;
 }
 
-static cg_xform_t *new_xform(const input_t *in, const cg_xform_cfg_t *cfg)
-{
-    cg_xform_t *x = cg_xform_new(cfg, NULL);
-    if (in->view)
-        cg_xform_set_dialect(x, in->view, NULL, 1757592280);
-    return x;
-}
 
 /* One transformer pass. If lat_ns/lat_ev are given, every feed is timed. */
 static xres_t xform_pass(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
@@ -761,6 +766,223 @@ static int bench_anthropic(size_t target, unsigned nev, size_t rd, size_t rounds
     return bad;
 }
 
+/* --- The responses view ----------------------------------------------------- */
+
+/* Answers as an OpenAI Responses upstream streams them: created,
+ * output_text.delta events with content made like the chunks above (the same
+ * words, escapes and lengths) and the members real deltas carry
+ * (sequence_number, item_id, logprobs, obfuscation); with markers, an Azure
+ * AI Foundry marker 【4:k†source】 where a reference would be, each followed
+ * by the url_citation annotation that covers it; then response.completed
+ * with the whole text and its annotations. */
+
+#define RS_ITEM "msg_68a7d165bf0c8190a39b619f4c8455ef087bb177ab789d5c"
+#define RS_RESPONSE                                                                            \
+    "\"id\":\"resp_68a7d165bf0c8190b16dbee19bc54e5f\",\"object\":\"response\","             \
+    "\"created_at\":1757592280,\"error\":null,\"incomplete_details\":null,"                   \
+    "\"instructions\":null,\"max_output_tokens\":null,\"model\":\"gpt-4.1\","                \
+    "\"parallel_tool_calls\":true,\"previous_response_id\":null,\"store\":true,"              \
+    "\"temperature\":1.0,\"text\":{\"format\":{\"type\":\"text\"}},\"tool_choice\":\"auto\"," \
+    "\"tools\":[],\"top_p\":1.0,\"truncation\":\"disabled\",\"user\":null,\"metadata\":{}"
+
+typedef struct rs_totals {
+    uint64_t events, markers;
+} rs_totals_t;
+
+/* Code points of JSON string bytes (whole escapes; a \u escape of a low
+ * surrogate ends the character its high one began). */
+static unsigned raw_cp(const char *s, size_t n)
+{
+    unsigned cp = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\\') {
+            bool low = i + 2 < n && s[i + 1] == 'u' && (s[i + 2] == 'd' || s[i + 2] == 'D') &&
+                       i + 3 < n && strchr("cdefCDEF", s[i + 3]);
+            cp += !low;
+            i += s[i + 1] == 'u' ? 5 : 1;
+        } else {
+            cp += ((unsigned char)s[i] & 0xC0) != 0x80;
+        }
+    }
+    return cp;
+}
+
+static void rs_annotation(cg_buf_t *b, unsigned start, unsigned end, const doc_t *d)
+{
+    cg_buf_printf(b,
+                  "{\"type\":\"url_citation\",\"start_index\":%u,\"end_index\":%u,\"url\":\"%s\","
+                  "\"title\":\"%s\"}",
+                  start, end, d->url, d->title);
+}
+
+/* Appends one answer of nev deltas; with markers, a marker and its
+ * annotation about every 300 content bytes. */
+static void gen_rs_answer(cg_buf_t *b, unsigned nev, bool markers, rs_totals_t *t)
+{
+    cg_buf_t text = {0}, anns = {0};
+    unsigned seq = 0, cp = 0, nann = 0;
+    cg_buf_printf(b,
+                  "event: response.created\ndata: {\"type\":\"response.created\","
+                  "\"sequence_number\":%u,\"response\":{" RS_RESPONSE
+                  ",\"status\":\"in_progress\",\"output\":[],\"usage\":null}}\n\n",
+                  seq++);
+    long to_ref = 150 + (long)rng_below(301);
+    for (unsigned e = 0; e < nev; e++) {
+        char piece[160];
+        size_t n = 0, target = 4 + rng_below(29);
+        int marker = -1;
+        unsigned start = 0;
+        while (n < target) {
+            const char *w = words[rng_below(NWORDS)];
+            unsigned r = rng_below(100);
+            w = r < 3 ? ".\\n\\n" : r < 10 ? "," : r < 14 ? "." : w;
+            memcpy(piece + n, w, strlen(w));
+            n += strlen(w);
+            to_ref -= (long)strlen(w);
+            if (to_ref > 0 || !markers)
+                continue;
+            marker = (int)rng_below(NDOCS);
+            start = cp + raw_cp(piece, n);
+            n += (size_t)snprintf(piece + n, sizeof(piece) - n, "\xE3\x80\x90" "4:%d\xE2\x80\xA0source\xE3\x80\x91", marker);
+            to_ref = 150 + (long)rng_below(301);
+            break;
+        }
+        cg_buf_printf(b,
+                      "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\","
+                      "\"sequence_number\":%u,\"item_id\":\"" RS_ITEM "\",\"output_index\":0,"
+                      "\"content_index\":0,\"delta\":\"%.*s\",\"logprobs\":[],\"obfuscation\":\"%.*s\"}\n\n",
+                      seq++, (int)n, piece, (int)(1 + rng_below(12)), "Xy7aQ2Lm4Rt9Zp");
+        t->events++;
+        cg_buf_put(&text, piece, n);
+        cp += raw_cp(piece, n);
+        if (marker < 0)
+            continue;
+        cg_buf_printf(b,
+                      "event: response.output_text.annotation.added\ndata: {\"type\":"
+                      "\"response.output_text.annotation.added\",\"sequence_number\":%u,"
+                      "\"item_id\":\"" RS_ITEM "\",\"output_index\":0,\"content_index\":0,"
+                      "\"annotation_index\":%u,\"annotation\":",
+                      seq++, nann);
+        size_t from = b->len;
+        rs_annotation(b, start, cp, &docs[marker]);
+        if (anns.len)
+            cg_buf_putc(&anns, ',');
+        cg_buf_put(&anns, b->p + from, b->len - from);
+        cg_buf_puts(b, "}\n\n");
+        nann++;
+        t->events++;
+        t->markers++;
+    }
+    cg_buf_printf(b,
+                  "event: response.completed\ndata: {\"type\":\"response.completed\","
+                  "\"sequence_number\":%u,\"response\":{" RS_RESPONSE
+                  ",\"status\":\"completed\",\"output\":[{\"id\":\"" RS_ITEM "\",\"type\":\"message\","
+                  "\"status\":\"completed\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\","
+                  "\"annotations\":[%.*s],\"logprobs\":[],\"text\":\"%.*s\"}]}],"
+                  "\"usage\":{\"input_tokens\":4210,\"output_tokens\":%u,\"total_tokens\":%u}}}\n\n",
+                  seq, (int)anns.len, anns.p ? anns.p : "", (int)text.len, text.p ? text.p : "",
+                  nev, 4210 + nev);
+    t->events += 2;
+    cg_buf_free(&text);
+    cg_buf_free(&anns);
+}
+
+/* Untimed: each answer ends in [DONE], every marker became a link, and the
+ * view read every event. */
+static int verify_rs(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg, const rs_totals_t *t)
+{
+    uint64_t links = 0, events = 0, done = 0, bad = 0;
+    cg_buf_t all = {0};
+    for (size_t a = 0; a < in->nans; a++) {
+        const char *p = in->p + in->off[a];
+        size_t len = in->off[a + 1] - in->off[a];
+        cg_xform_t *x = new_xform(in, cfg);
+        cg_out_t out = {0};
+        all.len = 0;
+        for (size_t pos = 0; pos < len; pos += rd) {
+            cg_xform_feed(x, p + pos, len - pos < rd ? len - pos : rd, &out);
+            append_out(&all, &out);
+        }
+        cg_xform_finish(x, CG_END_EOF, &out);
+        append_out(&all, &out);
+        for (const char *s = all.p, *end = all.p + all.len, *q;
+             (q = memmem(s, (size_t)(end - s), "](https://", 10)) != NULL; s = q + 1)
+            links++;
+        const cg_xform_stats_t *st = cg_xform_stats(x);
+        events += st->events_in;
+        done += all.len >= 14 && memcmp(all.p + all.len - 14, "data: [DONE]\n\n", 14) == 0;
+        bad += st->malformed + st->truncated;
+        cg_out_free(&out);
+        cg_xform_free(x);
+    }
+    cg_buf_free(&all);
+    int ok = links == t->markers && events == t->events && done == in->nans && bad == 0;
+    printf("responses verify (untimed): links = %" PRIu64 ", markers generated = %" PRIu64
+           ", events_in = %" PRIu64 " (generated %" PRIu64 "), answers with [DONE] = %" PRIu64
+           "/%zu, malformed + truncated = %" PRIu64 " -> %s\n",
+           links, t->markers, events, t->events, done, in->nans, bad, ok ? "OK" : "MISMATCH");
+    return ok ? 0 : 1;
+}
+
+/* Median MB/s of the view and of memchr over rounds alternating the two, and
+ * heap allocations per event in the feeds between each answer's first two
+ * and its last (the steady state); returns 1 when verification fails. */
+static int bench_responses(size_t mib, size_t rd, size_t rounds, unsigned nev, bool markers,
+                           const cg_xform_cfg_t *cfg)
+{
+    cg_buf_t buf = {0};
+    rs_totals_t t = {0};
+    size_t cap = 64, nans = 0;
+    size_t *off = malloc(cap * sizeof(size_t));
+    if (off == NULL)
+        die("out of memory");
+    off[0] = 0;
+    while (buf.len < mib << 20) {
+        gen_rs_answer(&buf, nev, markers, &t);
+        if (nans + 2 > cap && (off = realloc(off, (cap *= 2) * sizeof(size_t))) == NULL)
+            die("out of memory");
+        off[++nans] = buf.len;
+    }
+    input_t in = {cg_dialect_view(CG_DIALECT_RESPONSES), buf.p, off, nans, buf.len, 0};
+    printf("\nresponses input%s: %.2f MiB, %zu answers, %" PRIu64 " events (%.1f bytes/event), %"
+           PRIu64 " markers with their annotations\n", markers ? " with markers" : "",
+           (double)buf.len / 1048576.0, nans, t.events, (double)buf.len / (double)t.events,
+           t.markers);
+    int bad = verify_rs(&in, rd, cfg, &t);
+    uint64_t lines = 0;
+    (void)xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
+    (void)memchr_pass(&in, rd, &lines);
+    double *tx = malloc(rounds * sizeof(double)), *tm = malloc(rounds * sizeof(double));
+    if (tx == NULL || tm == NULL)
+        die("out of memory");
+    xres_t sum = {0};
+    for (size_t r = 0; r < rounds; r++) {
+        xres_t x = xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
+        tx[r] = (double)x.ns;
+        sum.allocs_mid += x.allocs_mid;
+        sum.events_mid += x.events_mid;
+        sum.allocs_steady += x.allocs_steady;
+        sum.events_steady += x.events_steady;
+        sum.events += x.events;
+        tm[r] = (double)memchr_pass(&in, rd, &lines);
+    }
+    qsort(tx, rounds, sizeof(double), cmp_double);
+    qsort(tm, rounds, sizeof(double), cmp_double);
+    double mb = (double)buf.len / 1e6, x_med = pct(tx, rounds, 50), m_med = pct(tm, rounds, 50);
+    double mid = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
+    printf("%s: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
+           "allocs_per_event=%.4f (steady feeds; with each answer's last feed: %.4f)\n",
+           markers ? "responses_markers" : "responses", mb / (x_med / 1e9), mb / (m_med / 1e9),
+           m_med / x_med,
+           x_med / ((double)sum.events / (double)rounds), mid,
+           sum.events_steady ? (double)sum.allocs_steady / (double)sum.events_steady : 0.0);
+    free(tx);
+    free(tm);
+    free(off);
+    cg_buf_free(&buf);
+    return bad;
+}
+
 /* --- Main ------------------------------------------------------------------ */
 
 static unsigned long parse_num(const char *opt, const char *v)
@@ -937,6 +1159,8 @@ int main(int argc, char **argv)
            bad ? "FAIL" : "OK");
     bench_dialect();
     bad |= bench_anthropic(target, (unsigned)nev, rd, rounds, &cfg);
+    bad |= bench_responses(mib, rd, rounds, (unsigned)nev, false, &cfg);
+    bad |= bench_responses(mib, rd, rounds, (unsigned)nev, true, &cfg);
     printf("core: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
            "allocs_per_event=%.4f\n",
            x_mbps, m_mbps, ratio, ns_ev, a_steady);

@@ -15,7 +15,8 @@
  * citation), at most CG_XFORM_MAX_CHOICES reference finders and
  * CG_XFORM_MAX_REFS distinct references, and the profile's own state (each
  * profile states its bound). The arena grows with one call's input only and
- * is trimmed between calls. An event over max_event is never held: it goes
+ * is trimmed between calls, and so do the blocks that keep a dialect view's
+ * chunks for the call's output. An event over max_event is never held: it goes
  * out unchanged as it streams in, and the events around it are transformed
  * as usual (SPEC §6 rule 6). A profile that holds the stream holds at most
  * max_event bytes (beyond it the whole stream goes through unchanged).

@@ -136,6 +136,9 @@ void cg_xform_free(cg_xform_t *x)
     free(x->view_state);
     cg_buf_free(&x->synth);
     cg_buf_free(&x->chead);
+    for (size_t i = 0; i < x->nkept; i++)
+        cg_buf_free(&x->kept[i]);
+    free(x->kept);
     cg_buf_free(&x->dbody);
     free(x);
 }
@@ -1031,6 +1034,7 @@ static void trim_peaks(cg_xform_t *x)
 }
 
 static void view_event(cg_xform_t *x, const cg_sse_event_t *ev);
+static void reset_kept(cg_xform_t *x);
 
 static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
 {
@@ -1171,6 +1175,7 @@ static void replay_held(cg_xform_t *x)
 int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
 {
     out_begin(out);
+    reset_kept(x);
     x->out = out;
     x->put = put_data_ev;
     if (x->view == NULL && (!x->cfg.profile->transforms || x->stats.passthrough)) {
@@ -1213,6 +1218,7 @@ int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
 int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
 {
     out_begin(out);
+    reset_kept(x);
     x->out = out;
     cg_span_t pending = cg_sse_pending(&x->sse);
     if (x->sse.lead && pending.n && x->last_raw && !x->stats.passthrough && !x->view)
@@ -1317,6 +1323,48 @@ static void view_event(cg_xform_t *x, const cg_sse_event_t *ev)
     trim_peaks(x);
 }
 
+#define KEPT_BLOCK (64u << 10)
+
+/* A call's output has gone to the client: the kept chunks may go too. One
+ * huge call must not pin its blocks for the rest of the stream. */
+static void reset_kept(cg_xform_t *x)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < x->nkept; i++) {
+        total += x->kept[i].cap;
+        x->kept[i].len = 0;
+    }
+    x->kept_cur = 0;
+    if (total <= (1u << 20))
+        return;
+    for (size_t i = 0; i < x->nkept; i++)
+        cg_buf_free(&x->kept[i]);
+    x->nkept = 0;
+}
+
+/* A copy of chunk p[0..n) that does not move before the caller's next call:
+ * blocks are only appended to, never grown, within one call. */
+static const char *keep_chunk(cg_xform_t *x, const char *p, size_t n)
+{
+    while (x->kept_cur < x->nkept &&
+           x->kept[x->kept_cur].cap - x->kept[x->kept_cur].len < n) {
+        if (x->kept[x->kept_cur].len == 0) /* an empty block too small: make it fit */
+            cg_buf_reserve(&x->kept[x->kept_cur], n > KEPT_BLOCK ? n : KEPT_BLOCK);
+        else
+            x->kept_cur++;
+    }
+    if (x->kept_cur == x->nkept) {
+        x->kept = cg_grow(x->kept, x->nkept, &x->kept_cap, 4, sizeof(cg_buf_t));
+        memset(&x->kept[x->nkept], 0, sizeof(cg_buf_t));
+        cg_buf_reserve(&x->kept[x->nkept++], n > KEPT_BLOCK ? n : KEPT_BLOCK);
+    }
+    cg_buf_t *b = &x->kept[x->kept_cur];
+    char *at = b->p + b->len;
+    memcpy(at, p, n);
+    b->len += n;
+    return at;
+}
+
 cg_buf_t *cg__xform_chunk_begin(cg_xform_t *x)
 {
     x->synth.len = 0;
@@ -1348,11 +1396,12 @@ void cg__xform_chunk_end(cg_xform_t *x)
         hold_chunk(x, b->p, b->len);
         return;
     }
+    const char *p = keep_chunk(x, b->p, b->len);
     cg_sse_event_t ev = {0};
-    ev.raw = cg_span(b->p, b->len);
-    ev.data = cg_span(b->p + 6, b->len - 8);
+    ev.raw = cg_span(p, b->len);
+    ev.data = cg_span(p + 6, b->len - 8);
     ev.ndata = 1;
-    x->ev_stable = false; /* ours, rewritten on the next chunk */
+    x->ev_stable = true; /* kept until the caller's next call, like its input */
     on_event(x, &ev);
 }
 

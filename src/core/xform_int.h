@@ -96,6 +96,11 @@ struct cg_xform {
     cg_buf_t synth;               /* the view's chunk being written */
     cg_buf_t chead; /* `data: {…,"content":"` of cg__xform_content's chunks, */
     size_t chead_index, chead_meta; /* made for this choice and these meta lengths */
+    /* The view's finished chunks, where they stay until the caller's next
+     * call: the transformer refers to them as to the caller's input
+     * instead of copying them. Blocks are reused call after call. */
+    cg_buf_t *kept;
+    size_t nkept, kept_cap, kept_cur;
     cg_buf_t dbody;               /* a non-streaming body, as a chat completion */
 };
 

@@ -54,7 +54,7 @@
  * MAX_PARTS content parts whose offsets are tracked (the least recent one
  * makes room), a key -> number map of at most CG_CITE_MAX entries and
  * MAX_SEEN annotation fingerprints (past that, final lists are taken as
- * already seen). Keys are 64-bit FNV-1a hashes: two sources colliding
+ * already seen), and one delta event of at most SKELETON_MAX bytes. Keys are 64-bit FNV-1a hashes: two sources colliding
  * would share a number. A steady delta event allocates nothing.
  */
 #include "citegate/dialect.h"
@@ -87,12 +87,33 @@ typedef struct keyed {
     unsigned n;
 } keyed_t;
 
+/* A value that changes from one delta event to the next: its place in an
+ * event's data, and whether it is a string (else a number). */
+typedef struct hole {
+    size_t start, end;
+    bool str;
+} hole_t;
+
+#define MAX_HOLES    3   /* sequence_number, delta, obfuscation */
+#define SKELETON_MAX 1024 /* bytes; a longer delta event is always scanned */
+
+/* The last delta event scanned in full, its changing values as holes (see
+ * match_skeleton). */
+typedef struct skeleton {
+    cg_buf_t bytes;
+    hole_t hole[MAX_HOLES];
+    size_t nholes, delta; /* delta: which hole is the delta's */
+    int64_t out, content;
+    bool ok;
+} skeleton_t;
+
 /* The marker finder: IDLE, or a candidate: E3, E3 80, or after a whole 【. */
 enum { IDLE, LEAD1, LEAD2, INSIDE };
 
 typedef struct rs {
     cg_json_t json;
     bool json_ready;
+    skeleton_t skel;
     bool role_sent;
     bool done; /* the stream ended (finish and [DONE], or an error) */
     bool body; /* reading a non-streaming body: content accumulates */
@@ -113,6 +134,8 @@ typedef struct rs {
     size_t nheld;
 
     cg_buf_t text;    /* content released by the current event (body: all of it) */
+    cg_buf_t head;    /* a content chunk up to its content, while head_ok */
+    bool head_ok;     /* id and model have not changed since head was written */
     cg_buf_t anns;    /* body: the forwarded annotations */
     cg_buf_t scratch; /* decoded strings */
     keyed_t *keys;
@@ -125,8 +148,10 @@ static void state_free(void *state)
 {
     rs_t *s = state;
     cg_json_free(&s->json);
+    cg_buf_free(&s->skel.bytes);
     cg_buf_free(&s->hold);
     cg_buf_free(&s->text);
+    cg_buf_free(&s->head);
     cg_buf_free(&s->anns);
     cg_buf_free(&s->scratch);
     free(s->keys);
@@ -193,15 +218,27 @@ static cg_buf_t *open_chunk(cg_xform_t *x, rs_t *s)
     return begin_chunk(x);
 }
 
-/* The content this event released, as one chunk (a body keeps it). */
+#define PUT_LIT(b, lit) cg_buf_put(b, lit, sizeof(lit) - 1)
+
+/* The content this event released, as one chunk (a body keeps it). Its
+ * head is the same for every chunk until id or model change: it is written
+ * once, not per delta. */
 static void flush_text(cg_xform_t *x, rs_t *s)
 {
     if (s->body || s->text.len == 0)
         return;
-    cg_buf_t *b = open_chunk(x, s);
-    cg_buf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
+    send_role(x, s);
+    if (!s->head_ok) {
+        s->head.len = 0;
+        cg_buf_putc(&s->head, '{');
+        cg__xform_chunk_meta(x, &s->head);
+        PUT_LIT(&s->head, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
+        s->head_ok = true;
+    }
+    cg_buf_t *b = cg__xform_chunk_begin(x);
+    cg_buf_put(b, s->head.p, s->head.len);
     cg_buf_put(b, s->text.p, s->text.len);
-    cg_buf_puts(b, "\"},\"finish_reason\":null}]}");
+    PUT_LIT(b, "\"},\"finish_reason\":null}]}");
     cg__xform_chunk_end(x);
     s->text.len = 0;
 }
@@ -710,8 +747,9 @@ static int64_t index_of(const cg_json_t *j, const char *key)
     return index_at(j, cg_json_get(j, 0, key));
 }
 
-static void meta_of(cg_xform_t *x, const cg_json_t *j, int resp)
+static void meta_of(cg_xform_t *x, rs_t *s, const cg_json_t *j, int resp)
 {
+    s->head_ok = false;
     int id = cg_json_get(j, resp, "id"), model = cg_json_get(j, resp, "model");
     cg__xform_meta(x, cg_json_is_str(j, id) ? value_or(j, id, "") : cg_span(NULL, 0),
                    cg_json_is_str(j, model) ? value_or(j, model, "") : cg_span(NULL, 0));
@@ -750,7 +788,7 @@ static const char *finish_reason(const cg_json_t *j, int resp)
 static void finish(cg_xform_t *x, rs_t *s, const cg_json_t *j, const char *reason)
 {
     int resp = cg_json_get(j, 0, "response");
-    meta_of(x, j, resp);
+    meta_of(x, s, j, resp);
     take_output(x, s, j, resp);
     boundary(x, s);
     cg_buf_t *b = open_chunk(x, s);
@@ -805,7 +843,7 @@ static void on_json_event(cg_xform_t *x, rs_t *s, const cg_json_t *j)
     }
     int64_t out = index_of(j, "output_index");
     if (str_is(j, type, "response.created") || str_is(j, type, "response.in_progress")) {
-        meta_of(x, j, cg_json_get(j, 0, "response"));
+        meta_of(x, s, j, cg_json_get(j, 0, "response"));
         boundary(x, s);
         send_role(x, s);
     } else if (str_is(j, type, "response.output_text.done")) {
@@ -847,7 +885,9 @@ static void on_json_event(cg_xform_t *x, rs_t *s, const cg_json_t *j)
 typedef struct flat {
     cg_span_t type, delta; /* string bodies; p NULL when absent or not a string */
     int64_t out, content;  /* -1 when absent */
-    bool has_type, has_delta, has_out, has_content;
+    bool has_type, has_delta, has_out, has_content, has_seq, has_obf;
+    hole_t hole[MAX_HOLES]; /* first sequence_number, delta and obfuscation, in order */
+    size_t nholes, delta_hole;
 } flat_t;
 
 static const char *skip_ws(const char *p, const char *e)
@@ -857,32 +897,50 @@ static const char *skip_ws(const char *p, const char *e)
     return p;
 }
 
+/* The bytes of the 8 at p that stop a string scan ('"', '\\', NUL) as
+ * high bits; the lowest one is exact (little-endian loads). */
+static uint64_t stops(const char *p)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    uint64_t q = v ^ (ones * '"'), bs = v ^ (ones * '\\');
+    return (((v - ones) & ~v) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs;
+}
+
+/* The first byte at or after p that stops a string scan, or e. Eight bytes
+ * at a time: the strings here are too short for memchr to pay. */
+static const char *next_stop(const char *p, const char *e)
+{
+    for (; e - p >= 8; p += 8) {
+        uint64_t m = stops(p);
+        if (m)
+            return p + (__builtin_ctzll(m) >> 3);
+    }
+    while (p < e && *p != '"' && *p != '\\' && *p != '\0')
+        p++;
+    return p;
+}
+
 /* Just past the string that opens at p, or NULL when it is not valid (a NUL
  * byte too: jsmn stops there). */
 static const char *string_end(const char *p, const char *e)
 {
-    for (p++;;) {
-        const char *q = memchr(p, '"', (size_t)(e - p));
-        if (q == NULL)
+    for (p = next_stop(p + 1, e); p < e; p = next_stop(p + 1, e)) {
+        if (*p == '"')
+            return p + 1;
+        if (*p == '\0' || ++p == e)
             return NULL;
-        const char *b = memchr(p, '\\', (size_t)(q - p));
-        const char *stop = b ? b : q;
-        if (memchr(p, '\0', (size_t)(stop - p)))
-            return NULL;
-        if (b == NULL)
-            return q + 1;
-        p = b + 1;
-        if (p < e && *p == 'u') {
+        if (*p == 'u') { /* p is at the letter after a backslash */
             for (int k = 1; k <= 4; k++)
                 if (p + k >= e || !isxdigit((unsigned char)p[k]))
                     return NULL;
-            p += 5;
-        } else if (p < e && *p != '\0' && strchr("\"\\/bfnrt", *p)) {
-            p++;
-        } else {
+            p += 4;
+        } else if (*p == '\0' || !strchr("\"\\/bfnrt", *p)) {
             return NULL;
         }
     }
+    return NULL;
 }
 
 static const char *digits_end(const char *p, const char *e)
@@ -964,15 +1022,37 @@ static void note_str(cg_span_t *dst, bool *has, const char *v, const char *ve)
         *dst = cg_span(v + 1, (size_t)(ve - v - 2));
 }
 
-static bool note_member(flat_t *f, cg_span_t key, const char *v, const char *ve)
+#define IS(span, lit) ((span).n == sizeof(lit) - 1 && memcmp((span).p, lit, sizeof(lit) - 1) == 0)
+
+/* A member that changes from delta to delta, if its value is a string or a
+ * number: a hole of the skeleton. */
+static void note_hole(flat_t *f, bool *has, const char *data, const char *v, const char *ve)
 {
-    if (cg_span_eq(key, "type"))
+    if (*has)
+        return;
+    *has = true;
+    if (*v == '"' || *v == '-' || (*v >= '0' && *v <= '9'))
+        f->hole[f->nholes++] = (hole_t){(size_t)(v - data), (size_t)(ve - data), *v == '"'};
+}
+
+static bool note_member(flat_t *f, cg_span_t key, const char *data, const char *v,
+                        const char *ve)
+{
+    if (IS(key, "type")) {
         note_str(&f->type, &f->has_type, v, ve);
-    else if (cg_span_eq(key, "delta"))
-        note_str(&f->delta, &f->has_delta, v, ve);
-    else if (cg_span_eq(key, "output_index"))
+    } else if (IS(key, "delta")) {
+        if (!f->has_delta && *v == '"') {
+            f->delta_hole = f->nholes;
+            f->delta = cg_span(v + 1, (size_t)(ve - v - 2));
+        }
+        note_hole(f, &f->has_delta, data, v, ve);
+    } else if (IS(key, "sequence_number")) {
+        note_hole(f, &f->has_seq, data, v, ve);
+    } else if (IS(key, "obfuscation")) {
+        note_hole(f, &f->has_obf, data, v, ve);
+    } else if (IS(key, "output_index"))
         return note_index(&f->out, &f->has_out, v, ve);
-    else if (cg_span_eq(key, "content_index"))
+    else if (IS(key, "content_index"))
         return note_index(&f->content, &f->has_content, v, ve);
     return true;
 }
@@ -983,6 +1063,7 @@ static bool read_flat(cg_span_t d, flat_t *f)
     const char *p = skip_ws(d.p, d.p + d.n), *e = d.p + d.n;
     memset(f, 0, sizeof(*f));
     f->out = f->content = -1;
+    f->delta_hole = MAX_HOLES;
     if (p == e || *p != '{')
         return false;
     for (p = skip_ws(p + 1, e);; p = skip_ws(p + 1, e)) {
@@ -992,8 +1073,14 @@ static bool read_flat(cg_span_t d, flat_t *f)
         const char *v = skip_ws(ke, e);
         if (v == e || *v != ':' || (v = skip_ws(v + 1, e)) == e)
             return false;
-        const char *ve = value_end(v, e);
-        if (ve == NULL || !note_member(f, cg_span(p + 1, (size_t)(ke - p - 2)), v, ve))
+        /* The one type this path takes is matched, not scanned. */
+        static const char delta_type[] = "\"response.output_text.delta\"";
+        size_t dn = sizeof(delta_type) - 1;
+        cg_span_t key = cg_span(p + 1, (size_t)(ke - p - 2));
+        const char *ve = IS(key, "type") && (size_t)(e - v) >= dn && memcmp(v, delta_type, dn) == 0
+                             ? v + dn
+                             : value_end(v, e);
+        if (ve == NULL || !note_member(f, key, d.p, v, ve))
             return false;
         p = skip_ws(ve, e);
         if (p == e || *p != ',')
@@ -1001,7 +1088,61 @@ static bool read_flat(cg_span_t d, flat_t *f)
     }
     if (p == e || *p != '}' || skip_ws(p + 1, e) != e)
         return false;
-    return f->type.p && cg_span_eq(f->type, "response.output_text.delta");
+    return f->type.p && IS(f->type, "response.output_text.delta");
+}
+
+/*
+ * Delta events of one item differ only in a few values: sequence_number,
+ * delta, obfuscation. The last one scanned in full is kept as a skeleton
+ * with those values as holes; the next is matched against it with memcmp,
+ * only its holes scanned. A match is the skeleton (valid JSON, a flat object
+ * of these members) with valid values of the same kinds in the holes: a
+ * flat object with the same members in the same order, so it reads as the
+ * skeleton did but for the delta, which is its own.
+ */
+static void keep_skeleton(rs_t *s, cg_span_t d, const flat_t *f)
+{
+    skeleton_t *k = &s->skel;
+    k->ok = d.n <= SKELETON_MAX && f->delta_hole < f->nholes;
+    if (!k->ok)
+        return;
+    k->bytes.len = 0;
+    cg_buf_put(&k->bytes, d.p, d.n);
+    memcpy(k->hole, f->hole, sizeof(k->hole));
+    k->nholes = f->nholes;
+    k->delta = f->delta_hole;
+    k->out = f->out;
+    k->content = f->content;
+}
+
+static bool match_skeleton(const rs_t *s, cg_span_t d, flat_t *f)
+{
+    const skeleton_t *k = &s->skel;
+    const char *p = d.p, *e = d.p + d.n;
+    size_t from = 0;
+    if (!k->ok)
+        return false;
+    for (size_t h = 0; h < k->nholes; h++) {
+        size_t fixed = k->hole[h].start - from;
+        if ((size_t)(e - p) < fixed || memcmp(p, k->bytes.p + from, fixed) != 0)
+            return false;
+        p += fixed;
+        const char *ve = !k->hole[h].str ? (p < e ? number_end(p, e) : NULL)
+                         : p < e && *p == '"' ? string_end(p, e)
+                                              : NULL;
+        if (ve == NULL)
+            return false;
+        if (h == k->delta)
+            f->delta = cg_span(p + 1, (size_t)(ve - p - 2));
+        p = ve;
+        from = k->hole[h].end;
+    }
+    size_t rest = k->bytes.len - from;
+    if ((size_t)(e - p) != rest || memcmp(p, k->bytes.p + from, rest) != 0)
+        return false;
+    f->out = k->out;
+    f->content = k->content;
+    return true;
 }
 
 /* --- The view ---------------------------------------------------------------------- */
@@ -1023,7 +1164,12 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
     if (s->done || ev->ndata == 0 || cg_span_eq(ev->data, "[DONE]"))
         return;
     flat_t f;
+    if (match_skeleton(s, ev->data, &f)) {
+        on_delta(x, s, f.out, f.content, f.delta);
+        return;
+    }
     if (read_flat(ev->data, &f)) {
+        keep_skeleton(s, ev->data, &f);
         on_delta(x, s, f.out, f.content, f.delta.p ? f.delta : cg_span("", 0));
         return;
     }
@@ -1130,7 +1276,7 @@ static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_
         return -1;
     s->body = true;
     s->text.len = s->anns.len = 0;
-    meta_of(x, j, 0);
+    meta_of(x, s, j, 0);
     if (str_is(j, cg_json_get(j, 0, "status"), "failed")) {
         put_error(j, cg_json_get(j, 0, "error"), chat);
         return 0;

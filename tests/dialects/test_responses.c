@@ -453,6 +453,60 @@ static void test_usage_chunk(void **state)
     run_close(&r);
 }
 
+/* Delta events are read by a skeleton match, a flat scan or the full parse:
+ * whichever takes an event, it reads as the full parse would. */
+static void test_delta_paths_agree(void **state)
+{
+    (void)state;
+    static const char *const events[] = {
+        /* a skeleton: sequence_number, delta and obfuscation are its holes */
+        "{\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"item_id\":\"m\","
+        "\"output_index\":0,\"content_index\":0,\"delta\":\"a\",\"obfuscation\":\"x\"}",
+        "{\"type\":\"response.output_text.delta\",\"sequence_number\":2,\"item_id\":\"m\","
+        "\"output_index\":0,\"content_index\":0,\"delta\":\"b\\\"c\",\"obfuscation\":\"yy\"}",
+        /* an invalid escape in a hole: not JSON, ignored and counted */
+        "{\"type\":\"response.output_text.delta\",\"sequence_number\":3,\"item_id\":\"m\","
+        "\"output_index\":0,\"content_index\":0,\"delta\":\"\\q\",\"obfuscation\":\"z\"}",
+        /* any number in a number hole */
+        "{\"type\":\"response.output_text.delta\",\"sequence_number\":-3.5e2,\"item_id\":\"m\","
+        "\"output_index\":0,\"content_index\":0,\"delta\":\"d\",\"obfuscation\":\"\"}",
+        /* a string where the skeleton has a number: scanned again */
+        "{\"type\":\"response.output_text.delta\",\"sequence_number\":\"4\",\"item_id\":\"m\","
+        "\"output_index\":0,\"content_index\":0,\"delta\":\"e\",\"obfuscation\":\"\"}",
+        /* two delta members: the first one counts, as cg_json_get finds it */
+        "{\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,"
+        "\"delta\":\"f\",\"delta\":\"X\"}",
+        "{\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,"
+        "\"delta\":\"g\",\"delta\":\"Y\"}",
+        /* white space, and an index as a string: the full parse reads it */
+        " { \"type\" : \"response.output_text.delta\" , \"output_index\" : \"0\" ,"
+        " \"content_index\":0, \"delta\" : \"h\" } ",
+        /* a trailing comma and a NUL byte in a string: not JSON */
+        "{\"type\":\"response.output_text.delta\",\"delta\":\"Z\",}",
+        "{\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,"
+        "\"delta\":\"N\0N\"}",
+        /* a delta that is not a string: no content */
+        "{\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,"
+        "\"delta\":null}",
+    };
+    static const size_t nul_event = 9;
+    run_t r;
+    run_open(&r, "off", NULL);
+    run_feed_str(&r, created);
+    for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) {
+        size_t n = strlen(events[i]) + (i == nul_event ? 4 : 0); /* past the NUL: N"} */
+        run_feed_str(&r, "data: ");
+        run_feed(&r, events[i], n);
+        run_feed_str(&r, "\n\n");
+    }
+    run_feed_str(&r, completed);
+    char *got = content_of(&r.body);
+    assert_string_equal(got, "ab\"cdefgh");
+    free(got);
+    assert_int_equal(cg_xform_stats(r.x)->malformed, 3);
+    run_close(&r);
+}
+
 /* A body that is not a Response object is not this dialect's: unchanged. */
 static void test_body_not_a_response(void **state)
 {
@@ -504,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_non_events),
         cmocka_unit_test(test_end_releases),
         cmocka_unit_test(test_usage_chunk),
+        cmocka_unit_test(test_delta_paths_agree),
         cmocka_unit_test(test_body_not_a_response),
         cmocka_unit_test(test_body_annotations),
         cmocka_unit_test(test_markers_split_across_deltas),

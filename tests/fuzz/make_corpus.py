@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerates the seed corpora in tests/fuzz/corpus/ from tests/fixtures/.
 
-fuzz_sse and fuzz_xform read two header bytes before the stream (see
+fuzz_sse, fuzz_xform and fuzz_responses read two header bytes before the stream (see
 fuzz_common.h): byte 0 seeds the read sizes (bits 6-7: largest read 1, 7,
 61 or 1021 bytes), byte 1 holds the target's flags. fuzz_json reads plain
 JSON. fuzz_dialect_req reads one flags byte (dialect, default model, small
@@ -179,6 +179,53 @@ ANTHROPIC_SEEDS = {
                             b'data: {"type":"content_block_stop","index":0}\n\n'
                             b'data: {"type":"error","error":{"type":"api_error","message":"x"}}\n\n'),
     "body_error": (0x00, AN_NO_REQ, b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'),
+# fuzz_responses byte 1: profile (bits 0-2: openwebui, openai, webchat, structured, off),
+# include_usage (3), small max_event (4).
+RS_OPENWEBUI, RS_OPENAI, RS_WEBCHAT, RS_STRUCTURED, RS_OFF, RS_USAGE, RS_SMALL_EVENT = \
+    0, 1, 2, 3, 4, 8, 16
+
+
+def rs_delta(text, out=0, content=0):
+    return (b'data: {"type":"response.output_text.delta","output_index":%d,"content_index":%d,'
+            b'"delta":"%s"}\n\n' % (out, content, text))
+
+
+def rs_url(start, end, url=b"https://a.example/x", out=0):
+    return (b'data: {"type":"response.output_text.annotation.added","output_index":%d,'
+            b'"content_index":0,"annotation":{"type":"url_citation","start_index":%d,'
+            b'"end_index":%d,"url":"%s","title":"T"}}\n\n' % (out, start, end, url))
+
+
+RS_CREATED = b'data: {"type":"response.created","response":{"id":"r","model":"m"}}\n\n'
+RS_COMPLETED = (b'data: {"type":"response.completed","response":{"status":"completed",'
+                b'"usage":{"input_tokens":1,"output_tokens":2}}}\n\n')
+
+RESPONSES_SEEDS = {
+    "marker_split_lead": (0x41, RS_OPENWEBUI,
+                          RS_CREATED + rs_delta(b"a\xe3\x80") + rs_delta(b"\x901\xe2\x80\xa0x\xe3")
+                          + rs_delta(b"\x80\x91 b") + rs_url(1, 6) + RS_COMPLETED),
+    "marker_run": (0x07, RS_OPENAI,
+                   RS_CREATED + rs_delta("\u3010" "1\u2020x\u3011y\u3010" "2\u2020x\u3011z".encode())
+                   + rs_url(6, 11, b"https://b.example/") + rs_url(0, 5) + RS_COMPLETED),
+    "marker_escaped": (0x80, RS_WEBCHAT | RS_USAGE,
+                       RS_CREATED + rs_delta(b"q\\u3010" b"4:0\\u2020s\\u3011\\ud83d\\ude00")
+                       + rs_url(1, 7) + RS_COMPLETED),
+    "marker_other_part": (0xC3, RS_OFF,
+                          RS_CREATED + rs_delta("\u30101\u2020x\u3011".encode())
+                          + rs_url(0, 5, out=1) + rs_delta(b"w", 1) + RS_COMPLETED),
+    "error_nested": (0x00, RS_STRUCTURED,
+                     RS_CREATED + rs_delta(b"x") + b'data: {"type":"error","error":{"type":"e",'
+                     b'"code":"c","message":"m"}}\n\n'),
+    "not_json": (0x40, RS_OFF | RS_SMALL_EVENT,
+                 b": ping\n\ndata: [DONE]\n\ndata: {nope\n\n" + RS_CREATED
+                 + rs_delta(b"y" * 600) + rs_delta(b"z")),
+    "body_markers": (0x00, RS_OPENAI,
+                     b'{"object":"response","status":"incomplete","incomplete_details":'
+                     b'{"reason":"content_filter"},"output":[{"type":"message","content":['
+                     b'{"type":"output_text","text":"a\\u30101\\u2020s\\u3011 b","annotations":['
+                     b'{"type":"file_citation","file_id":"f","filename":"n","start_index":1,'
+                     b'"end_index":6},{"type":"url_citation","url":"u","start_index":7,'
+                     b'"end_index":8}]}]}]}'),
 }
 
 
@@ -209,6 +256,11 @@ def json_events(path):
         if line.startswith(b"data: {") and len(out) < 3:
             out.append(line[6:])
     return out
+
+
+def responses_answers():
+    return sorted(f for f in (FIXTURES / "dialects" / "answers").glob("responses_*")
+                  if f.suffix in (".sse", ".json") and ".request." not in f.name)
 
 
 def dialect_requests():
@@ -254,6 +306,11 @@ def main():
         write("anthropic", f.name + ".webchat", bytes([0x41, flags | AN_WEBCHAT]) + data)
     for name, (seed, flags, data) in ANTHROPIC_SEEDS.items():
         write("anthropic", name, bytes([seed, flags]) + data)
+    for k, f in enumerate(responses_answers()):  # one profile each, in turn
+        profile = (RS_OPENWEBUI, RS_OPENAI, RS_WEBCHAT, RS_OFF | RS_USAGE)[k % 4]
+        write("responses", f.name.replace(".", "_"), bytes([0x80, profile]) + f.read_bytes())
+    for name, (seed, flags, data) in RESPONSES_SEEDS.items():
+        write("responses", name, bytes([seed, flags]) + data)
 
 
 if __name__ == "__main__":
