@@ -1229,7 +1229,7 @@ int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
         x->view->end(x, x->view_state);
     if (p->holds_stream && !x->stats.passthrough && !x->ended)
         replay_held(x);
-    if ((p->transforms || x->view) && !x->stats.passthrough && !x->ended) {
+    if ((p->transforms || x->view) && (!x->stats.passthrough || x->view) && !x->ended) {
         /* The upstream ended inside an oversized event, whose bytes went out
          * already: end it, so that what we write stands apart. */
         if (x->sse.oversized && !x->view)
@@ -1373,7 +1373,9 @@ cg_buf_t *cg__xform_chunk_begin(cg_xform_t *x)
 }
 
 /* A holding profile holds the view's chunks, not the upstream's bytes;
- * beyond max_event they go out as they are. */
+ * beyond max_event they go out as they are. Unlike an upstream's bytes, they
+ * end only when the view wrote [DONE]: the end of the stream (cg_xform_finish)
+ * is still ours to write otherwise. */
 static void hold_chunk(cg_xform_t *x, const char *p, size_t n)
 {
     if (!x->stats.passthrough && x->hold.len + n <= x->cfg.max_event) {
@@ -1386,6 +1388,10 @@ static void hold_chunk(cg_xform_t *x, const char *p, size_t n)
         cg_buf_free(&x->hold);
     }
     cg__emit_copy(x->out, p, n);
+    if (n == 14 && memcmp(p, "data: [DONE]\n\n", 14) == 0) {
+        x->stats.saw_done = true;
+        x->ended = true;
+    }
 }
 
 void cg__xform_chunk_end(cg_xform_t *x)

@@ -507,6 +507,38 @@ static void test_delta_paths_agree(void **state)
     run_close(&r);
 }
 
+/* Profile structured holds the view's chunks up to max_event, then lets
+ * them through: a truncated answer still ends with the error event, a
+ * finished one with the view's [DONE], once. */
+static void test_held_stream_passes_through(void **state)
+{
+    (void)state;
+    for (int finished = 0; finished < 2; finished++) {
+        cg_xform_cfg_t cfg;
+        cg_xform_cfg_default(&cfg, profile_named("structured"));
+        cfg.max_event = 1024;
+        run_t r;
+        memset(&r, 0, sizeof(r));
+        r.x = cg_xform_new(&cfg, NULL);
+        cg_xform_set_dialect(r.x, cg_dialect_view(CG_DIALECT_RESPONSES), NULL, CREATED);
+        run_feed_str(&r, created);
+        for (int i = 0; i < 20; i++)
+            feed_delta(&r, "some words ");
+        assert_true(cg_xform_stats(r.x)->passthrough);
+        if (finished)
+            run_feed_str(&r, completed);
+        run_finish(&r);
+        view_t v;
+        view_of_stream(&v, r.body.p, r.body.len);
+        assert_int_equal(v.content[0].len, 20 * 11);
+        assert_true(finished ? v.ends_done && !v.ends_error : v.ends_error && !v.ends_done);
+        const char *done = strstr(r.body.p, "data: [DONE]");
+        assert_true(finished ? done && !strstr(done + 1, "data: [DONE]") : done == NULL);
+        view_free(&v);
+        run_close(&r);
+    }
+}
+
 /* A body that is not a Response object is not this dialect's: unchanged. */
 static void test_body_not_a_response(void **state)
 {
@@ -559,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_end_releases),
         cmocka_unit_test(test_usage_chunk),
         cmocka_unit_test(test_delta_paths_agree),
+        cmocka_unit_test(test_held_stream_passes_through),
         cmocka_unit_test(test_body_not_a_response),
         cmocka_unit_test(test_body_annotations),
         cmocka_unit_test(test_markers_split_across_deltas),
