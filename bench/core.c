@@ -999,43 +999,26 @@ static unsigned long parse_num(const char *opt, const char *v)
     return n;
 }
 
-static void usage(void)
+typedef struct core_line {
+    double x_mbps, m_mbps, ratio, ns_ev, a_steady;
+} core_line_t;
+
+static void reseed(uint64_t seed, uint64_t section)
 {
-    puts("usage: core [--read BYTES] [--mib MIB] [--rounds N] [--events N] [--seed N]\n"
-         "  --read    bytes per cg_xform_feed call (default 16384)\n"
-         "  --mib     input size in MiB, whole answers (default 64)\n"
-         "  --rounds  timed rounds of each pass, alternating (default 7)\n"
-         "  --events  content chunks per answer (default 512)\n"
-         "  --seed    PRNG seed (default 1)");
+    rng_state = seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL + section;
 }
 
-int main(int argc, char **argv)
+static bool want(const char *only, const char *section)
 {
-    size_t rd = 16384, mib = 64, rounds = 7, nev = 512;
-    uint64_t seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(o, "--read") == 0)
-            rd = parse_num(o, v), i++;
-        else if (strcmp(o, "--mib") == 0)
-            mib = parse_num(o, v), i++;
-        else if (strcmp(o, "--rounds") == 0)
-            rounds = parse_num(o, v), i++;
-        else if (strcmp(o, "--events") == 0)
-            nev = parse_num(o, v), i++;
-        else if (strcmp(o, "--seed") == 0)
-            seed = parse_num(o, v), i++;
-        else if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
-            usage();
-            return 0;
-        } else {
-            usage();
-            return 2;
-        }
-    }
+    return only == NULL || strcmp(only, section) == 0;
+}
 
+/* The openai pass: Azure "On Your Data" answers next to a memchr pass over
+ * the same bytes. Its summary goes to *line, printed last. */
+static int bench_openai(size_t mib, size_t nev, size_t rd, size_t rounds, uint64_t seed,
+                        const cg_xform_cfg_t *cfg, core_line_t *line)
+{
     /* Input, generated once before timing. */
-    rng_state = seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL;
     size_t target = mib << 20;
     cg_buf_t buf = {0};
     gen_totals_t gt = {0};
@@ -1043,14 +1026,9 @@ int main(int argc, char **argv)
     make_input(&in, &buf, target, (unsigned)nev, rd, gen_answer, &gt);
     size_t nans = in.nans;
 
-    const cg_profile_t *profile = NULL;
-    cg_profile_parse("openwebui", &profile);
-    cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg, profile);
-
     double mb = (double)in.len / 1e6;
     printf("citegate core benchmark (profile %s, seed %" PRIu64 ", cpu %s)\n",
-           cfg.profile->name, seed, cpu_model());
+           cfg->profile->name, seed, cpu_model());
     printf("input: %.2f MiB (%zu bytes), %zu answers x (1 context + %zu content + finish + "
            "[DONE]) = %" PRIu64 " events, avg %.1f bytes/event\n",
            (double)in.len / 1048576.0, in.len, nans, nev, gt.events,
@@ -1065,11 +1043,11 @@ int main(int argc, char **argv)
     if (mib < 64)
         printf("note: input is below the 64 MiB the benchmark is specified for\n");
 
-    int bad = verify(&in, rd, &cfg, &gt);
+    int bad = verify(&in, rd, cfg, &gt);
 
     /* Warm-up (page faults, caches, allocator), then alternating timed rounds. */
     uint64_t lines = 0;
-    (void)xform_pass(&in, rd, &cfg, NULL, NULL, NULL, NULL);
+    (void)xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
     (void)memchr_pass(&in, rd, &lines);
 
     double *t_x = malloc(rounds * sizeof(double));
@@ -1081,7 +1059,7 @@ int main(int argc, char **argv)
     uint64_t events_total = 0;
     xres_t sum = {0};
     for (size_t r = 0; r < rounds; r++) {
-        xres_t x = xform_pass(&in, rd, &cfg, NULL, NULL, NULL, NULL);
+        xres_t x = xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
         t_x[r] = (double)x.ns;
         allocs_total += x.allocs_total;
         allocs_steady += x.allocs_steady;
@@ -1115,7 +1093,7 @@ int main(int argc, char **argv)
         die("out of memory");
     size_t nlr = 0, nle = 0;
     for (size_t r = 0; r < lat_rounds; r++)
-        (void)xform_pass(&in, rd, &cfg, lat_read, lat_ev, &nlr, &nle);
+        (void)xform_pass(&in, rd, cfg, lat_read, lat_ev, &nlr, &nle);
     qsort(lat_read, nlr, sizeof(double), cmp_double);
     qsort(lat_ev, nle, sizeof(double), cmp_double);
 
@@ -1157,19 +1135,84 @@ int main(int argc, char **argv)
            x_mbps >= 1000 ? "PASS" : "MISS", ratio >= 0.10 ? "PASS" : "MISS",
            ns_ev <= 1000 ? "PASS" : "MISS", allocs_steady == 0 ? "PASS" : "MISS",
            bad ? "FAIL" : "OK");
-    bench_dialect();
-    bad |= bench_anthropic(target, (unsigned)nev, rd, rounds, &cfg);
-    bad |= bench_responses(mib, rd, rounds, (unsigned)nev, false, &cfg);
-    bad |= bench_responses(mib, rd, rounds, (unsigned)nev, true, &cfg);
-    printf("core: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
-           "allocs_per_event=%.4f\n",
-           x_mbps, m_mbps, ratio, ns_ev, a_steady);
-
+    *line = (core_line_t){x_mbps, m_mbps, ratio, ns_ev, a_steady};
     free(lat_read);
     free(lat_ev);
     free(t_x);
     free(t_m);
     free(in.off);
     cg_buf_free(&buf);
+    return bad;
+}
+
+static void usage(void)
+{
+    puts("usage: core [--read BYTES] [--mib MIB] [--rounds N] [--events N] [--seed N] [--only S]\n"
+         "  --read    bytes per cg_xform_feed call (default 16384)\n"
+         "  --mib     input size in MiB, whole answers (default 64)\n"
+         "  --rounds  timed rounds of each pass, alternating (default 7)\n"
+         "  --events  content chunks per answer (default 512)\n"
+         "  --seed    PRNG seed (default 1)\n"
+         "  --only    one section: core, request, anthropic, responses, responses_markers");
+}
+
+int main(int argc, char **argv)
+{
+    size_t rd = 16384, mib = 64, rounds = 7, nev = 512;
+    uint64_t seed = 1;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(o, "--read") == 0)
+            rd = parse_num(o, v), i++;
+        else if (strcmp(o, "--mib") == 0)
+            mib = parse_num(o, v), i++;
+        else if (strcmp(o, "--rounds") == 0)
+            rounds = parse_num(o, v), i++;
+        else if (strcmp(o, "--events") == 0)
+            nev = parse_num(o, v), i++;
+        else if (strcmp(o, "--seed") == 0)
+            seed = parse_num(o, v), i++;
+        else if (strcmp(o, "--only") == 0 && v != NULL)
+            only = v, i++;
+        else if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
+            usage();
+            return 0;
+        } else {
+            usage();
+            return 2;
+        }
+    }
+
+    const cg_profile_t *profile = NULL;
+    cg_profile_parse("openwebui", &profile);
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile);
+
+    /* Each section seeds its own input, so --only gives the same bytes. */
+    int bad = 0;
+    core_line_t core = {0};
+    if (want(only, "core")) {
+        reseed(seed, 1);
+        bad |= bench_openai(mib, nev, rd, rounds, seed, &cfg, &core);
+    }
+    if (want(only, "request"))
+        bench_dialect();
+    if (want(only, "anthropic")) {
+        reseed(seed, 2);
+        bad |= bench_anthropic(mib << 20, (unsigned)nev, rd, rounds, &cfg);
+    }
+    if (want(only, "responses")) {
+        reseed(seed, 3);
+        bad |= bench_responses(mib, rd, rounds, (unsigned)nev, false, &cfg);
+    }
+    if (want(only, "responses_markers")) {
+        reseed(seed, 4);
+        bad |= bench_responses(mib, rd, rounds, (unsigned)nev, true, &cfg);
+    }
+    if (want(only, "core"))
+        printf("core: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
+               "allocs_per_event=%.4f\n",
+               core.x_mbps, core.m_mbps, core.ratio, core.ns_ev, core.a_steady);
     return bad;
 }

@@ -134,8 +134,6 @@ typedef struct rs {
     size_t nheld;
 
     cg_buf_t text;    /* content released by the current event (body: all of it) */
-    cg_buf_t head;    /* a content chunk up to its content, while head_ok */
-    bool head_ok;     /* id and model have not changed since head was written */
     cg_buf_t anns;    /* body: the forwarded annotations */
     cg_buf_t scratch; /* decoded strings */
     keyed_t *keys;
@@ -151,7 +149,6 @@ static void state_free(void *state)
     cg_buf_free(&s->skel.bytes);
     cg_buf_free(&s->hold);
     cg_buf_free(&s->text);
-    cg_buf_free(&s->head);
     cg_buf_free(&s->anns);
     cg_buf_free(&s->scratch);
     free(s->keys);
@@ -220,26 +217,14 @@ static cg_buf_t *open_chunk(cg_xform_t *x, rs_t *s)
 
 #define PUT_LIT(b, lit) cg_buf_put(b, lit, sizeof(lit) - 1)
 
-/* The content this event released, as one chunk (a body keeps it). Its
- * head is the same for every chunk until id or model change: it is written
- * once, not per delta. */
+/* The content this event released, as one chunk (a body keeps it), through
+ * the transformer's content path: no chunk of ours to write and parse back. */
 static void flush_text(cg_xform_t *x, rs_t *s)
 {
     if (s->body || s->text.len == 0)
         return;
     send_role(x, s);
-    if (!s->head_ok) {
-        s->head.len = 0;
-        cg_buf_putc(&s->head, '{');
-        cg__xform_chunk_meta(x, &s->head);
-        PUT_LIT(&s->head, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
-        s->head_ok = true;
-    }
-    cg_buf_t *b = cg__xform_chunk_begin(x);
-    cg_buf_put(b, s->head.p, s->head.len);
-    cg_buf_put(b, s->text.p, s->text.len);
-    PUT_LIT(b, "\"},\"finish_reason\":null}]}");
-    cg__xform_chunk_end(x);
+    cg__xform_content(x, 0, cg_span(s->text.p, s->text.len));
     s->text.len = 0;
 }
 
@@ -396,18 +381,38 @@ static uint64_t unit_cp(unsigned u)
     return !(u >= 0xDC00 && u < 0xE000);
 }
 
-/* Text up to the next byte that may start a marker; returns its length. */
-static size_t scan_plain(rs_t *s, const char *p, size_t n)
+/* The plain bytes from p: up to the first escape or 0xE3 (the lead byte of
+ * 【); *cp gains the code points among them. Eight bytes at a time, as
+ * deltas are mostly ASCII: a word holds a byte b when (w ^ b*ones) has a
+ * zero byte, and UTF-8 continuation bytes are the 10xxxxxx ones. */
+static size_t plain_run(const char *p, size_t n, uint64_t *cp)
 {
+    const uint64_t ones = 0x0101010101010101ULL, highs = ones * 0x80;
     size_t i = 0;
-    uint64_t cp = 0;
+    uint64_t c = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w, bs, e3;
+        memcpy(&w, p + i, 8);
+        bs = w ^ (ones * '\\');
+        e3 = w ^ (ones * 0xE3);
+        if ((((bs - ones) & ~bs) | ((e3 - ones) & ~e3)) & highs)
+            break;
+        c += 8 - (uint64_t)__builtin_popcountll(w & ~(w << 1) & highs);
+    }
     for (; i < n; i++) {
         unsigned char b = (unsigned char)p[i];
         if (b == '\\' || b == 0xE3)
             break;
-        cp += (b & 0xC0) != 0x80;
+        c += (b & 0xC0) != 0x80;
     }
-    s->cur->cp += cp;
+    *cp += c;
+    return i;
+}
+
+/* Text up to the next byte that may start a marker; returns its length. */
+static size_t scan_plain(rs_t *s, const char *p, size_t n)
+{
+    size_t i = plain_run(p, n, &s->cur->cp);
     put_text(s, p, i);
     return i;
 }
@@ -726,11 +731,30 @@ static void take_output(cg_xform_t *x, rs_t *s, const cg_json_t *j, int resp)
 
 /* --- Streaming events --------------------------------------------------------- */
 
+/* The common delta: plain text while nothing waits. It goes out as it
+ * came, without a copy. */
+static bool plain_delta(cg_xform_t *x, rs_t *s, cg_span_t delta)
+{
+    if (s->body || s->state != IDLE || s->nheld || s->text.len)
+        return false;
+    uint64_t cp = 0;
+    if (plain_run(delta.p, delta.n, &cp) != delta.n)
+        return false;
+    s->cur->cp += cp;
+    if (delta.n) {
+        send_role(x, s);
+        cg__xform_content(x, 0, delta);
+    }
+    return true;
+}
+
 static void on_delta(cg_xform_t *x, rs_t *s, int64_t out, int64_t content, cg_span_t delta)
 {
     part_t *p = part_at(s, out, content);
     release(s, p == s->cur);
     s->cur = p;
+    if (plain_delta(x, s, delta))
+        return;
     scan(s, delta.p, delta.n);
     flush_text(x, s);
 }
@@ -747,9 +771,8 @@ static int64_t index_of(const cg_json_t *j, const char *key)
     return index_at(j, cg_json_get(j, 0, key));
 }
 
-static void meta_of(cg_xform_t *x, rs_t *s, const cg_json_t *j, int resp)
+static void meta_of(cg_xform_t *x, const cg_json_t *j, int resp)
 {
-    s->head_ok = false;
     int id = cg_json_get(j, resp, "id"), model = cg_json_get(j, resp, "model");
     cg__xform_meta(x, cg_json_is_str(j, id) ? value_or(j, id, "") : cg_span(NULL, 0),
                    cg_json_is_str(j, model) ? value_or(j, model, "") : cg_span(NULL, 0));
@@ -788,7 +811,7 @@ static const char *finish_reason(const cg_json_t *j, int resp)
 static void finish(cg_xform_t *x, rs_t *s, const cg_json_t *j, const char *reason)
 {
     int resp = cg_json_get(j, 0, "response");
-    meta_of(x, s, j, resp);
+    meta_of(x, j, resp);
     take_output(x, s, j, resp);
     boundary(x, s);
     cg_buf_t *b = open_chunk(x, s);
@@ -843,7 +866,7 @@ static void on_json_event(cg_xform_t *x, rs_t *s, const cg_json_t *j)
     }
     int64_t out = index_of(j, "output_index");
     if (str_is(j, type, "response.created") || str_is(j, type, "response.in_progress")) {
-        meta_of(x, s, j, cg_json_get(j, 0, "response"));
+        meta_of(x, j, cg_json_get(j, 0, "response"));
         boundary(x, s);
         send_role(x, s);
     } else if (str_is(j, type, "response.output_text.done")) {
@@ -1276,7 +1299,7 @@ static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_
         return -1;
     s->body = true;
     s->text.len = s->anns.len = 0;
-    meta_of(x, s, j, 0);
+    meta_of(x, j, 0);
     if (str_is(j, cg_json_get(j, 0, "status"), "failed")) {
         put_error(j, cg_json_get(j, 0, "error"), chat);
         return 0;
