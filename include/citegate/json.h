@@ -21,6 +21,9 @@
 #endif
 #include <jsmn.h>
 
+/* Tokens a parser starts with; it doubles them on demand up to its max. */
+#define CG_JSON_FIRST_TOKENS 64
+
 enum {
     CG_JSON_OK = 0,
     CG_JSON_E_INVALID = -1, /* not one complete JSON value */

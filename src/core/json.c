@@ -143,7 +143,7 @@ int cg_json_parse(cg_json_t *j, const char *js, size_t len)
     j->len = len;
     j->ntok = 0;
     if (j->cap == 0) {
-        j->cap = j->max < 64 ? j->max : 64;
+        j->cap = j->max < CG_JSON_FIRST_TOKENS ? j->max : CG_JSON_FIRST_TOKENS;
         j->tok = cg_xrealloc(j->tok, j->cap * sizeof(jsmntok_t));
     }
     size_t first = 0;

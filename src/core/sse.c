@@ -3,6 +3,9 @@
 
 #include <string.h>
 
+/* The straddle buffer's first size, and what it keeps between events. */
+#define SSE_FIRST_BUF 1024
+
 void cg_sse_init(cg_sse_t *p, size_t max_event)
 {
     memset(p, 0, sizeof(*p));
@@ -175,6 +178,10 @@ ssize_t cg_sse_feed(cg_sse_t *p, const char *in, size_t len, cg_sse_event_t *ev)
         p->delivered = false;
         p->buffered = false;
         p->buf.len = 0;
+        /* The caller is done with the event: a large one must not pin its
+         * bytes in every stream that once saw one. */
+        if (p->buf.cap > SSE_FIRST_BUF)
+            cg_buf_free(&p->buf);
         p->join.len = 0;
         reset_event(p);
     }
@@ -261,7 +268,7 @@ ssize_t cg_sse_feed(cg_sse_t *p, const char *in, size_t len, cg_sse_event_t *ev)
         if (over(p, have + (len - from)))
             goto toobig;
         if (p->buf.cap == 0)
-            cg_buf_reserve(&p->buf, 1024);
+            cg_buf_reserve(&p->buf, SSE_FIRST_BUF);
         cg_buf_put(&p->buf, in + from, len - from);
         p->buffered = true;
     }

@@ -743,6 +743,77 @@ static void put_other_lines(cg_xform_t *x, const cg_sse_event_t *ev)
     }
 }
 
+/* Members no code reads: their values may change between chunks that
+ * share a template. Anything read anywhere (at any depth) is not one. */
+static bool value_unread(cg_span_t key)
+{
+    static const char *const read[] = {
+        "all_retrieved_documents", "annotations", "choices", "citations", "content", "context",
+        "created", "data_sources", "delta", "error", "event", "finish_reason", "id", "index",
+        "model", "object", "response", "role", "search_results", "text", "type", "usage",
+    };
+    for (size_t i = 0; i < sizeof(read) / sizeof(read[0]); i++)
+        if (cg_span_eq(key, read[i]))
+            return false;
+    return true;
+}
+
+/* Records the template's holes: the number and string values of top-level
+ * members after the content (content_end: its closing quote in the parsed
+ * text) that no code reads. False when there are more than fit. */
+static bool find_holes(cg_xform_t *x, size_t content_end)
+{
+    const cg_json_t *j = &x->json;
+    size_t shift = content_end - x->tpl_prefix; /* parsed text -> tpl */
+    x->tpl_nholes = 0;
+    for (int k = 0, t = 1; k < j->tok[0].size; k++) {
+        int v = t + 1;
+        const jsmntok_t *val = &j->tok[v];
+        bool str = val->type == JSMN_STRING, num = val->type == JSMN_PRIMITIVE &&
+                                                   (j->js[val->start] == '-' ||
+                                                    isdigit((unsigned char)j->js[val->start]));
+        if ((size_t)val->start > content_end && (str || num) &&
+            value_unread(cg_json_raw(j, t))) {
+            if (x->tpl_nholes == CG_XFORM_TEMPLATE_HOLES)
+                return false;
+            /* A string's hole takes its quotes: they are matched with it. */
+            size_t from = (size_t)val->start - str, to = (size_t)val->end + str;
+            x->tpl_hole[x->tpl_nholes++] = (cg_tpl_hole_t){from - shift, to - shift, str};
+        }
+        t = cg_json_skip(j, v);
+    }
+    return true;
+}
+
+/* The end of a JSON number starting at p (before e), or NULL. */
+static const char *number_end(const char *p, const char *e)
+{
+    if (p < e && *p == '-')
+        p++;
+    if (p == e || !isdigit((unsigned char)*p))
+        return NULL;
+    if (*p == '0')
+        p++;
+    else
+        while (p < e && isdigit((unsigned char)*p))
+            p++;
+    if (p < e && *p == '.') {
+        if (++p == e || !isdigit((unsigned char)*p))
+            return NULL;
+        while (p < e && isdigit((unsigned char)*p))
+            p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        if (++p < e && (*p == '+' || *p == '-'))
+            p++;
+        if (p == e || !isdigit((unsigned char)*p))
+            return NULL;
+        while (p < e && isdigit((unsigned char)*p))
+            p++;
+    }
+    return p;
+}
+
 /*
  * Template fast path. Streaming chunks of one answer differ only in their
  * content string: once jsmn has validated a chunk of that shape, a later
@@ -773,7 +844,7 @@ static void save_template(cg_xform_t *x, const cg_sse_event_t *ev, int choices, 
     cg_buf_put(&x->tpl, j->js + end, j->len - end);
     x->tpl_prefix = start;
     x->tpl_choice = (size_t)index;
-    x->tpl_valid = true;
+    x->tpl_valid = find_holes(x, end);
 }
 
 /* Length of a valid JSON string body starting at s (up to its closing
@@ -806,20 +877,53 @@ static ssize_t string_body(const char *s, size_t n)
 
 static bool may_overflow(cg_xform_t *x, size_t others, cg_span_t s);
 
+/* Matches the bytes of a chunk from its content's closing quote to its end
+ * ([p, e)) against the template's suffix: equal but for the holes, each of
+ * which holds a value of its kind. Returns their length, or 0. */
+static size_t match_suffix(const cg_xform_t *x, const char *p, const char *e)
+{
+    const char *start = p;
+    size_t from = x->tpl_prefix;
+    for (size_t h = 0; h < x->tpl_nholes; h++) {
+        const cg_tpl_hole_t *hole = &x->tpl_hole[h];
+        size_t fixed = hole->start - from;
+        if ((size_t)(e - p) < fixed || memcmp(p, x->tpl.p + from, fixed) != 0)
+            return 0;
+        p += fixed;
+        const char *ve = NULL;
+        if (!hole->str) {
+            ve = number_end(p, e);
+        } else if (p < e && *p == '"') {
+            ssize_t n = string_body(p + 1, (size_t)(e - p - 1));
+            ve = n < 0 ? NULL : p + 1 + n + 1;
+        }
+        if (ve == NULL)
+            return 0;
+        p = ve;
+        from = hole->end;
+    }
+    size_t rest = x->tpl.len - from;
+    if ((size_t)(e - p) != rest || memcmp(p, x->tpl.p + from, rest) != 0)
+        return 0;
+    return (size_t)(e - start);
+}
+
 static bool fast_event(cg_xform_t *x, const cg_sse_event_t *ev)
 {
     cg_span_t d = ev->data;
-    size_t pre = x->tpl_prefix, post = x->tpl.len - pre;
-    if (!x->tpl_valid || ev->ndata != 1 || ev->nother != 0 || d.n < pre + post ||
+    size_t pre = x->tpl_prefix;
+    if (!x->tpl_valid || ev->ndata != 1 || ev->nother != 0 || d.n <= pre ||
         memcmp(d.p, x->tpl.p, pre) != 0)
         return false;
-    /* The template's suffix starts with the content's closing quote. */
-    if (may_overflow(x, pre + post, cg_span(d.p + pre, d.n - pre - post)))
-        return false; /* its content must be split (on_json_event) */
-    ssize_t body = string_body(d.p + pre, d.n - pre - post + 1);
-    if (body < 0 || (size_t)body != d.n - pre - post ||
-        memcmp(d.p + pre + body, x->tpl.p + pre, post) != 0)
+    ssize_t body = string_body(d.p + pre, d.n - pre);
+    if (body < 0)
         return false;
+    /* The template's suffix starts with the content's closing quote. */
+    size_t post = match_suffix(x, d.p + pre + body, d.p + d.n);
+    if (post == 0)
+        return false;
+    if (may_overflow(x, pre + post, cg_span(d.p + pre, (size_t)body)))
+        return false; /* its content must be split (on_json_event) */
 
     cg_choice_t *ch = &x->choices[x->tpl_choice];
     cg_out_t *o = x->out;
@@ -1024,8 +1128,11 @@ static void on_late_event(cg_xform_t *x, const cg_sse_event_t *ev)
  * keep the peak. */
 static void trim_peaks(cg_xform_t *x)
 {
-    if (x->json.cap > 512)
-        cg_json_trim(&x->json, 128);
+    /* A context event needs hundreds of tokens, a content chunk a few
+     * dozen: the array goes back to its first size once a small event
+     * follows, so thousands of streams do not each keep a peak. */
+    if (x->json.cap > CG_JSON_FIRST_TOKENS && x->json.ntok <= CG_JSON_FIRST_TOKENS)
+        cg_json_trim(&x->json, CG_JSON_FIRST_TOKENS);
     if (x->cuts_cap > 64) {
         free(x->cuts);
         x->cuts = NULL;
@@ -1043,6 +1150,7 @@ static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
      * this event makes us write), and is dropped after our own line ends. */
     if (ev->lead && x->last_raw)
         put_ev(x, ev->raw.p, ev->lead);
+    x->json.ntok = 0; /* tokens describe one event; trim_peaks reads this one's */
     if (ev->ndata == 0) {
         pass_raw(x, ev);
     } else if (x->ended) {

@@ -14,6 +14,13 @@
 #include "citegate/xform.h"
 
 #define CG_XFORM_TEMPLATE_MAX 4096
+#define CG_XFORM_TEMPLATE_HOLES 4
+
+/* A top-level scalar member's value in the template: tpl[start, end). */
+typedef struct cg_tpl_hole {
+    size_t start, end;
+    bool str;
+} cg_tpl_hole_t;
 
 typedef struct cg_choice {
     cg_ref_t ref;
@@ -68,6 +75,10 @@ struct cg_xform {
     size_t tpl_prefix;  /* tpl[0..tpl_prefix) precedes the content string */
     size_t tpl_choice;
     bool tpl_valid;
+    /* Values after the content that may differ from chunk to chunk (a
+     * sequence number, OpenAI's "obfuscation" padding): their places in tpl. */
+    cg_tpl_hole_t tpl_hole[CG_XFORM_TEMPLATE_HOLES];
+    size_t tpl_nholes;
     cg_xform_stats_t stats;
     bool ended;     /* citation events and the end of stream went out */
     bool body_mode; /* a non-streaming body */

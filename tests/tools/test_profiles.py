@@ -577,13 +577,15 @@ def split_text(rng, s):
 
 def build_stream(rng, contents, top_every=None, context=None, late_at=None, meta=None, crlf=False,
                  ending="done", first_top=None, mangle=None, extra=None, tail=None, anns=None,
-                 anns_alone=False):
+                 anns_alone=False, varying=False):
     """SSE body for {idx: content}. top_every: members added to every chunk from event late_at
     on (Perplexity); context: Azure context put on choice 0's delta at event late_at;
     anns: [(idx, annotations)], each batch put on a random event's delta of that choice, or
     (anns_alone) in an event of its own.
     mangle(data): rewrites each chunk's JSON text; extra(nl): events (lists of lines) to put
-    after a chunk; tail: what a truncated stream ends with."""
+    after a chunk; tail: what a truncated stream ends with. varying: every chunk ends with
+    members whose values change from chunk to chunk, as OpenAI's "obfuscation" padding and
+    a sequence number do; now and then one is not valid JSON (the chunk is then malformed)."""
     meta = meta or {"id": "chatcmpl-R", "created": 1757800000, "model": "gpt-r"}
     pieces = {i: split_text(rng, c) for i, c in contents.items()}
     events = [[(i, {"role": "assistant"}) for i in contents]]
@@ -625,7 +627,13 @@ def build_stream(rng, contents, top_every=None, context=None, late_at=None, meta
             break
         o["choices"] = [{"index": int(i), "delta": d or {}, "finish_reason": "stop" if fin else None}
                         for i, d in ev]
+        if varying:
+            o["obfuscation"] = "".join(rng.choice('ab9Z"\\é/ ') for _ in range(rng.randint(0, 12)))
+            o["seq"] = rng.choice([n, -n, n + 0.5, n * 1e20, 0])
         data = json.dumps(o, ensure_ascii=rng.random() < 0.3)
+        if varying and rng.random() < 0.1:
+            data = rng.choice([data.replace('"seq": ', '"seq": 0', 1),
+                               data.replace('"obfuscation": "', '"obfuscation": "\\q', 1)])
         if mangle:
             data = mangle(data)
         k = rng.random()
@@ -746,7 +754,8 @@ def rand_ref_case(rng, stream_extras=None):
                             late_at=rng.randint(1, 3) if late else 0, crlf=rng.choice(["\n"] * 6 + ["\r\n", "\r"]),
                             ending=rng.choice(["done"] * 8 + ["truncated", "finish_only"]),
                             meta=rng.choice([None, {"id": "", "created": 0, "model": ""}]),
-                            first_top=None, anns=anns, **(stream_extras(contents) if stream_extras else {}))
+                            first_top=None, anns=anns, varying=rng.random() < 0.5,
+                            **(stream_extras(contents) if stream_extras else {}))
     else:
         body = build_body(rng, contents, top=top, context=context, anns=anns)
     return body, request, opts
