@@ -583,9 +583,9 @@ void cg_ex_on_body(cg_exchange_t *ex, const char *p, size_t n)
         return;
     switch (ex->mode) {
     case CG_MODE_STREAM:
-        cg_xform_feed(ex->xf, p, n, &ex->out);
-        if (head_sent(ex) || ex->out.nseg)
-            emit_out(ex, &ex->out);
+        cg_xform_feed(ex->xf, p, n, &ex->w->out);
+        if (head_sent(ex) || ex->w->out.nseg)
+            emit_out(ex, &ex->w->out);
         break;
     case CG_MODE_BODY:
         if (ex->body.len + n <= CG_MAX_BODY_RESPONSE) {
@@ -611,9 +611,9 @@ static void end_body(cg_exchange_t *ex, bool complete)
 
 static void end_body_mode(cg_exchange_t *ex)
 {
-    cg_xform_body(ex->xf, ex->body.p ? ex->body.p : "", ex->body.len, &ex->out);
-    send_head(ex, &ex->head, (long long)cg_out_len(&ex->out));
-    emit_out(ex, &ex->out);
+    cg_xform_body(ex->xf, ex->body.p ? ex->body.p : "", ex->body.len, &ex->w->out);
+    send_head(ex, &ex->head, (long long)cg_out_len(&ex->w->out));
+    emit_out(ex, &ex->w->out);
 }
 
 /* No answer reached the client: say why, as the SPEC's 502/504 (504 only
@@ -649,8 +649,8 @@ void cg_ex_on_end(cg_exchange_t *ex, cg_err_t err)
         return;
     }
     if (ex->mode == CG_MODE_STREAM) {
-        cg_xform_finish(ex->xf, end_reason(err), &ex->out);
-        emit_out(ex, &ex->out);
+        cg_xform_finish(ex->xf, end_reason(err), &ex->w->out);
+        emit_out(ex, &ex->w->out);
         end_body(ex, true);
     } else if (ex->mode == CG_MODE_BODY) {
         end_body_mode(ex);
@@ -729,7 +729,6 @@ static void on_timer_close(uv_handle_t *h)
     cg_dialect_req_free(&ex->dreq);
     cg_upreq_free(&ex->upreq);
     cg_xform_free(ex->xf);
-    cg_out_free(&ex->out);
     cg_buf_free(&ex->body);
     cg_hdrs_free(&ex->head);
     free(ex->cors_origin);
@@ -804,8 +803,8 @@ void cg_exchange_shutdown(cg_exchange_t *ex)
         return;
     }
     if (ex->mode == CG_MODE_STREAM) {
-        cg_xform_finish(ex->xf, CG_END_SHUTDOWN, &ex->out);
-        emit_out(ex, &ex->out);
+        cg_xform_finish(ex->xf, CG_END_SHUTDOWN, &ex->w->out);
+        emit_out(ex, &ex->w->out);
         end_body(ex, true);
     } else {
         end_body(ex, false);

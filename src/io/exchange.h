@@ -69,8 +69,7 @@ struct cg_exchange {
     cg_dialect_req_t dreq;
     cg_upreq_t upreq;
     cg_upslot_t up;
-    cg_xform_t *xf;
-    cg_out_t out;
+    cg_xform_t *xf; /* writes into the worker's out, emitted before it returns */
     cg_buf_t body;  /* a non-streaming answer, held to be transformed */
     cg_hdrs_t head; /* its upstream headers */
     uint64_t t_start, t_queued, t_upstream, last_activity;

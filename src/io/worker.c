@@ -235,6 +235,7 @@ static void teardown(cg_worker_t *w)
     tls_conf_free(w->target.tls);
     tls_conf_free(w->srv_tls);
     uv_loop_close(w->loop);
+    cg_out_free(&w->out);
     cg_tracking_stop(w);
 }
 

@@ -32,6 +32,9 @@ typedef struct cg_worker {
     bool accept_paused;      /* a connection waits in the listener: at the cap */
     uv_timer_t client_sweep; /* request deadlines (slowloris) */
     size_t active;           /* exchanges not yet done */
+    /* The transformers' output, shared: each exchange writes or copies it
+     * out before its call returns, so one arena serves every stream. */
+    cg_out_t out;
 
     /* upstream side */
     cg_upstream_target_t target;
