@@ -30,6 +30,8 @@
 #define QUEUE_CAP        4096 /* patterns waiting for the writer, per worker */
 #define QUERY_QUEUE_CAP  32   /* admin queries waiting for the reader, per worker */
 #define QUERY_POLL_MS    10   /* how often the loop looks for their answers */
+#define WATCH_FIRST_MS   50   /* how often the loop looks at the writer until its first open */
+#define WATCH_MS         1000 /* and from then on */
 #define FD_TABLE_PREGROW 32768
 
 /* A query out at the reader. Freed only when the reader hands it back. */
@@ -53,6 +55,7 @@ typedef struct cg_tracking {
     cg_memory_t *read;         /* SQLite: recall's connection, used on the loop */
     cg_reader_t *reader;       /* PostgreSQL: the admin queries' thread */
     uv_timer_t poll;           /* runs while queries are out */
+    uv_timer_t watch;          /* runs while there is a writer: see on_watch */
     cg_track_query_t *out;     /* the queries the reader holds */
 } cg_tracking_t;
 
@@ -91,6 +94,64 @@ static void choose_store(cg_tracking_t *t, const cg_config_t *cfg)
     t->shown = shown.p;
 }
 
+/* Moves the writer's failure and drop counts into the metrics and logs each
+ * outage of the store once, with its reason and the setting that names the
+ * store (the DSN without its password), and its end. Repeated failures of
+ * one outage (each reopen with backoff) are not logged again. */
+static void poll_writer(cg_worker_t *w)
+{
+    cg_tracking_t *t = w->tracking;
+    uint64_t written, dropped, failed;
+    cg_writer_counts(t->writer, &written, &dropped, &failed);
+    uint64_t bad = dropped + failed, outages = cg_writer_outages(t->writer);
+    if (bad > t->bad) {
+        cg_metrics->tracking_failures += bad - t->bad;
+        if (t->bad == 0 && outages == 0)
+            cg_log_warn(NULL, "%s: %llu patterns dropped (writer queue full)", t->label,
+                        (unsigned long long)dropped);
+        t->bad = bad;
+    }
+    char err[512] = "";
+    if (outages > t->outages) {
+        t->outages = outages;
+        int st = cg_writer_status(t->writer, err, sizeof(err));
+        if (st == CG_WRITER_OPEN) /* gone and back between two looks */
+            cg_log_warn(NULL, "%s: unreachable for a moment (%s=%s), connected again", t->label,
+                        t->var, t->shown);
+        else
+            cg_log_warn(NULL, "%s: %s (%s=%s)%s; answers are not affected", t->label, err, t->var,
+                        t->shown, st == CG_WRITER_DOWN ? "; patterns wait, reconnecting" : "");
+        t->down = st == CG_WRITER_DOWN;
+    } else if (t->down && cg_writer_status(t->writer, NULL, 0) == CG_WRITER_OPEN) {
+        cg_log_info(NULL, "%s: connected again", t->label);
+        t->down = false;
+    }
+}
+
+/* The writer never touches the loop, so the loop looks at it: every answer
+ * does, and this timer too, so that a store unreachable at start-up is
+ * reported as soon as the first open fails (not at the first answer, or
+ * never if none comes), and an outage or its end without traffic as well.
+ * Quick until the first open is done (at most its 3 s timeout), then once
+ * a second; a look takes the writer's mutex once and reads its counters. */
+static void on_watch(uv_timer_t *h)
+{
+    cg_worker_t *w = h->data;
+    poll_writer(w);
+    if (uv_timer_get_repeat(h) != WATCH_MS &&
+        cg_writer_status(w->tracking->writer, NULL, 0) != CG_WRITER_OPENING)
+        uv_timer_set_repeat(h, WATCH_MS); /* from the next period on */
+}
+
+static void watch_writer(cg_worker_t *w)
+{
+    uv_timer_t *h = &w->tracking->watch;
+    uv_timer_init(w->loop, h);
+    h->data = w;
+    uv_unref((uv_handle_t *)h); /* it never keeps a draining worker alive */
+    uv_timer_start(h, on_watch, WATCH_FIRST_MS, WATCH_FIRST_MS);
+}
+
 void cg_tracking_start(cg_worker_t *w)
 {
     const cg_config_t *cfg = w->cfg;
@@ -114,6 +175,8 @@ void cg_tracking_start(cg_worker_t *w)
     t->writer = cg_writer_start(t->ops, t->target, (int)cfg->prune_age_days, QUEUE_CAP);
     if (t->writer == NULL)
         cg_log_warn(NULL, "%s: cannot start the writer thread; patterns are not stored", t->label);
+    else
+        watch_writer(w);
     /* SQLite's recall connection is opened here, before the loop runs, so the
      * endpoint never waits on an open (a failure is retried, and logged, at
      * the first request). */
@@ -152,34 +215,6 @@ void cg_tracking_stop(cg_worker_t *w)
 }
 
 /* ---- Answers -------------------------------------------------------------- */
-
-/* Moves the writer's failure and drop counts into the metrics and logs each
- * outage of the store once, with its reason, and its end. */
-static void poll_writer(cg_worker_t *w)
-{
-    cg_tracking_t *t = w->tracking;
-    uint64_t written, dropped, failed;
-    cg_writer_counts(t->writer, &written, &dropped, &failed);
-    uint64_t bad = dropped + failed, outages = cg_writer_outages(t->writer);
-    if (bad > t->bad) {
-        cg_metrics->tracking_failures += bad - t->bad;
-        if (t->bad == 0 && outages == 0)
-            cg_log_warn(NULL, "%s: %llu patterns dropped (writer queue full)", t->label,
-                        (unsigned long long)dropped);
-        t->bad = bad;
-    }
-    char err[512] = "";
-    if (outages > t->outages) {
-        t->outages = outages;
-        int st = cg_writer_status(t->writer, err, sizeof(err));
-        cg_log_warn(NULL, "%s: %s (%s=%s)%s; answers are not affected", t->label, err, t->var,
-                    t->shown, st == CG_WRITER_DOWN ? "; patterns wait, reconnecting" : "");
-        t->down = st == CG_WRITER_DOWN;
-    } else if (t->down && cg_writer_status(t->writer, NULL, 0) == CG_WRITER_OPEN) {
-        cg_log_info(NULL, "%s: connected again", t->label);
-        t->down = false;
-    }
-}
 
 static void store(cg_worker_t *w, cg_pattern_kind_t kind, const cg_track_t *t, const char *question)
 {

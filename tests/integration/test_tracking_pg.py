@@ -14,7 +14,8 @@ test starts (tests/integration/pgserver.py; Debian package postgresql):
 - a frozen server (accepts, never answers) costs answers nothing and the
   admin queries still answer 503 within 2 s;
 - start-up with the server unreachable serves, and tracking starts once it
-  is there; the password of the DSN never reaches the log;
+  is there; the outage is logged once, before any answer, with the DSN's
+  password masked, and its end without one; the password never reaches the log;
 - the schema carries its version; a newer one is refused, answers unaffected;
 - a DSN libpq cannot parse is a configuration error (exit 2).
 """
@@ -112,6 +113,10 @@ class TrackingPostgres(unittest.TestCase):
         self.assertEqual(body["error"]["type"], "server_error")
         self.assertLess(took, WITHIN, f"{path} took {took:.2f} s")
 
+    @staticmethod
+    def messages(cg):
+        return [l.get("msg", "") for l in cg.log_lines() if isinstance(l, dict)]
+
     def assert_ready(self, cg):
         t0 = time.monotonic()
         st, _, _ = cg.admin("GET", "/readyz")
@@ -180,10 +185,13 @@ class TrackingPostgres(unittest.TestCase):
         kinds = dict(self.pg.psql("SELECT kind, count(*) FROM citegate_patterns GROUP BY kind", db))
         self.assertEqual({k: int(v) for k, v in kinds.items()},
                          {k: v for k, v in rows.items() if v})
-        q = self.pg.psql("SELECT query, citations, chunk_ids FROM citegate_patterns"
-                         " WHERE kind = 'procedural' ORDER BY id LIMIT 1", db)[0]
+        # found by its question: ids follow the commits, and each replica's writer commits
+        # on its own (the first asked need not be the first written)
+        got = self.pg.psql("SELECT query, citations, chunk_ids FROM citegate_patterns"
+                           " WHERE kind = 'procedural' AND query = 'fleet question 0'", db)
+        self.assertEqual(len(got), 1, got)
+        q = got[0]
         _, v, c, _ = TT.expected_track(answers[0])
-        self.assertEqual(q[0], "fleet question 0")
         self.assertEqual(int(q[1]), c)
         self.assertEqual(len(json.loads(q[2])), c)
 
@@ -250,15 +258,25 @@ class TrackingPostgres(unittest.TestCase):
         for t in threads:
             t.start()
         try:
-            time.sleep(1.0)
+            # answers before the stop and during the outage, counted rather than timed
+            self.assertTrue(H.wait_for(lambda: len(bodies) >= 6 or errors, 30.0, 0.02), errors)
             self.pg.stop()
-            time.sleep(1.0)
+            during = len(bodies)
+            self.assertTrue(H.wait_for(lambda: len(bodies) >= during + 6 or errors, 30.0, 0.02),
+                            errors)
             for cg in cgs:
                 self.assert_ready(cg)
                 self.assert_unavailable_in_time(cg, "/v1/citations/stats")
                 self.assert_unavailable_in_time(cg, "/v1/citations/patterns?q=traffic")
+            # every replica's writer lost its connection writing that traffic: each logs it
+            for cg in cgs:
+                self.assertTrue(H.wait_for(lambda: any(m.startswith("tracking store: ") and
+                                                       "reconnecting" in m
+                                                       for m in self.messages(cg)), 10.0, 0.05),
+                                cg.stderr()[-2000:])
+            # its pattern is queued before the answer ends (tracking runs before the
+            # end of the response), so it waits in the queue for the restart
             self.ask(cgs[1], question="asked while the database was down")
-            time.sleep(0.5)
             self.pg.start()
             restarted = time.monotonic()
 
@@ -287,9 +305,9 @@ class TrackingPostgres(unittest.TestCase):
             _, _, m = cg.admin("GET", "/metrics")
             self.assertGreaterEqual(int(re.search(rb"^citegate_tracking_failures_total (\d+)", m,
                                                   re.M).group(1)), 2)  # the two 503s
-        logs = [l.get("msg", "") for cg in cgs for l in cg.log_lines() if isinstance(l, dict)]
-        self.assertTrue(any(m.startswith("tracking store: ") and "reconnecting" in m for m in logs), logs)
-        self.assertTrue(any(m == "tracking store: connected again" for m in logs))
+        for cg in cgs:  # the end of the outage, each writer's once it wrote again
+            self.assertTrue(H.wait_for(lambda: "tracking store: connected again"
+                                       in self.messages(cg), 10.0, 0.05), cg.stderr()[-2000:])
 
     def test_frozen_database_costs_answers_nothing(self):
         _, dsn = self.new_db()
@@ -314,9 +332,14 @@ class TrackingPostgres(unittest.TestCase):
     def test_start_with_database_unreachable(self):
         _, dsn = self.new_db()
         secret = dsn.replace("postgres@", "postgres:s3cret@")  # trust auth ignores it
+        shown = "CITEGATE_TRACKING_DSN=postgresql://postgres:***@"
         self.pg.stop()
         try:
             cg = self.start(secret)
+            # the writer's first failed open is logged at once, before any answer, with the
+            # DSN masked; it opens again with backoff meanwhile, and that is not logged again
+            self.assertTrue(H.wait_for(lambda: shown in cg.stderr(), 10.0, 0.05),
+                            cg.stderr()[-2000:])
             expected = H.expected("azure_oyd_stream.openwebui.json")
             for i in range(3):
                 view = H.client_view.view(self.ask(cg, question=f"while down {i}").decode())
@@ -329,9 +352,14 @@ class TrackingPostgres(unittest.TestCase):
         self.assertTrue(H.wait_for(lambda: (self.stats(cg) or {}).get("answers") == 3, 10.0, 0.1),
                         self.stats(cg))
         self.assertEqual(self.recall(cg, "while down 1", k=1)[0]["query"], "while down 1")
-        log = cg.stderr()
-        self.assertIn("CITEGATE_TRACKING_DSN=postgresql://postgres:***@", log)
-        self.assertNotIn("s3cret", log)
+        # the end of the outage is logged too, without an answer to look at the writer
+        self.assertTrue(H.wait_for(lambda: any(m == "tracking store: connected again"
+                                               for m in self.messages(cg)), 10.0, 0.05),
+                        cg.stderr()[-2000:])
+        outage = [m for m in self.messages(cg) if shown in m]
+        self.assertEqual(len(outage), 1, outage)  # one worker, one outage: one line
+        self.assertIn("reconnecting", outage[0])
+        self.assertNotIn("s3cret", cg.stderr() + cg.stdout())
 
     def test_schema_version(self):
         db, dsn = self.new_db()
