@@ -17,8 +17,10 @@
  * percentiles by nearest rank).
  *
  * usage: versus_client --port P [--host 127.0.0.1] [--streams 1000]
- *          [--events 64] [--ramp-ms 500] [--timeout-s 120] [--path P]
- *          [--close] [--h2] [--h2-streams-per-conn 100]
+ *          [--events 64] [--interval-ms MS] [--ramp-ms 500] [--timeout-s 120]
+ *          [--path P] [--close] [--h2] [--h2-streams-per-conn 100]
+ * --events and --interval-ms are sent as X-Versus-Events and
+ * X-Versus-Interval-Ms, which versus_upstream honours.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -83,12 +85,13 @@ typedef struct hconn {
 static const char *opt_host = "127.0.0.1";
 static int opt_port;
 static int opt_streams = 1000, opt_events = 64, opt_h2, opt_per_conn = 100, opt_close;
-static double opt_ramp_ms = 500, opt_timeout_s = 120;
+static double opt_ramp_ms = 500, opt_timeout_s = 120, opt_interval_ms = -1;
 static const char *opt_path = "/v1/chat/completions";
 
 static const char BODY[] = "{\"model\":\"versus\",\"stream\":true,\"messages\":[{\"role\":\"user\","
                            "\"content\":\"Tell me about the weather.\"}]}";
 
+static char events_hdr[32], interval_hdr[32];
 static int ep;
 static struct sockaddr_in target;
 static stream_t *streams;
@@ -291,8 +294,10 @@ static void h1_send_request(hconn_t *c)
     char req[1024];
     int n = snprintf(req, sizeof req,
                      "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
-                     "Accept: text/event-stream\r\n%sContent-Length: %zu\r\n\r\n%s",
-                     opt_path, opt_host, opt_port, opt_close ? "Connection: close\r\n" : "",
+                     "Accept: text/event-stream\r\nX-Versus-Events: %s\r\n%s%s%s"
+                     "%sContent-Length: %zu\r\n\r\n%s",
+                     opt_path, opt_host, opt_port, events_hdr, interval_hdr[0] ? "X-Versus-Interval-Ms: " : "",
+                     interval_hdr, interval_hdr[0] ? "\r\n" : "", opt_close ? "Connection: close\r\n" : "",
                      strlen(BODY), BODY);
     c->st->t_req = now_ns();
     queue_out(c, req, (size_t)n);
@@ -481,11 +486,14 @@ static void h2_submit(hconn_t *c, stream_t *s)
                         NV(":authority", auth),
                         NV("content-type", "application/json"),
                         NV("accept", "text/event-stream"),
-                        NV("content-length", clen)};
+                        NV("content-length", clen),
+                        NV("x-versus-events", events_hdr),
+                        NV("x-versus-interval-ms", interval_hdr)};
 #undef NV
+    size_t nnv = sizeof nva / sizeof nva[0] - (interval_hdr[0] ? 0 : 1);
     nghttp2_data_provider dp = {.source.ptr = s, .read_callback = body_read};
     s->t_req = now_ns();
-    int32_t id = nghttp2_submit_request(c->sess, NULL, nva, sizeof nva / sizeof nva[0], &dp, s);
+    int32_t id = nghttp2_submit_request(c->sess, NULL, nva, nnv, &dp, s);
     if (id < 0) {
         stream_finish(s, F_PROTOCOL);
         return;
@@ -694,7 +702,8 @@ static double pct_us(int64_t *v, size_t n, double q)
 static void usage(void)
 {
     fprintf(stderr, "usage: versus_client --port P [--host A] [--streams N] [--events N] [--ramp-ms MS]\n"
-                    "         [--timeout-s S] [--path P] [--close] [--h2] [--h2-streams-per-conn N]\n");
+                    "         [--interval-ms MS] [--timeout-s S] [--path P] [--close] [--h2]\n"
+                    "         [--h2-streams-per-conn N]\n");
     exit(2);
 }
 
@@ -727,6 +736,8 @@ int main(int argc, char **argv)
             opt_timeout_s = atof(v);
         else if (!strcmp(a, "--path"))
             opt_path = v;
+        else if (!strcmp(a, "--interval-ms"))
+            opt_interval_ms = atof(v);
         else if (!strcmp(a, "--h2-streams-per-conn"))
             opt_per_conn = atoi(v);
         else
@@ -734,6 +745,9 @@ int main(int argc, char **argv)
     }
     if (opt_port <= 0 || opt_streams < 1 || opt_events < 1 || opt_per_conn < 1 || opt_ramp_ms < 0)
         usage();
+    snprintf(events_hdr, sizeof events_hdr, "%d", opt_events);
+    if (opt_interval_ms >= 0)
+        snprintf(interval_hdr, sizeof interval_hdr, "%g", opt_interval_ms);
     target.sin_family = AF_INET;
     target.sin_port = htons((uint16_t)opt_port);
     if (inet_pton(AF_INET, opt_host, &target.sin_addr) != 1) {

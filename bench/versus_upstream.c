@@ -9,6 +9,9 @@
  * client on the same machine computes delivery latency as receive time
  * minus that stamp. The first event goes out with the response head as
  * soon as the request is complete (after --first-delay-ms, default 0).
+ * A request may set its own count and pace with the headers
+ * `X-Versus-Events: N` and `X-Versus-Interval-Ms: MS` (a gateway forwards
+ * them), so one upstream serves every run of a benchmark.
  *
  * Responses are chunked and keep-alive (a gateway's pool reuses the
  * connection), unless the request says `Connection: close` or is
@@ -55,6 +58,8 @@ typedef struct conn {
     int chunked, ck_state;
     uint64_t ck_left;
     int close_after;
+    int events;   /* events in this answer */
+    int64_t interval; /* ns between them */
     int seq;      /* next event to send */
     int64_t due;  /* when it is due */
     size_t heap_i;
@@ -242,7 +247,7 @@ static int send_event(conn_t *c, int with_head)
         cl = (size_t)opt_content_bytes;
     content[cl] = 0;
 
-    int last = c->seq == opt_events - 1;
+    int last = c->seq == c->events - 1;
     char buf[1024], ev[768];
     size_t off = 0;
     if (with_head) {
@@ -301,9 +306,9 @@ static int start_stream(conn_t *c)
     }
     if (send_event(c, 1) < 0)
         return -1;
-    if (c->seq == opt_events)
+    if (c->seq == c->events)
         return stream_done(c);
-    c->due = t + (int64_t)(opt_interval_ms * 1e6);
+    c->due = t + c->interval;
     heap_push(c);
     return 0;
 }
@@ -385,6 +390,8 @@ static int parse_request(conn_t *c)
         c->ck_state = CK_SIZE;
         char *eol = memmem(c->in, head_len, "\r\n", 2);
         c->close_after = eol && eol - c->in >= 8 && memcmp(eol - 8, "HTTP/1.0", 8) == 0;
+        c->events = opt_events;
+        c->interval = (int64_t)(opt_interval_ms * 1e6);
         for (char *l = eol + 2; l < end;) {
             char *le = memmem(l, (size_t)(end + 2 - l), "\r\n", 2);
             const char *v;
@@ -395,6 +402,10 @@ static int parse_request(conn_t *c)
                 c->chunked = 1;
             else if (header_is(l, ll, "connection", &v) && strncasecmp(v, "close", 5) == 0)
                 c->close_after = 1;
+            else if (header_is(l, ll, "x-versus-events", &v) && atoi(v) > 0)
+                c->events = atoi(v);
+            else if (header_is(l, ll, "x-versus-interval-ms", &v) && atof(v) >= 0)
+                c->interval = (int64_t)(atof(v) * 1e6);
             l = le + 2;
         }
         consume(c, head_len);
@@ -480,12 +491,12 @@ static void run_due(void)
             conn_close(c);
             continue;
         }
-        if (c->seq == opt_events) {
+        if (c->seq == c->events) {
             if (stream_done(c) < 0)
                 conn_close(c);
             continue;
         }
-        c->due += (int64_t)(opt_interval_ms * 1e6);
+        c->due += c->interval;
         heap_down(0);
     }
 }
