@@ -317,7 +317,14 @@ def one_run(kids, args, target, rnd, up_port):
 
 
 def ms(us):
-    return "-" if us is None else f"{us / 1000:.3f}"
+    """Milliseconds with three significant decimals at most, so columns hold."""
+    if us is None:
+        return "-"
+    v = us / 1000
+    for limit, fmt in ((10, ".3f"), (100, ".2f"), (1000, ".1f")):
+        if abs(v) < limit:
+            return format(v, fmt)
+    return format(v, ".0f")
 
 
 def num(v, fmt):
@@ -327,6 +334,7 @@ def num(v, fmt):
 HEAD = (f"{'target':<9}{'rnd':>4}{'ok/streams':>12}{'lost':>6}{'cpu_s':>7}{'us/event':>9}"
         f"{'ttft50':>8}{'ttft99':>8}{'+ttft99':>8}{'dlv50':>8}{'dlv99':>8}{'+dlv99':>8}"
         f"{'rss_idle':>9}{'rss_peak':>9}{'KiB/str':>8}{'cpu0_oth%':>10}")
+# Every column is at least one space wider than what it holds.
 
 
 def fmt_row(r, rnd_label=None):
@@ -373,6 +381,8 @@ def main():
                     "citegate; upstreams stay HTTP/1.1, the direct path too")
     ap.add_argument("--ten-k", action="store_true", help="10,000 streams at a 200 ms pace")
     ap.add_argument("--json", help="write every row to this file")
+    ap.add_argument("--from-json", metavar="FILE", help="print the table of a run saved with --json "
+                    "again (no run)")
     ap.add_argument("--keep-tmp", action="store_true", help="keep each run's folder (logs, configs)")
     ap.add_argument("--tmp", help="parent of the temporary folders")
     ap.add_argument("--citegate", default=os.path.join(ROOT, "build", "citegate"))
@@ -380,6 +390,8 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bench"),
                     help="folder of versus_upstream and versus_client")
     args = ap.parse_args()
+    if args.from_json:
+        return reprint(args.from_json)
     if args.ten_k:
         args.streams, args.interval_ms = 10000, 200
     if args.ramp_ms is None:
@@ -425,19 +437,11 @@ def main():
         with open(ready) as f:
             up_port = int(f.read())
 
-        nginx_v = ""
+        args.nginx_version = ""
         if "nginx" in targets:
-            nginx_v = subprocess.run([args.nginx, "-v"], capture_output=True, text=True).stderr.strip()
-        print(f"versus: streams={args.streams} events={args.events} interval_ms={args.interval_ms:g} "
-              f"rounds={args.rounds} ramp_ms={args.ramp_ms:g} client={'h2c' if args.h2 else 'http1.1'} "
-              f"upstream=http1.1 gateway_cpu={GATEWAY_CPU} load_cpu={LOAD_CPU}"
-              + (f" ({nginx_v.replace('nginx version: ', '')})" if nginx_v else ""))
-        if args.h2 and "nginx" in targets:
-            print("note: nginx-light proxies to upstreams over HTTP/1.x only (no h2 upstream); "
-                  "with --h2 only the client side is h2c, for both gateways")
-        print("times in ms; +ttft99/+dlv99: p99 minus the direct path's p99 of the same round; "
-              "cpu0_oth%: CPU 0 used by other processes")
-        print(HEAD, flush=True)
+            v = subprocess.run([args.nginx, "-v"], capture_output=True, text=True).stderr.strip()
+            args.nginx_version = v.replace("nginx version: ", "")
+        print_header(args, targets)
         for rnd in range(1, args.rounds + 1):
             # direct first; the two gateways alternate which goes first.
             order = [t for t in TARGETS if t in targets]
@@ -468,6 +472,29 @@ def main():
         if not args.keep_tmp:
             shutil.rmtree(tmp_parent, ignore_errors=True)
 
+    report(args, targets, rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(args={k: v for k, v in vars(args).items()}, targets=targets, rows=rows),
+                      f, indent=1, default=str)
+    return 1 if lost_any else 0
+
+
+def print_header(args, targets):
+    print(f"versus: streams={args.streams} events={args.events} interval_ms={args.interval_ms:g} "
+          f"rounds={args.rounds} ramp_ms={args.ramp_ms:g} client={'h2c' if args.h2 else 'http1.1'} "
+          f"upstream=http1.1 gateway_cpu={GATEWAY_CPU} load_cpu={LOAD_CPU}"
+          + (f" ({args.nginx_version})" if getattr(args, "nginx_version", "") else ""))
+    if args.h2 and "nginx" in targets:
+        print("note: nginx-light proxies to upstreams over HTTP/1.x only (no h2 upstream); "
+              "with --h2 only the client side is h2c, for both gateways")
+    print("times in ms; +ttft99/+dlv99: p99 minus the direct path's p99 of the same round; "
+          "cpu0_oth%: CPU 0 used by other processes")
+    print(HEAD, flush=True)
+
+
+def report(args, targets, rows):
+    """Medians over rounds, the ratios citegate/nginx, the goals, the summary line."""
     med = {}
     for t in targets:
         tr = [r for r in rows if r["target"] == t]
@@ -522,17 +549,29 @@ def main():
                  None if args.h2 or c["kib_per_stream"] is None else c["kib_per_stream"] <= 8),
         ]))
         summary += [f"cpu_us_per_event={num(n['cpu_us_per_event'], '.2f')}/{num(c['cpu_us_per_event'], '.2f')}",
+                    f"cpu_ms_per_stream={num(per_stream(n), '.2f')}/{num(per_stream(c), '.2f')}",
                     f"added_ttft_p99_ms={ms(nt)}/{ms(added_t)}",
                     f"added_delivery_p99_ms={ms(nd)}/{ms(added_d)}",
                     f"kib_per_stream={num(n['kib_per_stream'], '.1f')}/{num(c['kib_per_stream'], '.1f')}",
                     f"ratio_cpu={num(rc, '.2f')}", f"ratio_ttft={num(rt, '.2f')}",
                     f"ratio_delivery={num(rd, '.2f')}"]
     print("versus: " + " ".join(summary))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(args={k: v for k, v in vars(args).items()}, rows=rows,
-                           medians=list(med.values())), f, indent=1, default=str)
-    return 1 if lost_any else 0
+
+
+def per_stream(m):
+    return None if m["cpu_s"] is None else m["cpu_s"] * 1000 / m["client"]["streams"]
+
+
+def reprint(path):
+    with open(path) as f:
+        saved = json.load(f)
+    args = argparse.Namespace(**saved["args"])
+    targets = saved.get("targets") or [t for t in TARGETS if t in args.only.split(",")]
+    print_header(args, targets)
+    for r in saved["rows"]:
+        print(fmt_row(r))
+    report(args, targets, saved["rows"])
+    return 0
 
 
 if __name__ == "__main__":
