@@ -125,9 +125,10 @@ def tree(pid):
 def cpu_s(pids):
     """user+sys seconds of the processes: (utime+stime from /proc/PID/stat in
     clock ticks, the on-CPU nanoseconds of all their threads from
-    /proc/PID/task/TID/schedstat). The second is the same time at ns
-    resolution; the rows use it."""
-    ticks, ns = 0, 0
+    /proc/PID/task/TID/schedstat), and the time those threads were ready
+    but waited for a CPU (schedstat's second field). The second is the same
+    time as the first at ns resolution; the rows use it."""
+    ticks, ns, wait = 0, 0, 0
     for p in pids:
         try:
             with open(f"/proc/{p}/stat") as f:
@@ -135,10 +136,12 @@ def cpu_s(pids):
             ticks += int(fields[11]) + int(fields[12])  # utime, stime
             for tid in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{tid}/schedstat") as f:
-                    ns += int(f.read().split()[0])
+                    run, delay = f.read().split()[:2]
+                ns += int(run)
+                wait += int(delay)
         except OSError:
             pass
-    return ticks / CLK_TCK, ns / 1e9
+    return ticks / CLK_TCK, ns / 1e9, wait / 1e9
 
 
 def rss_kib(pids):
@@ -267,6 +270,24 @@ def run_client(kids, args, port, streams, events, interval_ms, ramp_ms, h2):
         fail(f"versus_client gave no summary (status {p.returncode}): {err.strip()}")
 
 
+def start_profiler(kids, args, target, rnd, pids):
+    """perf record (call graphs from DWARF: the build keeps no frame
+    pointers) or strace -c on the gateway's processes during the load; the
+    output goes to --profile-dir. It distorts the figures of that run."""
+    os.makedirs(args.profile_dir, exist_ok=True)
+    out = os.path.join(args.profile_dir, f"{target}-{rnd}.{args.profile}")
+    if args.profile == "perf":
+        argv = ["perf", "record", "-q", "--call-graph", "dwarf", "-o", out,
+                "-p", ",".join(map(str, pids))]
+    else:
+        argv = ["strace", "-c", "-f", "-o", out] + [a for p in pids for a in ("-p", str(p))]
+    prof = kids.start(argv, cpu=LOAD_CPU, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # attached before the load starts
+    if prof.poll() is not None:
+        fail(f"{argv[0]} could not attach (status {prof.returncode})")
+    return prof
+
+
 def one_run(kids, args, target, rnd, up_port):
     tmp = tempfile.mkdtemp(prefix=f"versus-{target}-{rnd}-", dir=args.tmp)
     gw, port = None, up_port
@@ -280,21 +301,28 @@ def one_run(kids, args, target, rnd, up_port):
     time.sleep(0.3)
     pids = tree(gw.pid) if gw else []
     rss_idle = rss_kib(pids) if gw else 0
-    cpu0 = cpu_s(pids) if gw else (0.0, 0.0)
+    cpu0 = cpu_s(pids) if gw else (0.0, 0.0, 0.0)
     busy0, t0 = cpu_busy(), time.monotonic()
     sampler = Sampler(gw.pid) if gw else None
     if sampler:
         sampler.start()
+    prof = start_profiler(kids, args, target, rnd, pids) if gw and args.profile else None
     res = run_client(kids, args, port, args.streams, args.events, args.interval_ms, args.ramp_ms, h2)
+    if prof:
+        prof.send_signal(signal.SIGINT)
+        prof.wait()
+        kids.procs.remove(prof)
     elapsed = time.monotonic() - t0
     busy1 = cpu_busy()
-    cpu1 = cpu_s(tree(gw.pid)) if gw else (0.0, 0.0)
+    cpu1 = cpu_s(tree(gw.pid)) if gw else (0.0, 0.0, 0.0)
     if sampler:
         sampler.done.set()
         sampler.join()
     row = dict(target=target, round=rnd, client=res, proto=res["proto"] if h2 else "http1.1")
     gw_cpu = cpu1[1] - cpu0[1]
     row["cpu_ticks_s"] = cpu1[0] - cpu0[0] if gw else None
+    # Ready to run but waiting for CPU 0: what the rest of the machine cost it.
+    row["wait_s"] = cpu1[2] - cpu0[2] if gw else None
     row["cpu_s"] = gw_cpu if gw else None
     row["cpu_us_per_event"] = gw_cpu / res["events"] * 1e6 if gw and res["events"] else None
     row["rss_idle_kib"] = rss_idle if gw else None
@@ -333,7 +361,7 @@ def num(v, fmt):
 
 HEAD = (f"{'target':<9}{'rnd':>4}{'ok/streams':>12}{'lost':>6}{'cpu_s':>7}{'us/event':>9}"
         f"{'ttft50':>8}{'ttft99':>8}{'+ttft99':>8}{'dlv50':>8}{'dlv99':>8}{'+dlv99':>8}"
-        f"{'rss_idle':>9}{'rss_peak':>9}{'KiB/str':>8}{'cpu0_oth%':>10}")
+        f"{'rss_idle':>9}{'rss_peak':>9}{'KiB/str':>8}{'wait_s':>7}{'cpu0_oth%':>10}")
 # Every column is at least one space wider than what it holds.
 
 
@@ -344,7 +372,8 @@ def fmt_row(r, rnd_label=None):
             f"{ms(c['ttft_p50_us']):>8}{ms(c['ttft_p99_us']):>8}{ms(r.get('added_ttft_p99_us')):>8}"
             f"{ms(c['deliv_p50_us']):>8}{ms(c['deliv_p99_us']):>8}{ms(r.get('added_deliv_p99_us')):>8}"
             f"{num(r['rss_idle_kib'], 'd'):>9}{num(r['rss_peak_kib'], 'd'):>9}"
-            f"{num(r['kib_per_stream'], '.1f'):>8}{r['cpu0_other_pct']:>10.0f}")
+            f"{num(r['kib_per_stream'], '.1f'):>8}{num(r.get('wait_s'), '.2f'):>7}"
+            f"{r['cpu0_other_pct']:>10.0f}")
 
 
 def median_of(rows, key, sub=None):
@@ -353,7 +382,10 @@ def median_of(rows, key, sub=None):
     return statistics.median(vals) if vals else None
 
 
-def raise_nofile(need):
+def raise_nofile(streams):
+    """A gateway holds a client and an upstream socket per HTTP/1.1 stream;
+    children inherit the limit. Raising the hard limit needs CAP_SYS_RESOURCE."""
+    need = 2 * streams + 512
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard < need and os.geteuid() == 0:
         with open("/proc/sys/fs/nr_open") as f:
@@ -364,8 +396,10 @@ def raise_nofile(need):
         pass
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < need:
-        print(f"versus: warning: RLIMIT_NOFILE is {soft}, {need} wanted for {need // 4} streams "
-              "(gateway: a client and an upstream socket per stream)", file=sys.stderr)
+        print(f"versus: warning: RLIMIT_NOFILE is {soft} and cannot be raised; a gateway needs about "
+              f"{need} descriptors for {streams} HTTP/1.1 streams (a client and an upstream socket "
+              "each), so streams past the limit fail (--h2 puts 100 client streams on a "
+              "connection)", file=sys.stderr)
 
 
 def main():
@@ -383,6 +417,9 @@ def main():
     ap.add_argument("--json", help="write every row to this file")
     ap.add_argument("--from-json", metavar="FILE", help="print the table of a run saved with --json "
                     "again (no run)")
+    ap.add_argument("--profile", choices=("perf", "strace"), help="record each gateway run with "
+                    "perf record or strace -c (slows the gateway: not for figures)")
+    ap.add_argument("--profile-dir", default="versus-profile", help="where --profile writes")
     ap.add_argument("--keep-tmp", action="store_true", help="keep each run's folder (logs, configs)")
     ap.add_argument("--tmp", help="parent of the temporary folders")
     ap.add_argument("--citegate", default=os.path.join(ROOT, "build", "citegate"))
@@ -410,9 +447,11 @@ def main():
     if "nginx" in targets and not (args.nginx and os.access(args.nginx, os.X_OK)):
         fail("nginx is missing: install Debian's nginx-light (apt-get install nginx-light, or "
              "`make bench-versus`), or leave it out with --only direct,citegate")
+    if args.profile and not shutil.which(args.profile):
+        fail(f"{args.profile} is missing (Debian: linux-perf, strace)")
     if not {GATEWAY_CPU, LOAD_CPU} <= os.sched_getaffinity(0):
         fail(f"CPUs {GATEWAY_CPU} and {LOAD_CPU} are needed (gateway and load are pinned apart)")
-    raise_nofile(4 * args.streams + 1024)
+    raise_nofile(args.streams)
 
     kids = Children()
 
@@ -489,7 +528,7 @@ def print_header(args, targets):
         print("note: nginx-light proxies to upstreams over HTTP/1.x only (no h2 upstream); "
               "with --h2 only the client side is h2c, for both gateways")
     print("times in ms; +ttft99/+dlv99: p99 minus the direct path's p99 of the same round; "
-          "cpu0_oth%: CPU 0 used by other processes")
+          "wait_s: the gateway ready but waiting for its CPU; cpu0_oth%: CPU 0 used by other processes")
     print(HEAD, flush=True)
 
 
@@ -505,7 +544,7 @@ def report(args, targets, rows):
         m["client"]["streams"] = args.streams
         m["client"]["lost"] = sum(r["client"]["lost"] for r in tr)
         for k in ("cpu_s", "cpu_us_per_event", "rss_idle_kib", "rss_peak_kib", "kib_per_stream",
-                  "added_ttft_p99_us", "added_deliv_p99_us", "cpu0_other_pct"):
+                  "added_ttft_p99_us", "added_deliv_p99_us", "cpu0_other_pct", "wait_s"):
             m[k] = median_of(tr, k) if any(k in r for r in tr) else None
         for k in ("rss_idle_kib", "rss_peak_kib"):
             if m[k] is not None:
