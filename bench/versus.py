@@ -270,6 +270,10 @@ def run_client(kids, args, port, streams, events, interval_ms, ramp_ms, h2):
         fail(f"versus_client gave no summary (status {p.returncode}): {err.strip()}")
 
 
+SYSCALLS = ("read", "recvfrom", "readv", "write", "writev", "sendmsg", "epoll_wait", "epoll_pwait",
+            "epoll_ctl", "accept4", "connect", "close")
+
+
 def start_profiler(kids, args, target, rnd, pids):
     """perf record (call graphs from DWARF: the build keeps no frame
     pointers) or strace -c on the gateway's processes during the load; the
@@ -279,6 +283,10 @@ def start_profiler(kids, args, target, rnd, pids):
     if args.profile == "perf":
         argv = ["perf", "record", "-q", "--call-graph", "dwarf", "-o", out,
                 "-p", ",".join(map(str, pids))]
+    elif args.profile == "syscalls":
+        # Counts from tracepoints: cheap enough to leave the run's pace as it is.
+        evs = ",".join(f"syscalls:sys_enter_{c}" for c in SYSCALLS)
+        argv = ["perf", "stat", "-e", evs, "-o", out, "-p", ",".join(map(str, pids))]
     else:
         argv = ["strace", "-c", "-f", "-o", out] + [a for p in pids for a in ("-p", str(p))]
     prof = kids.start(argv, cpu=LOAD_CPU, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -417,8 +425,9 @@ def main():
     ap.add_argument("--json", help="write every row to this file")
     ap.add_argument("--from-json", metavar="FILE", help="print the table of a run saved with --json "
                     "again (no run)")
-    ap.add_argument("--profile", choices=("perf", "strace"), help="record each gateway run with "
-                    "perf record or strace -c (slows the gateway: not for figures)")
+    ap.add_argument("--profile", choices=("perf", "strace", "syscalls"), help="record each gateway "
+                    "run with perf record or strace -c (both slow the gateway: not for figures), or "
+                    "count its system calls with perf stat")
     ap.add_argument("--profile-dir", default="versus-profile", help="where --profile writes")
     ap.add_argument("--keep-tmp", action="store_true", help="keep each run's folder (logs, configs)")
     ap.add_argument("--tmp", help="parent of the temporary folders")
@@ -447,8 +456,9 @@ def main():
     if "nginx" in targets and not (args.nginx and os.access(args.nginx, os.X_OK)):
         fail("nginx is missing: install Debian's nginx-light (apt-get install nginx-light, or "
              "`make bench-versus`), or leave it out with --only direct,citegate")
-    if args.profile and not shutil.which(args.profile):
-        fail(f"{args.profile} is missing (Debian: linux-perf, strace)")
+    tool = "strace" if args.profile == "strace" else "perf"
+    if args.profile and not shutil.which(tool):
+        fail(f"{tool} is missing (Debian: linux-perf, strace)")
     if not {GATEWAY_CPU, LOAD_CPU} <= os.sched_getaffinity(0):
         fail(f"CPUs {GATEWAY_CPU} and {LOAD_CPU} are needed (gateway and load are pinned apart)")
     raise_nofile(args.streams)
