@@ -1,7 +1,7 @@
 /*
  * versus_upstream: the paced SSE upstream of bench/versus.
  *
- * An HTTP/1.1 server (one thread, epoll) that answers every request, any
+ * An HTTP/1.1 and h2c server (one thread, epoll) that answers every request, any
  * method and path, with a chat-completion SSE stream of --events events,
  * --interval-ms apart, followed by `data: [DONE]`. Each event carries, as
  * extra top-level members, its number (`versus_seq`) and the time it was
@@ -20,9 +20,13 @@
  * event is actually written, so upstream lateness never counts as delivery
  * latency.
  *
+ * A connection that opens with the HTTP/2 preface is served as h2c (prior
+ * knowledge, nghttp2): each request stream gets the same answer as DATA
+ * frames, --h2-max-streams (1024) of them at once per connection.
+ *
  * usage: versus_upstream [--host 127.0.0.1] [--port 0] [--events 64]
  *          [--interval-ms 20] [--first-delay-ms 0] [--content-bytes 8]
- *          [--ready-file F] [--stats-file F]
+ *          [--h2-max-streams 1024] [--ready-file F] [--stats-file F]
  * The bound port is written to --ready-file; on SIGTERM/SIGINT it stops and
  * writes a one-line JSON summary to --stats-file (and stderr).
  */
@@ -31,6 +35,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <nghttp2/nghttp2.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,8 +54,34 @@
 enum { ST_HEAD, ST_BODY, ST_STREAM, ST_CLOSING };
 enum { CK_SIZE, CK_DATA, CK_DATA_CRLF, CK_TRAILER };
 
+struct conn;
+struct h2s;
+
+/* A paced answer's place in the timer heap: an HTTP/1.1 connection's
+ * answer (s NULL) or an h2 stream of connection c. */
+typedef struct pace {
+    int64_t due; /* when the next event is due */
+    size_t heap_i;
+    struct conn *c;
+    struct h2s *s;
+} pace_t;
+
+/* An h2 request stream and the event bytes nghttp2 has not taken yet. */
+typedef struct h2s {
+    pace_t pace;
+    int32_t id;
+    int events, seq, started, done;
+    int64_t interval;
+    char *buf;
+    size_t len, off, cap;
+    struct h2s *prev, *next;
+} h2s_t;
+
 typedef struct conn {
     int fd;
+    int proto_known;
+    nghttp2_session *h2; /* set when the client sent the h2 preface */
+    h2s_t *streams;
     int state;
     char *in;
     size_t in_len, in_cap;
@@ -61,8 +92,7 @@ typedef struct conn {
     int events;   /* events in this answer */
     int64_t interval; /* ns between them */
     int seq;      /* next event to send */
-    int64_t due;  /* when it is due */
-    size_t heap_i;
+    pace_t pace;
     char *out;    /* bytes the kernel did not take yet */
     size_t out_len, out_off, out_cap;
     int want_out;
@@ -72,11 +102,12 @@ static int opt_events = 64;
 static double opt_interval_ms = 20;
 static double opt_first_delay_ms = 0;
 static int opt_content_bytes = 8;
+static int opt_h2_max_streams = 1024;
 static const char *opt_ready_file, *opt_stats_file;
 
 static int ep;
 static volatile sig_atomic_t stop;
-static conn_t **heap;
+static pace_t **heap;
 static size_t heap_len, heap_cap;
 static uint64_t n_accepted, n_requests, n_completed, n_events, n_aborted, n_open, n_peak_open;
 
@@ -99,7 +130,7 @@ static void *xrealloc(void *p, size_t n)
 
 /* ---- a min-heap of streaming connections by their next event's time ---- */
 
-static void heap_set(size_t i, conn_t *c)
+static void heap_set(size_t i, pace_t *c)
 {
     heap[i] = c;
     c->heap_i = i;
@@ -107,7 +138,7 @@ static void heap_set(size_t i, conn_t *c)
 
 static void heap_up(size_t i)
 {
-    conn_t *c = heap[i];
+    pace_t *c = heap[i];
     while (i > 0) {
         size_t p = (i - 1) / 2;
         if (heap[p]->due <= c->due)
@@ -120,7 +151,7 @@ static void heap_up(size_t i)
 
 static void heap_down(size_t i)
 {
-    conn_t *c = heap[i];
+    pace_t *c = heap[i];
     for (;;) {
         size_t l = 2 * i + 1, m = i;
         if (l >= heap_len)
@@ -136,7 +167,7 @@ static void heap_down(size_t i)
     heap_set(i, c);
 }
 
-static void heap_push(conn_t *c)
+static void heap_push(pace_t *c)
 {
     if (heap_len == heap_cap) {
         heap_cap = heap_cap ? 2 * heap_cap : 1024;
@@ -147,13 +178,13 @@ static void heap_push(conn_t *c)
     heap_up(c->heap_i);
 }
 
-static void heap_remove(conn_t *c)
+static void heap_remove(pace_t *c)
 {
     size_t i = c->heap_i;
     if (i == NOT_QUEUED)
         return;
     c->heap_i = NOT_QUEUED;
-    conn_t *last = heap[--heap_len];
+    pace_t *last = heap[--heap_len];
     if (i == heap_len)
         return;
     heap_set(i, last);
@@ -169,7 +200,20 @@ static void conn_close(conn_t *c)
         n_aborted++;
         n_open--;
     }
-    heap_remove(c);
+    heap_remove(&c->pace);
+    while (c->streams) {
+        h2s_t *st = c->streams;
+        c->streams = st->next;
+        heap_remove(&st->pace);
+        if (st->started && !st->done) {
+            n_aborted++;
+            n_open--;
+        }
+        free(st->buf);
+        free(st);
+    }
+    if (c->h2)
+        nghttp2_session_del(c->h2);
     close(c->fd);
     free(c->in);
     free(c->out);
@@ -231,13 +275,13 @@ static int send_bytes(conn_t *c, const char *p, size_t n)
 static const char *const WORDS[] = {"the ", "model ", "answers ", "with ", "a ", "token ",
                                     "at ", "a ", "time, ", "paced ", "and ", "stamped. "};
 
-/* Formats event c->seq as one chunk (plus the end of the body after the
- * last one), stamps it and writes it. -1 when the peer is gone. */
-static int send_event(conn_t *c, int with_head)
+/* Event number seq of an answer of `events`, stamped now; the last one is
+ * followed by `data: [DONE]`. Returns its length. */
+static int format_event(char *ev, size_t cap, int seq, int events)
 {
     char content[256];
     size_t cl = 0;
-    for (int w = c->seq; cl < (size_t)opt_content_bytes && cl < sizeof content - 16; w++) {
+    for (int w = seq; cl < (size_t)opt_content_bytes && cl < sizeof content - 16; w++) {
         const char *s = WORDS[(size_t)w % (sizeof WORDS / sizeof WORDS[0])];
         size_t sl = strlen(s);
         memcpy(content + cl, s, sl);
@@ -246,7 +290,22 @@ static int send_event(conn_t *c, int with_head)
     if (cl > (size_t)opt_content_bytes)
         cl = (size_t)opt_content_bytes;
     content[cl] = 0;
+    int last = seq == events - 1;
+    int64_t t = now_ns();
+    n_events++;
+    return snprintf(ev, cap,
+                    "data: {\"id\":\"chatcmpl-versus\",\"object\":\"chat.completion.chunk\","
+                    "\"created\":1700000000,\"model\":\"versus\",\"choices\":[{\"index\":0,"
+                    "\"delta\":{\"content\":\"%s\"},\"finish_reason\":%s}],"
+                    "\"versus_seq\":%d,\"versus_ns\":%lld}\n\n%s",
+                    content, last ? "\"stop\"" : "null", seq, (long long)t,
+                    last ? "data: [DONE]\n\n" : "");
+}
 
+/* Event c->seq as one chunk (plus the end of the body after the last one),
+ * stamped and written. -1 when the peer is gone. */
+static int send_event(conn_t *c, int with_head)
+{
     int last = c->seq == c->events - 1;
     char buf[1024], ev[768];
     size_t off = 0;
@@ -256,17 +315,9 @@ static int send_event(conn_t *c, int with_head)
                                "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n%s\r\n",
                                c->close_after ? "Connection: close\r\n" : "");
     }
-    int64_t t = now_ns();
-    int el = snprintf(ev, sizeof ev,
-                      "data: {\"id\":\"chatcmpl-versus\",\"object\":\"chat.completion.chunk\","
-                      "\"created\":1700000000,\"model\":\"versus\",\"choices\":[{\"index\":0,"
-                      "\"delta\":{\"content\":\"%s\"},\"finish_reason\":%s}],"
-                      "\"versus_seq\":%d,\"versus_ns\":%lld}\n\n%s",
-                      content, last ? "\"stop\"" : "null", c->seq, (long long)t,
-                      last ? "data: [DONE]\n\n" : "");
+    int el = format_event(ev, sizeof ev, c->seq, c->events);
     off += (size_t)snprintf(buf + off, sizeof buf - off, "%x\r\n%s\r\n%s", (unsigned)el, ev,
                             last ? "0\r\n\r\n" : "");
-    n_events++;
     c->seq++;
     return send_bytes(c, buf, off);
 }
@@ -278,7 +329,7 @@ static int stream_done(conn_t *c)
 {
     n_completed++;
     n_open--;
-    heap_remove(c);
+    heap_remove(&c->pace);
     if (c->close_after) {
         c->state = ST_CLOSING;
         shutdown(c->fd, SHUT_RD);
@@ -300,16 +351,16 @@ static int start_stream(conn_t *c)
     if (opt_first_delay_ms > 0) {
         /* The head goes with the first event. */
         c->seq = -1;
-        c->due = t + (int64_t)(opt_first_delay_ms * 1e6);
-        heap_push(c);
+        c->pace.due = t + (int64_t)(opt_first_delay_ms * 1e6);
+        heap_push(&c->pace);
         return 0;
     }
     if (send_event(c, 1) < 0)
         return -1;
     if (c->seq == c->events)
         return stream_done(c);
-    c->due = t + c->interval;
-    heap_push(c);
+    c->pace.due = t + c->interval;
+    heap_push(&c->pace);
     return 0;
 }
 
@@ -422,6 +473,195 @@ static int parse_request(conn_t *c)
     return 0;
 }
 
+/* ---- h2c (prior knowledge): the same answers as h2 streams ---- */
+
+static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/* Hands nghttp2's output to the socket. -1: the connection is done. */
+static int h2_flush(conn_t *c)
+{
+    for (;;) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(c->h2, &data);
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        if (send_bytes(c, (const char *)data, (size_t)n) < 0)
+            return -1;
+    }
+    if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && !c->out_len)
+        return -1;
+    return 0;
+}
+
+static void h2s_append_event(h2s_t *st)
+{
+    if (st->cap - st->len < 1024) {
+        if (st->off) {
+            memmove(st->buf, st->buf + st->off, st->len - st->off);
+            st->len -= st->off;
+            st->off = 0;
+        }
+        if (st->cap - st->len < 1024) {
+            st->cap = st->cap ? 2 * st->cap : 2048;
+            st->buf = xrealloc(st->buf, st->cap);
+        }
+    }
+    st->len += (size_t)format_event(st->buf + st->len, st->cap - st->len, st->seq, st->events);
+    st->seq++;
+}
+
+static ssize_t h2_read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+                            uint32_t *data_flags, nghttp2_data_source *source, void *user_data)
+{
+    h2s_t *st = source->ptr;
+    size_t n = st->len - st->off;
+    if (n == 0 && st->seq < st->events)
+        return NGHTTP2_ERR_DEFERRED;
+    if (n > length)
+        n = length;
+    memcpy(buf, st->buf + st->off, n);
+    st->off += n;
+    if (st->off == st->len)
+        st->off = st->len = 0;
+    if (st->seq == st->events && st->len == 0) {
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+        st->done = 1;
+        n_completed++;
+        n_open--;
+    }
+    return (ssize_t)n;
+}
+
+static void h2_start(conn_t *c, h2s_t *st)
+{
+    n_requests++;
+    n_open++;
+    if (n_open > n_peak_open)
+        n_peak_open = n_open;
+    st->started = 1;
+    int64_t t = now_ns();
+    if (opt_first_delay_ms > 0)
+        st->pace.due = t + (int64_t)(opt_first_delay_ms * 1e6);
+    else {
+        h2s_append_event(st);
+        st->pace.due = t + st->interval;
+    }
+    nghttp2_nv nva[] = {
+        {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"content-type", (uint8_t *)"text/event-stream", 12, 17, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"cache-control", (uint8_t *)"no-cache", 13, 8, NGHTTP2_NV_FLAG_NONE}};
+    nghttp2_data_provider dp = {.source.ptr = st, .read_callback = h2_read_body};
+    nghttp2_submit_response(c->h2, st->id, nva, 3, &dp);
+    if (st->seq < st->events)
+        heap_push(&st->pace);
+}
+
+static int on_h2_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+    conn_t *c = user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    h2s_t *st = calloc(1, sizeof *st);
+    if (!st)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    st->id = frame->hd.stream_id;
+    st->events = opt_events;
+    st->interval = (int64_t)(opt_interval_ms * 1e6);
+    st->pace.heap_i = NOT_QUEUED;
+    st->pace.c = c;
+    st->pace.s = st;
+    st->next = c->streams;
+    if (c->streams)
+        c->streams->prev = st;
+    c->streams = st;
+    nghttp2_session_set_stream_user_data(session, st->id, st);
+    return 0;
+}
+
+static int on_h2_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                        size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                        void *user_data)
+{
+    h2s_t *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    char v[32];
+    if (!st || valuelen >= sizeof v)
+        return 0;
+    memcpy(v, value, valuelen);
+    v[valuelen] = 0;
+    if (namelen == 15 && !memcmp(name, "x-versus-events", 15) && atoi(v) > 0)
+        st->events = atoi(v);
+    else if (namelen == 20 && !memcmp(name, "x-versus-interval-ms", 20) && atof(v) >= 0)
+        st->interval = (int64_t)(atof(v) * 1e6);
+    return 0;
+}
+
+static int on_h2_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+    if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    h2s_t *st = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (st && !st->started)
+        h2_start(user_data, st);
+    return 0;
+}
+
+static int on_h2_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
+                              void *user_data)
+{
+    conn_t *c = user_data;
+    h2s_t *st = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!st)
+        return 0;
+    heap_remove(&st->pace);
+    if (st->started && !st->done) {
+        n_aborted++;
+        n_open--;
+    }
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        c->streams = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    free(st->buf);
+    free(st);
+    return 0;
+}
+
+static void h2_begin(conn_t *c)
+{
+    static nghttp2_session_callbacks *cbs;
+    if (!cbs) {
+        nghttp2_session_callbacks_new(&cbs);
+        nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_h2_begin_headers);
+        nghttp2_session_callbacks_set_on_header_callback(cbs, on_h2_header);
+        nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_h2_frame_recv);
+        nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_h2_stream_close);
+    }
+    nghttp2_session_server_new(&c->h2, cbs, c);
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)opt_h2_max_streams}};
+    nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, 1);
+}
+
+/* One due event of an h2 stream; -1: the connection is done. */
+static int h2_due(h2s_t *st)
+{
+    conn_t *c = st->pace.c;
+    h2s_append_event(st);
+    nghttp2_session_resume_data(c->h2, st->id);
+    if (st->seq == st->events)
+        heap_remove(&st->pace);
+    else {
+        st->pace.due += st->interval;
+        heap_down(st->pace.heap_i);
+    }
+    return h2_flush(c);
+}
+
 static void on_readable(conn_t *c)
 {
     for (;;) {
@@ -444,7 +684,26 @@ static void on_readable(conn_t *c)
             break;
         }
         c->in_len += (size_t)n;
+        if (!c->proto_known) {
+            size_t k = c->in_len < sizeof PREFACE - 1 ? c->in_len : sizeof PREFACE - 1;
+            if (memcmp(c->in, PREFACE, k) != 0)
+                c->proto_known = 1;
+            else if (k == sizeof PREFACE - 1) {
+                c->proto_known = 1;
+                h2_begin(c);
+            }
+        }
+        if (c->h2) {
+            ssize_t r = nghttp2_session_mem_recv(c->h2, (const uint8_t *)c->in, c->in_len);
+            c->in_len = 0;
+            if (r < 0 || h2_flush(c) < 0) {
+                conn_close(c);
+                return;
+            }
+        }
     }
+    if (c->h2 || !c->proto_known)
+        return;
     if (c->state == ST_HEAD || c->state == ST_BODY) {
         if (parse_request(c) < 0)
             conn_close(c);
@@ -470,7 +729,8 @@ static void on_accept(int lfd)
             return;
         }
         c->fd = fd;
-        c->heap_i = NOT_QUEUED;
+        c->pace.heap_i = NOT_QUEUED;
+        c->pace.c = c;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
         n_accepted++;
@@ -481,7 +741,12 @@ static void run_due(void)
 {
     int64_t t = now_ns();
     while (heap_len && heap[0]->due <= t) {
-        conn_t *c = heap[0];
+        conn_t *c = heap[0]->c;
+        if (heap[0]->s) {
+            if (h2_due(heap[0]->s) < 0)
+                conn_close(c);
+            continue;
+        }
         int with_head = 0;
         if (c->seq < 0) {
             c->seq = 0;
@@ -496,7 +761,7 @@ static void run_due(void)
                 conn_close(c);
             continue;
         }
-        c->due += c->interval;
+        c->pace.due += c->interval;
         heap_down(0);
     }
 }
@@ -510,8 +775,8 @@ static void on_signal(int sig)
 static void usage(void)
 {
     fprintf(stderr, "usage: versus_upstream [--host A] [--port N] [--events N] [--interval-ms MS]\n"
-                    "         [--first-delay-ms MS] [--content-bytes N] [--ready-file F]"
-                    " [--stats-file F]\n");
+                    "         [--first-delay-ms MS] [--content-bytes N] [--h2-max-streams N]\n"
+                    "         [--ready-file F] [--stats-file F]\n");
     exit(2);
 }
 
@@ -543,6 +808,8 @@ int main(int argc, char **argv)
             opt_interval_ms = atof(v);
         else if (!strcmp(a, "--first-delay-ms"))
             opt_first_delay_ms = atof(v);
+        else if (!strcmp(a, "--h2-max-streams"))
+            opt_h2_max_streams = atoi(v);
         else if (!strcmp(a, "--content-bytes"))
             opt_content_bytes = atoi(v);
         else if (!strcmp(a, "--ready-file"))
@@ -611,7 +878,8 @@ int main(int argc, char **argv)
                 continue;
             }
             if (evs[i].events & EPOLLOUT) {
-                if (flush_out(c) < 0 || (c->state == ST_CLOSING && c->out_len == 0)) {
+                if (flush_out(c) < 0 || (c->state == ST_CLOSING && c->out_len == 0) ||
+                    (c->h2 && !c->out_len && h2_flush(c) < 0)) {
                     conn_close(c);
                     continue;
                 }
