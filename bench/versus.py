@@ -396,10 +396,12 @@ def median_of(rows, key, sub=None):
     return statistics.median(vals) if vals else None
 
 
-def raise_nofile(streams):
-    """A gateway holds a client and an upstream socket per HTTP/1.1 stream;
-    children inherit the limit. Raising the hard limit needs CAP_SYS_RESOURCE."""
-    need = 2 * streams + 512
+def raise_nofile(streams, h2):
+    """A gateway holds a client and an upstream socket per HTTP/1.1 stream
+    (with h2c clients, 100 streams share a client connection; nginx still
+    opens an upstream connection per stream); children inherit the limit.
+    Raising the hard limit needs CAP_SYS_RESOURCE."""
+    need = (streams + streams // 100 if h2 else 2 * streams) + 512
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard < need and os.geteuid() == 0:
         with open("/proc/sys/fs/nr_open") as f:
@@ -411,9 +413,8 @@ def raise_nofile(streams):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < need:
         print(f"versus: warning: RLIMIT_NOFILE is {soft} and cannot be raised; a gateway needs about "
-              f"{need} descriptors for {streams} HTTP/1.1 streams (a client and an upstream socket "
-              "each), so streams past the limit fail (--h2 puts 100 client streams on a "
-              "connection)", file=sys.stderr)
+              f"{need} descriptors for {streams} streams, so streams past the limit fail"
+              + ("" if h2 else " (--h2 puts 100 client streams on a connection)"), file=sys.stderr)
 
 
 def main():
@@ -469,7 +470,7 @@ def main():
         fail(f"{tool} is missing (Debian: linux-perf, strace)")
     if not {GATEWAY_CPU, LOAD_CPU} <= os.sched_getaffinity(0):
         fail(f"CPUs {GATEWAY_CPU} and {LOAD_CPU} are needed (gateway and load are pinned apart)")
-    raise_nofile(args.streams)
+    raise_nofile(args.streams, args.h2)
 
     kids = Children()
 
