@@ -296,8 +296,9 @@ static void h1_send_request(hconn_t *c)
                      "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
                      "Accept: text/event-stream\r\nX-Versus-Events: %s\r\n%s%s%s"
                      "%sContent-Length: %zu\r\n\r\n%s",
-                     opt_path, opt_host, opt_port, events_hdr, interval_hdr[0] ? "X-Versus-Interval-Ms: " : "",
-                     interval_hdr, interval_hdr[0] ? "\r\n" : "", opt_close ? "Connection: close\r\n" : "",
+                     opt_path, opt_host, opt_port, events_hdr,
+                     interval_hdr[0] ? "X-Versus-Interval-Ms: " : "", interval_hdr,
+                     interval_hdr[0] ? "\r\n" : "", opt_close ? "Connection: close\r\n" : "",
                      strlen(BODY), BODY);
     c->st->t_req = now_ns();
     queue_out(c, req, (size_t)n);
@@ -515,8 +516,8 @@ static int on_h2_header(nghttp2_session *session, const nghttp2_frame *frame, co
     return 0;
 }
 
-static int on_h2_data(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data,
-                      size_t len, void *user_data)
+static int on_h2_data(nghttp2_session *session, uint8_t flags, int32_t stream_id,
+                      const uint8_t *data, size_t len, void *user_data)
 {
     stream_t *s = nghttp2_session_get_stream_user_data(session, stream_id);
     if (s && sse_feed(s, (const char *)data, len) < 0)
@@ -701,9 +702,10 @@ static double pct_us(int64_t *v, size_t n, double q)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: versus_client --port P [--host A] [--streams N] [--events N] [--ramp-ms MS]\n"
-                    "         [--interval-ms MS] [--timeout-s S] [--path P] [--close] [--h2]\n"
-                    "         [--h2-streams-per-conn N]\n");
+    fprintf(stderr,
+            "usage: versus_client --port P [--host A] [--streams N] [--events N] [--ramp-ms MS]\n"
+            "         [--interval-ms MS] [--timeout-s S] [--path P] [--close] [--h2]\n"
+            "         [--h2-streams-per-conn N]\n");
     exit(2);
 }
 

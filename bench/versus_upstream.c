@@ -48,7 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_HEAD (64 * 1024)
+#define MAX_HEAD   (64 * 1024)
 #define NOT_QUEUED SIZE_MAX
 
 enum { ST_HEAD, ST_BODY, ST_STREAM, ST_CLOSING };
@@ -89,11 +89,11 @@ typedef struct conn {
     int chunked, ck_state;
     uint64_t ck_left;
     int close_after;
-    int events;   /* events in this answer */
+    int events;       /* events in this answer */
     int64_t interval; /* ns between them */
-    int seq;      /* next event to send */
+    int seq;          /* next event to send */
     pace_t pace;
-    char *out;    /* bytes the kernel did not take yet */
+    char *out; /* bytes the kernel did not take yet */
     size_t out_len, out_off, out_cap;
     int want_out;
 } conn_t;
@@ -272,8 +272,8 @@ static int send_bytes(conn_t *c, const char *p, size_t n)
     return 0;
 }
 
-static const char *const WORDS[] = {"the ", "model ", "answers ", "with ", "a ", "token ",
-                                    "at ", "a ", "time, ", "paced ", "and ", "stamped. "};
+static const char *const WORDS[] = {"the ", "model ", "answers ", "with ",  "a ",   "token ",
+                                    "at ",  "a ",     "time, ",   "paced ", "and ", "stamped. "};
 
 /* Event number seq of an answer of `events`, stamped now; the last one is
  * followed by `data: [DONE]`. Returns its length. */
@@ -512,8 +512,9 @@ static void h2s_append_event(h2s_t *st)
     st->seq++;
 }
 
-static ssize_t h2_read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
-                            uint32_t *data_flags, nghttp2_data_source *source, void *user_data)
+static ssize_t h2_read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
+                            size_t length, uint32_t *data_flags, nghttp2_data_source *source,
+                            void *user_data)
 {
     h2s_t *st = source->ptr;
     size_t n = st->len - st->off;
@@ -558,7 +559,8 @@ static void h2_start(conn_t *c, h2s_t *st)
         heap_push(&st->pace);
 }
 
-static int on_h2_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+static int on_h2_begin_headers(nghttp2_session *session, const nghttp2_frame *frame,
+                               void *user_data)
 {
     conn_t *c = user_data;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
@@ -833,7 +835,8 @@ int main(int argc, char **argv)
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     if (inet_pton(AF_INET, host, &sin.sin_addr) != 1 ||
         bind(lfd, (struct sockaddr *)&sin, sizeof sin) < 0 || listen(lfd, 4096) < 0) {
-        fprintf(stderr, "versus_upstream: cannot listen on %s:%d: %s\n", host, port, strerror(errno));
+        fprintf(stderr, "versus_upstream: cannot listen on %s:%d: %s\n", host, port,
+                strerror(errno));
         return 1;
     }
     socklen_t sl = sizeof sin;
