@@ -14,20 +14,24 @@ BUILD_PACKAGES := build-essential cmake pkg-config python3 ca-certificates \
             libsqlite3-dev libpq-dev libcmocka-dev
 TEST_PACKAGES := postgresql openssl curl clang libclang-rt-14-dev nodejs nghttp2-client \
             python3-yaml prometheus chromium
+# `make bench` and `make bench-versus`: nginx-light is the baseline bench/versus
+# measures citegate against.
+BENCH_PACKAGES := $(BUILD_PACKAGES) nginx-light
 # `make image` (docker/image.sh): build the image without a Docker daemon.
 IMAGE_PACKAGES := podman runc mmdebstrap uidmap curl
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps deps-build deps-image build run test test-unit test-asan test-fuzz bench fuzz \
-        image clean
+.PHONY: all deps deps-build deps-bench deps-image build run test test-unit test-asan test-fuzz \
+        bench bench-versus fuzz image clean
 
 all: build
 
 deps: PACKAGES = $(BUILD_PACKAGES) $(TEST_PACKAGES)
 deps-build: PACKAGES = $(BUILD_PACKAGES)
+deps-bench: PACKAGES = $(BENCH_PACKAGES)
 deps-image: PACKAGES = $(IMAGE_PACKAGES)
-deps deps-build deps-image:
+deps deps-build deps-bench deps-image:
 	@missing=$$(for p in $(PACKAGES); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
 	  done); \
@@ -65,8 +69,13 @@ test-fuzz: deps
 
 fuzz: test-fuzz
 
-bench: build
+bench: deps-bench build
 	./$(BUILD)/bench/core
+
+# citegate next to nginx on one paced upstream (bench/README.md "versus"):
+# minutes, 2 CPUs; a benchmark, not part of `make test`.
+bench-versus: deps-bench build
+	./bench/versus $(ARGS)
 
 # Builds docker/Dockerfile with podman from a Debian base made by mmdebstrap,
 # runs it and checks the demo and /healthz (docker/README.md "Building the
