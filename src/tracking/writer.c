@@ -12,6 +12,7 @@
 #define OPEN_TIMEOUT_MS   3000
 #define WRITE_TIMEOUT_MS  5000
 #define STATS_DELAY_MS    200  /* counters alone wait this long for company */
+#define GATHER_MS         50   /* a first queued pattern waits this long for others */
 #define STATS_RETRY_MS    1000 /* after the store refused them */
 #define PRUNE_INTERVAL_MS (3600 * 1000)
 
@@ -30,6 +31,7 @@ struct cg_writer {
     size_t cap, head, len;
     cg_stats_t stats;     /* counters for the next batch */
     int64_t stats_due_ms; /* when they go even without patterns */
+    int64_t batch_due_ms; /* when the queued patterns go, if the queue is not half full */
     uint64_t accepted;    /* patterns ever queued */
     uint64_t finished;    /* queued patterns written, failed or dropped */
     int state;            /* CG_WRITER_* */
@@ -145,6 +147,12 @@ static bool stats_due(cg_writer_t *w)
     return !cg_stats_zero(&w->stats) && (w->stopping || cg_store_now_ms() >= w->stats_due_ms);
 }
 
+static bool gathered(const cg_writer_t *w)
+{
+    return w->len == 0 || w->paused || w->stopping || w->len >= w->cap / 2 ||
+           cg_store_now_ms() >= w->batch_due_ms;
+}
+
 /* Waits for work and takes it: every queued pattern and the counters. False
  * when stopping with nothing left. */
 static bool take_batch(cg_writer_t *w, run_t *r)
@@ -157,6 +165,11 @@ static bool take_batch(cg_writer_t *w, run_t *r)
         else
             wait_until(w, w->stats_due_ms);
     }
+    /* Answers that end together are stored together: one transaction for
+     * many rows costs the store (and the CPU the gateway shares with it on
+     * small hosts) far less than one each. */
+    while (!gathered(w))
+        wait_until(w, w->batch_due_ms);
     size_t n = w->paused ? 0 : w->len;
     for (size_t i = 0; i < n; i++)
         r->batch[i] = w->ring[(w->head + i) % w->cap];
@@ -315,6 +328,8 @@ bool cg_writer_submit(cg_writer_t *w, cg_pattern_t *p)
     } else if (w->stopping || w->len == w->cap) {
         atomic_fetch_add(&w->dropped, 1);
     } else {
+        if (w->len == 0)
+            w->batch_due_ms = cg_store_now_ms() + GATHER_MS;
         w->ring[(w->head + w->len) % w->cap] = p;
         w->len++;
         w->accepted++;
