@@ -25,6 +25,7 @@
 #define MAX_STREAMS     256
 #define MAX_HEADER_LIST 65536 /* SETTINGS_MAX_HEADER_LIST_SIZE we advertise */
 #define MAX_431         3     /* requests answered 431 before the connection goes */
+#define OUT_KEEP        2048  /* a drained stream buffer larger than this is given back */
 /* A header block decoding to more than this many times its wire size (and
  * past BOMB_FLOOR) is an HPACK bomb: one table entry referenced over and
  * over. Decoding stops there; a merely large block is answered 431. */
@@ -116,6 +117,8 @@ static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
     st->off += n;
     if (st->off == st->out.len) {
         st->out.len = st->off = 0;
+        if (st->out.cap > OUT_KEEP)
+            cg_buf_free(&st->out); /* a large answer's peak is not kept */
         if (st->eof)
             *flags |= NGHTTP2_DATA_FLAG_EOF;
     }

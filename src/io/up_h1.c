@@ -150,6 +150,7 @@ static int on_headers_complete(llhttp_t *lp)
         return -1;
     }
     cg_ex_on_head(u->ex, lp->status_code, &u->hdrs);
+    cg_hdrs_free(&u->hdrs); /* the exchange copied what it keeps */
     /* A HEAD answer has headers only. */
     return u->ex->msg.method == HTTP_HEAD ? 1 : 0;
 }

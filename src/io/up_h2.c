@@ -224,6 +224,11 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     if (f->hd.type == NGHTTP2_HEADERS && st->status >= 200 && !st->head_done) {
         st->head_done = true;
         cg_ex_on_head(st->ex, st->status, &st->hdrs);
+        /* The exchange copied what it keeps, and an answered request is
+         * never sent again: neither needs to live as long as the stream. */
+        cg_hdrs_free(&st->hdrs);
+        if (st->body_off == st->body.len)
+            cg_buf_free(&st->body);
     }
     if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM) && st->head_done)
