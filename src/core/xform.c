@@ -1160,7 +1160,10 @@ static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
         end_stream(x, false);
         pass_raw(x, ev);
     } else if (!x->cfg.profile->content && fast_event(x, ev)) {
-        return; /* the template fast path feeds the finder */
+        /* The template fast path fed the finder. While chunks match it no
+         * event is parsed, so the tokens need not stay with the stream. */
+        cg_json_free(&x->json);
+        return;
     } else if (parse_event(x, ev)) {
         on_json_event(x, ev);
     } else {
