@@ -15,8 +15,8 @@ BUILD_PACKAGES := build-essential cmake pkg-config python3 ca-certificates \
 TEST_PACKAGES := postgresql openssl curl clang libclang-rt-14-dev nodejs nghttp2-client \
             python3-yaml prometheus chromium
 # `make bench` and `make bench-versus`: nginx-light is the baseline bench/versus
-# measures citegate against.
-BENCH_PACKAGES := $(BUILD_PACKAGES) nginx-light
+# measures citegate against; openssl makes the certificate of --tls-upstream.
+BENCH_PACKAGES := $(BUILD_PACKAGES) nginx-light openssl
 # `make image` (docker/image.sh): build the image without a Docker daemon.
 IMAGE_PACKAGES := podman runc mmdebstrap uidmap curl
 

@@ -16,9 +16,19 @@ TTFT and delivery latency p50/p99 and what the gateway adds to the direct
 path's p99 in the same round, RSS idle/peak and per open stream. Then the
 medians over rounds and the ratios citegate/nginx with the issue's goals.
 
+With --tls-upstream the upstream also listens with TLS (a throwaway
+self-signed certificate for localhost made with openssl in the temporary
+folder) and both gateways reach it over https:// with the certificate
+verified (citegate: CITEGATE_UPSTREAM_CA; nginx: proxy_ssl_verify with
+proxy_ssl_trusted_certificate, session reuse on). versus_client speaks
+plaintext only, so the direct row keeps to the upstream's plaintext
+listener: same process, same pacing and stamps, so "+ttft99"/"+dlv99" are
+what the gateway and its TLS leg add together.
+
 usage: bench/versus [--streams 1000] [--events 64] [--interval-ms 20]
                     [--rounds 3] [--only direct,nginx,citegate] [--h2]
-                    [--ten-k] [--ramp-ms MS] [--json FILE]
+                    [--h2-upstream] [--tls-upstream] [--ten-k] [--ramp-ms MS]
+                    [--json FILE]
 Exit status: 0 when every stream of every run got every event, 1 when one
 did not, 2 when something could not start. Goals missed are reported, not
 turned into a failure: this is a benchmark, never a timed test.
@@ -208,14 +218,24 @@ http {{
     server {{
         listen 127.0.0.1:{port} backlog=1024{h2};
         location / {{
-            proxy_pass http://versus;
+            proxy_pass {scheme}://versus;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
-            proxy_buffering off;
+            proxy_buffering off;{tls}
         }}
     }}
 }}
 """
+
+# --tls-upstream: the certificate is for localhost (the upstream block's name
+# is not), verified against the throwaway CA; sessions are resumed when a new
+# upstream connection opens.
+NGINX_TLS = """
+            proxy_ssl_trusted_certificate {ca};
+            proxy_ssl_verify on;
+            proxy_ssl_name localhost;
+            proxy_ssl_server_name on;
+            proxy_ssl_session_reuse on;"""
 
 
 def start_nginx(kids, args, tmp, up_port):
@@ -228,7 +248,9 @@ def start_nginx(kids, args, tmp, up_port):
         f.write(NGINX_CONF.format(user=user, tmp=tmp, up=up_port, port=port,
                                   keepalive=max(1024, args.streams),
                                   conns=2 * args.streams + 256, nofile=2 * args.streams + 512,
-                                  h2=" http2" if args.h2 else ""))
+                                  h2=" http2" if args.h2 else "",
+                                  scheme="https" if args.tls_upstream else "http",
+                                  tls=NGINX_TLS.format(ca=args.tls_ca) if args.tls_upstream else ""))
     p = kids.start([args.nginx, "-p", tmp, "-c", conf, "-e", os.path.join(tmp, "error.log")],
                    cpu=GATEWAY_CPU, stdout=subprocess.DEVNULL,
                    stderr=open(os.path.join(tmp, "stderr.log"), "w"))
@@ -242,9 +264,14 @@ def start_citegate(kids, args, tmp, up_port):
                                                                       "AZURE_AI_"))}
     env.update(CITEGATE_UPSTREAM=f"http://127.0.0.1:{up_port}", CITEGATE_LISTEN=f"127.0.0.1:{port}",
                CITEGATE_ADMIN_LISTEN=f"127.0.0.1:{aport}", CITEGATE_WORKERS="1")
+    if args.tls_upstream:
+        # localhost, so the name is verified as well as the chain (and sent
+        # as SNI); it resolves to 127.0.0.1 first on the machines we run on.
+        env.update(CITEGATE_UPSTREAM=f"https://localhost:{up_port}", CITEGATE_UPSTREAM_CA=args.tls_ca,
+                   CITEGATE_UPSTREAM_PROTOCOL="http1.1")
     if args.h2_upstream:
-        # h2c with prior knowledge; the upstream allows 1,024 streams per
-        # connection, so up to 1,024 streams share one.
+        # h2c with prior knowledge (h2 by ALPN over TLS); the upstream allows
+        # 1,024 streams per connection, so up to 1,024 streams share one.
         env["CITEGATE_UPSTREAM_PROTOCOL"] = "h2"
     elif args.streams > 1000:
         # Over HTTP/1.1 every open stream holds an upstream connection; the
@@ -300,13 +327,14 @@ def start_profiler(kids, args, target, rnd, pids):
     return prof
 
 
-def one_run(kids, args, target, rnd, up_port):
+def one_run(kids, args, target, rnd, up_port, tls_port):
     tmp = tempfile.mkdtemp(prefix=f"versus-{target}-{rnd}-", dir=args.tmp)
     gw, port = None, up_port
+    gw_up = tls_port if args.tls_upstream else up_port
     if target == "nginx":
-        gw, port = start_nginx(kids, args, tmp, up_port)
+        gw, port = start_nginx(kids, args, tmp, gw_up)
     elif target == "citegate":
-        gw, port = start_citegate(kids, args, tmp, up_port)
+        gw, port = start_citegate(kids, args, tmp, gw_up)
     h2 = args.h2
     # Warm-up: code paths, pools and the first allocations, not measured.
     run_client(kids, args, port, min(50, args.streams), 4, 5, 50, h2)
@@ -330,9 +358,12 @@ def one_run(kids, args, target, rnd, up_port):
     if sampler:
         sampler.done.set()
         sampler.join()
-    row = dict(target=target, round=rnd, client=res, proto=res["proto"],
-               upstream_proto="h2c" if (target == "citegate" and args.h2_upstream) or
-               (target == "direct" and h2) else "http1.1")
+    up_proto = "http1.1"
+    if (target == "citegate" and args.h2_upstream) or (target == "direct" and h2):
+        up_proto = "h2c"
+    if args.tls_upstream and target != "direct":
+        up_proto = {"h2c": "h2", "http1.1": "http1.1"}[up_proto] + "+tls"
+    row = dict(target=target, round=rnd, client=res, proto=res["proto"], upstream_proto=up_proto)
     gw_cpu = cpu1[1] - cpu0[1]
     row["cpu_ticks_s"] = cpu1[0] - cpu0[0] if gw else None
     # Ready to run but waiting for CPU 0: what the rest of the machine cost it.
@@ -430,6 +461,8 @@ def main():
                     "streams per connection) to every target, the direct path included")
     ap.add_argument("--h2-upstream", action="store_true", help="citegate speaks h2c to the upstream "
                     "(streams share connections); nginx-light cannot, it stays on HTTP/1.1")
+    ap.add_argument("--tls-upstream", action="store_true", help="the gateways reach the upstream "
+                    "over TLS (self-signed certificate, verified); the direct row stays plaintext")
     ap.add_argument("--ten-k", action="store_true", help="10,000 streams at a 200 ms pace")
     ap.add_argument("--json", help="write every row to this file")
     ap.add_argument("--from-json", metavar="FILE", help="print the table of a run saved with --json "
@@ -470,6 +503,8 @@ def main():
         fail(f"{tool} is missing (Debian: linux-perf, strace)")
     if not {GATEWAY_CPU, LOAD_CPU} <= os.sched_getaffinity(0):
         fail(f"CPUs {GATEWAY_CPU} and {LOAD_CPU} are needed (gateway and load are pinned apart)")
+    if args.tls_upstream and not shutil.which("openssl"):
+        fail("openssl is missing (Debian: openssl): --tls-upstream makes its certificate with it")
     raise_nofile(args.streams, args.h2)
 
     kids = Children()
@@ -484,8 +519,20 @@ def main():
     rows, lost_any = [], False
     try:
         ready = os.path.join(tmp_parent, "upstream.port")
-        up = kids.start([args.upstream, "--ready-file", ready, "--events", str(args.events),
-                         "--interval-ms", str(args.interval_ms)], cpu=LOAD_CPU,
+        up_argv = [args.upstream, "--ready-file", ready, "--events", str(args.events),
+                   "--interval-ms", str(args.interval_ms)]
+        if args.tls_upstream:
+            args.tls_ca = os.path.join(tmp_parent, "upstream-cert.pem")
+            key = os.path.join(tmp_parent, "upstream-key.pem")
+            gen = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                                  "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=localhost",
+                                  "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                                  "-days", "1", "-keyout", key, "-out", args.tls_ca],
+                                 capture_output=True, text=True)
+            if gen.returncode != 0:
+                fail(f"openssl could not make the upstream's certificate: {gen.stderr.strip()}")
+            up_argv += ["--tls-cert", args.tls_ca, "--tls-key", key]
+        up = kids.start(up_argv, cpu=LOAD_CPU,
                         stderr=open(os.path.join(tmp_parent, "upstream.log"), "w"))
         end = time.monotonic() + 10
         while not os.path.exists(ready):
@@ -493,7 +540,8 @@ def main():
                 fail("versus_upstream did not start")
             time.sleep(0.02)
         with open(ready) as f:
-            up_port = int(f.read())
+            ports = [int(x) for x in f.read().split()]
+        up_port, tls_port = ports[0], ports[1] if len(ports) > 1 else None
 
         args.nginx_version = ""
         if "nginx" in targets:
@@ -509,7 +557,7 @@ def main():
             order = [t for t in order if t == "direct"] + gws
             rrows = []
             for t in order:
-                r = one_run(kids, args, t, rnd, up_port)
+                r = one_run(kids, args, t, rnd, up_port, tls_port)
                 rrows.append(r)
                 if r["client"]["lost"] or r["client"]["failed"]:
                     lost_any = True
@@ -541,7 +589,7 @@ def main():
 def print_header(args, targets):
     print(f"versus: streams={args.streams} events={args.events} interval_ms={args.interval_ms:g} "
           f"rounds={args.rounds} ramp_ms={args.ramp_ms:g} client={'h2c' if args.h2 else 'http1.1'} "
-          f"upstream={'h2c (citegate)' if getattr(args, 'h2_upstream', False) else 'http1.1'} "
+          f"upstream={upstream_label(args)} "
           f"gateway_cpu={GATEWAY_CPU} load_cpu={LOAD_CPU}"
           + (f" ({args.nginx_version})" if getattr(args, "nginx_version", "") else ""))
     if (args.h2 or getattr(args, "h2_upstream", False)) and "nginx" in targets:
@@ -550,6 +598,15 @@ def print_header(args, targets):
     print("times in ms; +ttft99/+dlv99: p99 minus the direct path's p99 of the same round; "
           "wait_s: the gateway ready but waiting for its CPU; cpu0_oth%: CPU 0 used by other processes")
     print(HEAD, flush=True)
+
+
+def upstream_label(args):
+    tls = getattr(args, "tls_upstream", False)
+    if getattr(args, "h2_upstream", False):
+        up = "h2+tls (citegate), http1.1+tls (nginx)" if tls else "h2c (citegate)"
+    else:
+        up = "http1.1+tls" if tls else "http1.1"
+    return up + (" (direct: plaintext)" if tls else "")
 
 
 def report(args, targets, rows):

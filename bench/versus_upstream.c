@@ -24,15 +24,34 @@
  * knowledge, nghttp2): each request stream gets the same answer as DATA
  * frames, --h2-max-streams (1024) of them at once per connection.
  *
+ * With --tls-cert and --tls-key a second listener (--tls-port, default any)
+ * serves the same answers over TLS (mbedTLS, TLS 1.2, ALPN "h2" and
+ * "http/1.1", a session cache for resumption), next to the plaintext one,
+ * in the same loop with the same pacing and stamps: a client that speaks
+ * plaintext to --port and a gateway that speaks TLS to --tls-port see the
+ * same upstream. TLS is non-blocking: the record layer writes through the
+ * connection's own queue (which never refuses bytes), so mbedtls_ssl_write
+ * never has to be repeated and only reads wait for the socket.
+ *
  * usage: versus_upstream [--host 127.0.0.1] [--port 0] [--events 64]
  *          [--interval-ms 20] [--first-delay-ms 0] [--content-bytes 8]
  *          [--h2-max-streams 1024] [--ready-file F] [--stats-file F]
- * The bound port is written to --ready-file; on SIGTERM/SIGINT it stops and
- * writes a one-line JSON summary to --stats-file (and stderr).
+ *          [--tls-cert F --tls-key F [--tls-port 0]]
+ * The bound port is written to --ready-file (with TLS, a second line holds
+ * the TLS port); on SIGTERM/SIGINT it stops and writes a one-line JSON
+ * summary to --stats-file (and stderr).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/ssl_cache.h>
+#include <mbedtls/x509_crt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <nghttp2/nghttp2.h>
@@ -79,6 +98,8 @@ typedef struct h2s {
 
 typedef struct conn {
     int fd;
+    mbedtls_ssl_context *ssl; /* set on the TLS listener's connections */
+    int hs_done;              /* the TLS handshake is over */
     int proto_known;
     nghttp2_session *h2; /* set when the client sent the h2 preface */
     h2s_t *streams;
@@ -104,6 +125,20 @@ static double opt_first_delay_ms = 0;
 static int opt_content_bytes = 8;
 static int opt_h2_max_streams = 1024;
 static const char *opt_ready_file, *opt_stats_file;
+static const char *opt_tls_cert, *opt_tls_key;
+
+/* The TLS listener's configuration, shared by its connections. */
+static mbedtls_ssl_config tls_conf;
+static mbedtls_x509_crt tls_cert;
+static mbedtls_pk_context tls_key;
+static mbedtls_entropy_context tls_entropy;
+static mbedtls_ctr_drbg_context tls_drbg;
+static mbedtls_ssl_cache_context tls_cache;
+static const char *tls_alpn[] = {"h2", "http/1.1", NULL};
+static uint64_t n_tls_accepted, n_tls_handshakes, n_tls_failed, n_tls_resumed;
+
+/* Markers in epoll's data of the two listeners. */
+static char L_PLAIN, L_TLS;
 
 static int ep;
 static volatile sig_atomic_t stop;
@@ -214,6 +249,10 @@ static void conn_close(conn_t *c)
     }
     if (c->h2)
         nghttp2_session_del(c->h2);
+    if (c->ssl) {
+        mbedtls_ssl_free(c->ssl);
+        free(c->ssl);
+    }
     close(c->fd);
     free(c->in);
     free(c->out);
@@ -249,7 +288,9 @@ static int flush_out(conn_t *c)
     return 0;
 }
 
-static int send_bytes(conn_t *c, const char *p, size_t n)
+/* Bytes for the socket, as they are (plaintext, or TLS records): what the
+ * kernel does not take now is queued. -1 when the peer is gone. */
+static int raw_send(conn_t *c, const char *p, size_t n)
 {
     if (c->out_len == 0) {
         ssize_t w = write(c->fd, p, n);
@@ -269,6 +310,123 @@ static int send_bytes(conn_t *c, const char *p, size_t n)
     memcpy(c->out + c->out_len, p, n);
     c->out_len += n;
     set_events(c, 1);
+    return 0;
+}
+
+/* ---- TLS: mbedTLS over the connection's socket and queue ---- */
+
+/* The record layer's output goes through raw_send, which takes every byte
+ * (the kernel's share now, the rest queued for EPOLLOUT): mbedTLS never
+ * sees WANT_WRITE. */
+static int tls_bio_send(void *ctx, const unsigned char *p, size_t n)
+{
+    return raw_send(ctx, (const char *)p, n) < 0 ? MBEDTLS_ERR_NET_SEND_FAILED : (int)n;
+}
+
+static int tls_bio_recv(void *ctx, unsigned char *p, size_t n)
+{
+    conn_t *c = ctx;
+    ssize_t r = read(c->fd, p, n);
+    if (r >= 0)
+        return (int)r;
+    if (errno == EAGAIN || errno == EINTR)
+        return MBEDTLS_ERR_SSL_WANT_READ;
+    return MBEDTLS_ERR_NET_RECV_FAILED;
+}
+
+static void tls_die(int rc, const char *what)
+{
+    char buf[160];
+    mbedtls_strerror(rc, buf, sizeof buf);
+    fprintf(stderr, "versus_upstream: %s: %s\n", what, buf);
+    exit(1);
+}
+
+/* The session cache's lookup, counting the handshakes it lets resume. */
+static int tls_cache_get(void *data, mbedtls_ssl_session *session)
+{
+    int r = mbedtls_ssl_cache_get(data, session);
+    if (r == 0)
+        n_tls_resumed++;
+    return r;
+}
+
+static void tls_setup(void)
+{
+    mbedtls_ssl_config_init(&tls_conf);
+    mbedtls_x509_crt_init(&tls_cert);
+    mbedtls_pk_init(&tls_key);
+    mbedtls_entropy_init(&tls_entropy);
+    mbedtls_ctr_drbg_init(&tls_drbg);
+    mbedtls_ssl_cache_init(&tls_cache);
+    int rc = mbedtls_ctr_drbg_seed(&tls_drbg, mbedtls_entropy_func, &tls_entropy,
+                                   (const unsigned char *)"versus", 6);
+    if (rc != 0)
+        tls_die(rc, "TLS random generator");
+    if ((rc = mbedtls_x509_crt_parse_file(&tls_cert, opt_tls_cert)) != 0)
+        tls_die(rc, opt_tls_cert);
+    if ((rc = mbedtls_pk_parse_keyfile(&tls_key, opt_tls_key, NULL)) != 0)
+        tls_die(rc, opt_tls_key);
+    rc = mbedtls_ssl_config_defaults(&tls_conf, MBEDTLS_SSL_IS_SERVER, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                     MBEDTLS_SSL_PRESET_DEFAULT);
+    if (rc != 0)
+        tls_die(rc, "TLS configuration");
+    mbedtls_ssl_conf_rng(&tls_conf, mbedtls_ctr_drbg_random, &tls_drbg);
+    mbedtls_ssl_conf_min_version(&tls_conf, MBEDTLS_SSL_MAJOR_VERSION_3,
+                                 MBEDTLS_SSL_MINOR_VERSION_3);
+    if ((rc = mbedtls_ssl_conf_own_cert(&tls_conf, &tls_cert, &tls_key)) != 0)
+        tls_die(rc, "TLS certificate");
+    if ((rc = mbedtls_ssl_conf_alpn_protocols(&tls_conf, tls_alpn)) != 0)
+        tls_die(rc, "TLS ALPN");
+    /* Session resumption for gateways that reuse sessions on new connections. */
+    mbedtls_ssl_cache_set_max_entries(&tls_cache, 16384);
+    mbedtls_ssl_conf_session_cache(&tls_conf, &tls_cache, tls_cache_get,
+                                   mbedtls_ssl_cache_set);
+}
+
+/* read(2) for either kind of connection: the TLS handshake first, then
+ * decrypted bytes. 0 when the connection is over (EOF, close_notify, a TLS
+ * error), -1 with errno EAGAIN when the socket has nothing more for now. */
+static ssize_t conn_read(conn_t *c, char *buf, size_t n)
+{
+    if (!c->ssl)
+        return read(c->fd, buf, n);
+    int r;
+    if (!c->hs_done) {
+        r = mbedtls_ssl_handshake(c->ssl);
+        if (r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE) {
+            errno = EAGAIN;
+            return -1;
+        }
+        if (r != 0) {
+            n_tls_failed++;
+            return 0;
+        }
+        c->hs_done = 1;
+        n_tls_handshakes++;
+    }
+    r = mbedtls_ssl_read(c->ssl, (unsigned char *)buf, n);
+    if (r > 0)
+        return r;
+    if (r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return 0;
+}
+
+/* Application bytes for the peer: as they are, or as TLS records. */
+static int send_bytes(conn_t *c, const char *p, size_t n)
+{
+    if (!c->ssl)
+        return raw_send(c, p, n);
+    while (n > 0) {
+        int r = mbedtls_ssl_write(c->ssl, (const unsigned char *)p, n);
+        if (r < 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
     return 0;
 }
 
@@ -675,7 +833,7 @@ static void on_readable(conn_t *c)
             c->in_cap = c->in_cap ? 2 * c->in_cap : 4096;
             c->in = xrealloc(c->in, c->in_cap);
         }
-        ssize_t n = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
+        ssize_t n = conn_read(c, c->in + c->in_len, c->in_cap - c->in_len);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
             conn_close(c);
             return;
@@ -714,7 +872,7 @@ static void on_readable(conn_t *c)
     }
 }
 
-static void on_accept(int lfd)
+static void on_accept(int lfd, int tls)
 {
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -731,6 +889,24 @@ static void on_accept(int lfd)
             return;
         }
         c->fd = fd;
+        if (tls) {
+            c->ssl = malloc(sizeof *c->ssl);
+            if (!c->ssl) {
+                close(fd);
+                free(c);
+                return;
+            }
+            mbedtls_ssl_init(c->ssl);
+            if (mbedtls_ssl_setup(c->ssl, &tls_conf) != 0) {
+                mbedtls_ssl_free(c->ssl);
+                free(c->ssl);
+                close(fd);
+                free(c);
+                return;
+            }
+            mbedtls_ssl_set_bio(c->ssl, c, tls_bio_send, tls_bio_recv, NULL);
+            n_tls_accepted++;
+        }
         c->pace.heap_i = NOT_QUEUED;
         c->pace.c = c;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
@@ -778,8 +954,31 @@ static void usage(void)
 {
     fprintf(stderr, "usage: versus_upstream [--host A] [--port N] [--events N] [--interval-ms MS]\n"
                     "         [--first-delay-ms MS] [--content-bytes N] [--h2-max-streams N]\n"
-                    "         [--ready-file F] [--stats-file F]\n");
+                    "         [--ready-file F] [--stats-file F]\n"
+                    "         [--tls-cert F --tls-key F [--tls-port N]]\n");
     exit(2);
+}
+
+/* A listening socket on host:*port, in the loop with `mark` as its epoll
+ * data; *port gets the bound port. -1 on failure (said on stderr). */
+static int listen_on(const char *host, int *port, void *mark)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*port)};
+    if (inet_pton(AF_INET, host, &sin.sin_addr) != 1 ||
+        bind(lfd, (struct sockaddr *)&sin, sizeof sin) < 0 || listen(lfd, 4096) < 0) {
+        fprintf(stderr, "versus_upstream: cannot listen on %s:%d: %s\n", host, *port,
+                strerror(errno));
+        return -1;
+    }
+    socklen_t sl = sizeof sin;
+    getsockname(lfd, (struct sockaddr *)&sin, &sl);
+    *port = ntohs(sin.sin_port);
+    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = mark};
+    epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev);
+    return lfd;
 }
 
 static void raise_nofile(void)
@@ -794,7 +993,7 @@ static void raise_nofile(void)
 int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
-    int port = 0;
+    int port = 0, tls_port = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc)
@@ -818,38 +1017,41 @@ int main(int argc, char **argv)
             opt_ready_file = v;
         else if (!strcmp(a, "--stats-file"))
             opt_stats_file = v;
+        else if (!strcmp(a, "--tls-cert"))
+            opt_tls_cert = v;
+        else if (!strcmp(a, "--tls-key"))
+            opt_tls_key = v;
+        else if (!strcmp(a, "--tls-port"))
+            tls_port = atoi(v);
         else
             usage();
     }
-    if (opt_events < 1 || opt_interval_ms < 0 || opt_content_bytes < 1 || opt_content_bytes > 200)
+    if (opt_events < 1 || opt_interval_ms < 0 || opt_content_bytes < 1 || opt_content_bytes > 200 ||
+        !opt_tls_cert != !opt_tls_key)
         usage();
+    if (opt_tls_cert)
+        tls_setup();
     raise_nofile();
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, host, &sin.sin_addr) != 1 ||
-        bind(lfd, (struct sockaddr *)&sin, sizeof sin) < 0 || listen(lfd, 4096) < 0) {
-        fprintf(stderr, "versus_upstream: cannot listen on %s:%d: %s\n", host, port,
-                strerror(errno));
-        return 1;
-    }
-    socklen_t sl = sizeof sin;
-    getsockname(lfd, (struct sockaddr *)&sin, &sl);
     ep = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = NULL};
-    epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev);
+    int lfd = listen_on(host, &port, &L_PLAIN), tls_lfd = -1;
+    if (lfd < 0)
+        return 1;
+    if (opt_tls_cert && (tls_lfd = listen_on(host, &tls_port, &L_TLS)) < 0)
+        return 1;
     if (opt_ready_file) {
         char tmp[4096];
         snprintf(tmp, sizeof tmp, "%s.tmp", opt_ready_file);
         FILE *f = fopen(tmp, "w");
-        if (!f || fprintf(f, "%d\n", ntohs(sin.sin_port)) < 0 || fclose(f) != 0 ||
-            rename(tmp, opt_ready_file) != 0) {
+        int bad = !f || fprintf(f, "%d\n", port) < 0 ||
+                  (tls_lfd >= 0 && fprintf(f, "%d\n", tls_port) < 0);
+        if (f && fclose(f) != 0)
+            bad = 1;
+        if (bad || rename(tmp, opt_ready_file) != 0) {
             fprintf(stderr, "versus_upstream: cannot write %s\n", opt_ready_file);
             return 1;
         }
@@ -876,8 +1078,8 @@ int main(int argc, char **argv)
         }
         for (int i = 0; i < n; i++) {
             conn_t *c = evs[i].data.ptr;
-            if (!c) {
-                on_accept(lfd);
+            if ((void *)c == &L_PLAIN || (void *)c == &L_TLS) {
+                on_accept((void *)c == &L_TLS ? tls_lfd : lfd, (void *)c == &L_TLS);
                 continue;
             }
             if (evs[i].events & EPOLLOUT) {
@@ -894,10 +1096,13 @@ int main(int argc, char **argv)
     char line[512];
     snprintf(line, sizeof line,
              "{\"accepted\":%llu,\"requests\":%llu,\"completed\":%llu,\"aborted\":%llu,"
-             "\"events\":%llu,\"peak_open\":%llu}\n",
+             "\"events\":%llu,\"peak_open\":%llu,\"tls_accepted\":%llu,"
+             "\"tls_handshakes\":%llu,\"tls_resumed\":%llu,\"tls_failed\":%llu}\n",
              (unsigned long long)n_accepted, (unsigned long long)n_requests,
              (unsigned long long)n_completed, (unsigned long long)n_aborted,
-             (unsigned long long)n_events, (unsigned long long)n_peak_open);
+             (unsigned long long)n_events, (unsigned long long)n_peak_open,
+             (unsigned long long)n_tls_accepted, (unsigned long long)n_tls_handshakes,
+             (unsigned long long)n_tls_resumed, (unsigned long long)n_tls_failed);
     fputs(line, stderr);
     if (opt_stats_file) {
         FILE *f = fopen(opt_stats_file, "w");
@@ -907,5 +1112,7 @@ int main(int argc, char **argv)
         }
     }
     close(lfd);
+    if (tls_lfd >= 0)
+        close(tls_lfd);
     return 0;
 }
