@@ -24,6 +24,8 @@ static int conf_common(cg_tls_conf_t *c, int endpoint, char *err, size_t el)
     mbedtls_pk_init(&c->key);
     mbedtls_entropy_init(&c->entropy);
     mbedtls_ctr_drbg_init(&c->drbg);
+    mbedtls_ssl_session_init(&c->session);
+    c->have_session = c->client = false;
     int rc = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy,
                                    (const unsigned char *)"citegate", 8);
     if (rc == 0)
@@ -46,6 +48,7 @@ int cg_tls_conf_client(cg_tls_conf_t *c, const char *ca_file, bool insecure, cha
 {
     if (conf_common(c, MBEDTLS_SSL_IS_CLIENT, err, el) != 0)
         return -1;
+    c->client = true;
     if (insecure) {
         mbedtls_ssl_conf_authmode(&c->conf, MBEDTLS_SSL_VERIFY_NONE);
         return 0;
@@ -95,6 +98,17 @@ void cg_tls_conf_free(cg_tls_conf_t *c)
     mbedtls_pk_free(&c->key);
     mbedtls_ctr_drbg_free(&c->drbg);
     mbedtls_entropy_free(&c->entropy);
+    mbedtls_ssl_session_free(&c->session);
+}
+
+/* Keeps the session of a finished client handshake for the next connection
+ * (RFC 5077 ticket or session id, whichever the upstream gave). */
+static void keep_session(cg_tls_t *t)
+{
+    cg_tls_conf_t *c = t->conf;
+    mbedtls_ssl_session_free(&c->session);
+    mbedtls_ssl_session_init(&c->session);
+    c->have_session = mbedtls_ssl_get_session(&t->ssl, &c->session) == 0;
 }
 
 static int bio_send(void *ctx, const unsigned char *p, size_t n)
@@ -122,9 +136,14 @@ static int bio_recv(void *ctx, unsigned char *p, size_t n)
 cg_err_t cg_tls_init(cg_tls_t *t, cg_tls_conf_t *c, const char *sni)
 {
     memset(t, 0, sizeof(*t));
+    t->conf = c;
     mbedtls_ssl_init(&t->ssl);
     if (mbedtls_ssl_setup(&t->ssl, &c->conf) != 0)
         return CG_E_TLS;
+    /* A thousand streams opening together must not cost a thousand full
+     * handshakes; an upstream that forgot the session does a full one. */
+    if (c->have_session)
+        (void)mbedtls_ssl_set_session(&t->ssl, &c->session);
     if (sni && mbedtls_ssl_set_hostname(&t->ssl, sni) != 0)
         return CG_E_TLS;
     mbedtls_ssl_set_bio(&t->ssl, t, bio_send, bio_recv, NULL);
@@ -150,6 +169,8 @@ cg_err_t cg_tls_handshake(cg_tls_t *t, char *err, size_t el)
     int rc = mbedtls_ssl_handshake(&t->ssl);
     if (rc == 0) {
         t->done = true;
+        if (t->conf->client)
+            keep_session(t);
         return CG_OK;
     }
     if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)

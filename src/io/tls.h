@@ -22,6 +22,11 @@ typedef struct cg_tls_conf {
     mbedtls_entropy_context entropy;
     mbedtls_ctr_drbg_context drbg;
     const char *alpn[3];
+    /* Client: the last session the upstream gave, offered by the next
+     * connection so that it resumes instead of a full handshake. */
+    mbedtls_ssl_session session;
+    bool have_session;
+    bool client;
 } cg_tls_conf_t;
 
 typedef struct cg_tls {
@@ -30,6 +35,7 @@ typedef struct cg_tls {
     size_t in_off;
     cg_buf_t out; /* ciphertext to send */
     bool done;    /* handshake finished */
+    cg_tls_conf_t *conf;
 } cg_tls_t;
 
 /* Client configuration: verify against ca_file (NULL: the system bundle)

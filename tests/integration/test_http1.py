@@ -8,6 +8,7 @@ Each test class starts its own citegate with the environment it needs; the plain
 the TLS mock upstream are shared by the whole module. Set CG_KEEP=1 to keep the
 temporary directories (citegate stderr logs) for debugging.
 """
+import concurrent.futures
 import json
 import os
 import re
@@ -652,6 +653,21 @@ class StreamingTLSIP(CitegateCase):
         for split in (None, 7):
             with self.subTest(split=split):
                 self.check_fixture("azure_oyd_stream.openwebui.json", split=split)
+
+    def test_new_connections_resume_the_session(self):
+        # Many streams opening together must not each cost a full handshake: once one
+        # connection has a session, those opened after it offer it and the upstream resumes.
+        self.check_fixture("azure_oyd_stream.openwebui.json")
+        self.mock.reset()
+        slow = {"X-Mock-Split": "512", "X-Mock-Delay-Ms": "60"}  # the three overlap
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            done = list(pool.map(lambda _: self.check_fixture("azure_oyd_stream.openwebui.json",
+                                                              headers=slow), range(3)))
+        self.assertEqual(len(done), 3)
+        # The idle connection serves one of them, so at least two are new; the test's own
+        # connections to the mock (reset, stats) never resume.
+        st = self.mock.stats()
+        self.assertGreaterEqual(st["tls_resumed"], 2, st)
 
     def test_non_streaming(self):
         self.check_fixture("azure_oyd_response.openwebui.json")

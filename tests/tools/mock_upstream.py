@@ -61,7 +61,8 @@ fault was applied; "stall" changes to "aborted" when the peer gives up).
 
 Stats: "open" = connections currently open; "closed_by_peer" = connections the
 peer closed or reset while a response was in progress (client gave up);
-"idle_closed_by_peer" = peer closes between requests; "connections" = accepted
+"idle_closed_by_peer" = peer closes between requests; "tls_resumed" = TLS
+connections that resumed an earlier session; "connections" = accepted
 since reset; "requests" = recorded requests since reset.
 """
 import argparse
@@ -557,10 +558,12 @@ class Mock:
         self.closed_by_peer = 0
         self.idle_closed_by_peer = 0
         self.connections = 0
+        self.tls_resumed = 0
 
     def stats(self):
         return {"open": self.open, "closed_by_peer": self.closed_by_peer, "requests": len(self.log),
-                "idle_closed_by_peer": self.idle_closed_by_peer, "connections": self.connections}
+                "idle_closed_by_peer": self.idle_closed_by_peer, "connections": self.connections,
+                "tls_resumed": self.tls_resumed}
 
     def record(self, req, path, query, cid):
         self.seq += 1
@@ -580,6 +583,9 @@ class Mock:
     async def on_conn(self, reader, writer):
         self.open += 1
         self.connections += 1
+        tls = writer.get_extra_info("ssl_object")
+        if tls is not None and tls.session_reused:
+            self.tls_resumed += 1
         self.conn_seq += 1
         try:
             await Conn(self, reader, writer, self.conn_seq).run()
