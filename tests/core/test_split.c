@@ -1,7 +1,8 @@
 /*
  * Property tests of SPEC §6 Fidelity: every fixture, and streams full of
  * upstream "event" members (rule 4) and oversized events (rule 6), split at
- * every byte boundary and in random multi-split patterns, give the same
+ * every byte boundary (a sample of them under ASan, tests/support/split.h)
+ * and in random multi-split patterns, give the same
  * client view; and randomly generated answers, split anywhere, give exactly
  * rewrite(concatenated upstream content), checked by an independent oracle.
  */
@@ -14,6 +15,7 @@
 #include "citegate/json.h"
 #include "citegate/xform.h"
 #include "profiles.h"
+#include "split.h"
 #include "view.h"
 
 #include <stdio.h>
@@ -67,6 +69,10 @@ static uint32_t rnd(void)
  * name is "event" once unescaped? */
 static bool has_event_member(const char *ev, size_t n)
 {
+    /* Such a name is spelled "event" or has an escape: without either, no
+     * need to parse. */
+    if (!memmem(ev, n, "event", 5) && !memchr(ev, '\\', n))
+        return false;
     cg_buf_t data = {0};
     for (const char *p = ev, *end = ev + n; p < end;) {
         const char *e = p;
@@ -116,19 +122,35 @@ static void each_event(const char *s, size_t n, void (*fn)(const char *ev, size_
 
 typedef struct shape {
     const char *name;
-    const cg_buf_t *out;
     size_t max_event;
     bool passthrough; /* structured over max_event: the stream goes through whole */
+    /* Fidelity 3: the upstream events that carry no content (and no "event"
+     * member to lose), each of which every output has byte for byte. */
+    cg_span_t *forward;
+    size_t nforward;
 } shape_t;
 
-/* Fidelity 3: an upstream event that carries no content appears in the
- * output byte for byte (unless it loses an "event" member). */
-static void check_forwarded(const char *ev, size_t len, void *arg)
+static void add_forwarded(const char *ev, size_t len, void *arg)
 {
-    const shape_t *sh = arg;
+    shape_t *sh = arg;
     bool content = memmem(ev, len, "\"content\":\"", 11) && memmem(ev, len, "\"delta\"", 7);
-    if (!content && !has_event_member(ev, len) && !memmem(sh->out->p, sh->out->len, ev, len))
-        fail_msg("%s: event not forwarded byte for byte: %.*s", sh->name, (int)len, ev);
+    if (content || has_event_member(ev, len))
+        return;
+    sh->forward = cg_xrealloc(sh->forward, (sh->nforward + 1) * sizeof(cg_span_t));
+    sh->forward[sh->nforward++] = cg_span(ev, len);
+}
+
+/* The shape checks of the outputs of upstream in[0..n). */
+static void shape_init(shape_t *sh, const char *name, const char *in, size_t n, size_t max_event,
+                       bool passthrough)
+{
+    *sh = (shape_t){name, max_event, passthrough, NULL, 0};
+    each_event(in, n, add_forwarded, sh);
+}
+
+static void shape_free(shape_t *sh)
+{
+    free(sh->forward);
 }
 
 /* Rule 4: an output event keeps an "event" member only when it is an
@@ -146,63 +168,79 @@ static void check_no_event_member(const char *ev, size_t len, void *arg)
              ev);
 }
 
-/* Fidelity 5, 3 and 4 on one output. */
-static void check_output_shape(const char *in, size_t n, const cg_buf_t *out, const shape_t *sh)
+/* Fidelity 5, 3 and 4 on one output, whose client view is v. */
+static void check_output_shape(const view_t *v, const cg_buf_t *out, const shape_t *sh)
 {
-    view_t v;
-    view_of_stream(&v, out->p, out->len);
-    if (v.max_line > 65536)
-        fail_msg("%s: line of %zu bytes", sh->name, v.max_line);
-    view_free(&v);
-    each_event(in, n, check_forwarded, (void *)sh);
+    if (v->max_line > 65536)
+        fail_msg("%s: line of %zu bytes", sh->name, v->max_line);
+    for (size_t i = 0; i < sh->nforward; i++) {
+        cg_span_t ev = sh->forward[i];
+        if (!memmem(out->p, out->len, ev.p, ev.n))
+            fail_msg("%s: event not forwarded byte for byte: %.*s", sh->name, (int)ev.n, ev.p);
+    }
     each_event(out->p, out->len, check_no_event_member, (void *)sh);
 }
 
-/* Runs one stream through cfg whole, then split at every byte boundary (or
- * in 300 random multi-split patterns): the same client view, and the
- * shape checks on every output. */
-static void run_case(const char *name, const char *body, size_t bn, const cg_request_t *req,
-                     const cg_xform_cfg_t *cfg, bool every_byte)
-{
-    cg_buf_t whole = {0}, out = {0};
-    run_stream(cfg, req, body, bn, NULL, 0, &whole);
+/* One stream through one configuration, for the split driver. */
+typedef struct fid_case {
+    const char *name, *body;
+    size_t bn;
+    const cg_request_t *req;
+    const cg_xform_cfg_t *cfg;
     view_t want;
-    view_of_stream(&want, whole.p, whole.len);
-    /* profile structured holds at most max_event bytes, then lets all through */
-    bool passthrough = cfg->profile->holds_stream && bn > cfg->max_event;
-    shape_t sh = {name, &whole, cfg->max_event, passthrough};
-    check_output_shape(body, bn, &whole, &sh);
-    sh.out = &out;
+    shape_t sh;
+} fid_case_t;
 
-    char why[8192];
-    size_t patterns = every_byte ? bn : 300;
-    for (size_t k = 1; k < patterns; k++) {
-        size_t sizes[16];
-        size_t nsizes;
-        if (every_byte) {
-            sizes[0] = k;
-            sizes[1] = bn;
-            nsizes = 2;
-        } else {
-            nsizes = 1 + rnd() % 16;
-            for (size_t i = 0; i < nsizes; i++)
-                sizes[i] = 1 + rnd() % (rnd() % 2 ? 8 : 300);
-        }
-        run_stream(cfg, req, body, bn, sizes, nsizes, &out);
-        view_t got;
-        view_of_stream(&got, out.p, out.len);
-        if (!view_equal(&want, &got, why, sizeof(why)))
-            fail_msg("%s/%s split %zu (%s): %s", name, cfg->profile->name, k,
-                     every_byte ? "byte" : "random", why);
-        check_output_shape(body, bn, &out, &sh);
-        view_free(&got);
-    }
-    view_free(&want);
-    cg_buf_free(&whole);
-    cg_buf_free(&out);
+static void fid_run(const split_case_t *sc, const size_t *sizes, size_t nsizes, cg_buf_t *out)
+{
+    const fid_case_t *c = sc->ctx;
+    run_stream(c->cfg, c->req, sc->in, sc->n, sizes, nsizes, out);
 }
 
-static void run_fixture(size_t f, const char *profile, bool every_byte)
+/* A split run: the whole run's client view, and the shape checks. */
+static void fid_check(const split_case_t *sc, const cg_buf_t *whole, const cg_buf_t *got, size_t k,
+                      const char *how)
+{
+    const fid_case_t *c = sc->ctx;
+    (void)whole;
+    char why[8192];
+    view_t v;
+    view_of_stream(&v, got->p, got->len);
+    if (!view_equal(&c->want, &v, why, sizeof(why)))
+        fail_msg("%s/%s split %zu (%s): %s", c->name, c->cfg->profile->name, k, how, why);
+    check_output_shape(&v, got, &c->sh);
+    view_free(&v);
+}
+
+/* Runs one stream through cfg whole, then split at the cuts of sp (split.h:
+ * every byte boundary, or a sample under ASan; the count goes to tally), or
+ * with sp NULL in 300 random multi-split patterns: the same client view,
+ * and the shape checks on every output. */
+static void run_case(const char *name, const char *body, size_t bn, const cg_request_t *req,
+                     const cg_xform_cfg_t *cfg, const split_points_t *sp, split_tally_t *tally)
+{
+    fid_case_t c = {.name = name, .body = body, .bn = bn, .req = req, .cfg = cfg};
+    cg_buf_t whole = {0};
+    run_stream(cfg, req, body, bn, NULL, 0, &whole);
+    view_of_stream(&c.want, whole.p, whole.len);
+    /* profile structured holds at most max_event bytes, then lets all through */
+    bool passthrough = cfg->profile->holds_stream && bn > cfg->max_event;
+    shape_init(&c.sh, name, body, bn, cfg->max_event, passthrough);
+    check_output_shape(&c.want, &whole, &c.sh);
+
+    split_case_t sc = {body, bn, fid_run, fid_check, &c};
+    if (sp)
+        split_tally_add(tally, split_every(&sc, sp, &whole), bn ? bn - 1 : 0);
+    else
+        split_random(&sc, 300, &rng, &whole);
+    shape_free(&c.sh);
+    view_free(&c.want);
+    cg_buf_free(&whole);
+}
+
+/* tally NULL: 300 random patterns; else the cuts of split.h (with this
+ * phase when sampled), counted in tally. */
+static void run_fixture(size_t f, const char *profile, size_t phase, split_tally_t *tally)
 {
     size_t bn, rn;
     char *body = fixture(fixtures[f].body, &bn);
@@ -212,7 +250,10 @@ static void run_fixture(size_t f, const char *profile, bool every_byte)
     assert_int_equal(cg_request_parse(&req, rbody, rn, &o), 0);
     cg_xform_cfg_t cfg;
     cg_xform_cfg_default(&cfg, profile_named(profile));
-    run_case(fixtures[f].body, body, bn, &req, &cfg, every_byte);
+    split_points_t sp;
+    split_points_init(&sp, body, bn, phase);
+    run_case(fixtures[f].body, body, bn, &req, &cfg, tally ? &sp : NULL, tally);
+    split_points_free(&sp);
     cg_request_free(&req);
     free(body);
     free(rbody);
@@ -221,9 +262,11 @@ static void run_fixture(size_t f, const char *profile, bool every_byte)
 static void test_every_byte_split(void **state)
 {
     (void)state;
+    split_tally_t tally = {0};
     for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++)
         for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++)
-            run_fixture(f, profiles[p], true);
+            run_fixture(f, profiles[p], p, &tally);
+    split_tally_print(&tally, "fixtures x profiles");
 }
 
 static void test_random_splits(void **state)
@@ -231,7 +274,7 @@ static void test_random_splits(void **state)
     (void)state;
     for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++)
         for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++)
-            run_fixture(f, profiles[p], false);
+            run_fixture(f, profiles[p], 0, NULL);
 }
 
 /* --- rules 4 and 6 under every split ----------------------------------------- */
@@ -309,6 +352,7 @@ static void test_rules_every_byte_split(void **state)
         {"event members, oversized events (CRLF), truncated", "\r\n", true, true},
     };
     static const char *const all[] = {"openwebui", "openai", "webchat", "structured", "markdown"};
+    split_tally_t tally = {0};
     for (size_t i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++) {
         cg_buf_t in = {0};
         rules_input(&in, inputs[i].eol, inputs[i].big, inputs[i].truncated);
@@ -316,7 +360,16 @@ static void test_rules_every_byte_split(void **state)
             cg_xform_cfg_t cfg;
             cg_xform_cfg_default(&cfg, profile_named(all[p]));
             cfg.max_event = SPLIT_MAX_EVENT;
-            run_case(inputs[i].name, in.p, in.len, NULL, &cfg, true);
+            /* Sampled, the cuts where a read first takes an event (or the
+             * held stream) over max_event stay in. */
+            split_points_t sp;
+            split_points_init(&sp, in.p, in.len, p);
+            split_points_near(&sp, SPLIT_MAX_EVENT);
+            for (size_t b = 0; b < in.len; b++)
+                if (in.p[b] == '\n')
+                    split_points_near(&sp, b + 1 + SPLIT_MAX_EVENT);
+            run_case(inputs[i].name, in.p, in.len, NULL, &cfg, &sp, &tally);
+            split_points_free(&sp);
         }
         /* What the client reads: references linked around the oversized
          * chunk (kept as it came), none across it. */
@@ -345,6 +398,7 @@ static void test_rules_every_byte_split(void **state)
         cg_buf_free(&out);
         cg_buf_free(&in);
     }
+    split_tally_print(&tally, "event member inputs x profiles");
 }
 
 /* --- generated answers against an oracle ---------------------------------- */

@@ -2,13 +2,15 @@
  * Test support for the dialect views: a client request as the request side
  * translates it (for doc_ids and include_usage), and streams and bodies run
  * through a transformer that reads an upstream of that dialect, as
- * `citegate filter --dialect` and the daemon do.
+ * `citegate filter --dialect` and the daemon do; and such a stream as a
+ * case of the split properties (tests/support/split.h).
  */
 #ifndef CG_TEST_DIALECT_RUN_H
 #define CG_TEST_DIALECT_RUN_H
 
 #include "citegate/dialect.h"
 #include "citegate/xform.h"
+#include "split.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +108,34 @@ static inline int dialect_body(const cg_xform_cfg_t *cfg, const dialect_case_t *
     cg_out_free(&o);
     cg_xform_free(x);
     return rc;
+}
+
+/* A stream of a dialect as a split case: every split run must give the
+ * whole run's bytes. */
+typedef struct dialect_split {
+    const cg_xform_cfg_t *cfg;
+    const dialect_case_t *c;
+    const char *what; /* names the case in a failure */
+} dialect_split_t;
+
+static inline void dialect_split_run(const split_case_t *sc, const size_t *sizes, size_t nsizes,
+                                     cg_buf_t *out)
+{
+    const dialect_split_t *ds = sc->ctx;
+    dialect_stream(ds->cfg, ds->c, sc->in, sc->n, sizes, nsizes, out, NULL);
+}
+
+static inline void dialect_split_check(const split_case_t *sc, const cg_buf_t *whole,
+                                       const cg_buf_t *got, size_t k, const char *how)
+{
+    const dialect_split_t *ds = sc->ctx;
+    split_same_bytes(ds->what, whole, got, k, how);
+}
+
+/* The split case of in[0..n) as ds says. */
+static inline split_case_t dialect_split_case(const dialect_split_t *ds, const char *in, size_t n)
+{
+    return (split_case_t){in, n, dialect_split_run, dialect_split_check, (void *)ds};
 }
 
 #endif

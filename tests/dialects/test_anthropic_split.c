@@ -1,9 +1,10 @@
 /*
  * SPEC §6a, fidelity under every split: each anthropic stream fixture, cut
  * into two reads at every byte (inside events, line ends and UTF-8
- * sequences) and into 300 random patterns of many reads, gives the client
- * the same bytes as in one read, so the same content per choice, the same
- * citation events and the same end, in every profile.
+ * sequences; a sample of them under ASan, tests/support/split.h) and into
+ * 300 random patterns of many reads, gives the client the same bytes as in
+ * one read, so the same content per choice, the same citation events and
+ * the same end, in every profile.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,30 +42,10 @@ static char *fixture(const char *name, size_t *n)
 }
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
 
-/* The split run must give the whole run's bytes; the views are compared
- * too, so that a failure says what the client would see differently. */
-static void same_output(const char *what, size_t k, const cg_buf_t *whole, const cg_buf_t *got)
-{
-    if (got->len == whole->len && memcmp(got->p, whole->p, whole->len) == 0)
-        return;
-    view_t a, b;
-    char why[8192] = "";
-    view_of_stream(&a, whole->p, whole->len);
-    view_of_stream(&b, got->p, got->len);
-    view_equal(&a, &b, why, sizeof(why));
-    fail_msg("%s, split %zu: output differs (%s)\nwhole: %.*s\nsplit: %.*s", what, k, why,
-             (int)whole->len, whole->p, (int)got->len, got->p);
-}
-
-static void run_fixture(size_t f, const char *profile, bool every_byte)
+/* tally NULL: 300 random patterns; else the cuts of split.h (with this
+ * phase when sampled), counted in tally. */
+static void run_fixture(size_t f, const char *profile, size_t phase, split_tally_t *tally)
 {
     size_t bn, rn = 0;
     char *body = fixture(fixtures[f].body, &bn);
@@ -76,7 +57,7 @@ static void run_fixture(size_t f, const char *profile, bool every_byte)
     char what[256];
     snprintf(what, sizeof(what), "%s/%s", fixtures[f].body, profile);
 
-    cg_buf_t whole = {0}, out = {0};
+    cg_buf_t whole = {0};
     dialect_stream(&cfg, &c, body, bn, NULL, 0, &whole, NULL);
     view_t v;
     view_of_stream(&v, whole.p, whole.len);
@@ -85,23 +66,17 @@ static void run_fixture(size_t f, const char *profile, bool every_byte)
     assert_true(v.ends_done != v.ends_error);
     view_free(&v);
 
-    size_t patterns = every_byte ? bn : 300;
-    for (size_t k = 1; k < patterns; k++) {
-        size_t sizes[16], nsizes;
-        if (every_byte) {
-            sizes[0] = k;
-            sizes[1] = bn;
-            nsizes = 2;
-        } else {
-            nsizes = 1 + rnd() % 16;
-            for (size_t i = 0; i < nsizes; i++)
-                sizes[i] = 1 + rnd() % (rnd() % 2 ? 8 : 300);
-        }
-        dialect_stream(&cfg, &c, body, bn, sizes, nsizes, &out, NULL);
-        same_output(what, k, &whole, &out);
+    dialect_split_t ds = {&cfg, &c, what};
+    split_case_t sc = dialect_split_case(&ds, body, bn);
+    if (tally) {
+        split_points_t sp;
+        split_points_init(&sp, body, bn, phase);
+        split_tally_add(tally, split_every(&sc, &sp, &whole), bn - 1);
+        split_points_free(&sp);
+    } else {
+        split_random(&sc, 300, &rng, &whole);
     }
     cg_buf_free(&whole);
-    cg_buf_free(&out);
     dialect_case_free(&c);
     free(body);
     free(rbody);
@@ -110,9 +85,11 @@ static void run_fixture(size_t f, const char *profile, bool every_byte)
 static void test_every_byte_split(void **state)
 {
     (void)state;
+    split_tally_t tally = {0};
     for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++)
         for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++)
-            run_fixture(f, profiles[p], true);
+            run_fixture(f, profiles[p], p, &tally);
+    split_tally_print(&tally, "anthropic fixtures x profiles");
 }
 
 static void test_random_splits(void **state)
@@ -120,7 +97,7 @@ static void test_random_splits(void **state)
     (void)state;
     for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++)
         for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++)
-            run_fixture(f, profiles[p], false);
+            run_fixture(f, profiles[p], 0, NULL);
 }
 
 /* The property above compares runs with each other; this pins what they

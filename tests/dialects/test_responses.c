@@ -1,9 +1,10 @@
 /*
  * The responses answer view (src/dialects/responses.c, SPEC §6a) through
- * the transformer: every stream fixture split at every byte gives the
- * unsplit run's client body in every profile; an answer's text split into
- * two deltas at every byte (inside 【, † and 】 too) gives the same client
- * content; and the view's rules one at a time, event by event.
+ * the transformer: every stream fixture split at every byte (a sample of
+ * them under ASan, tests/support/split.h) gives the unsplit run's client
+ * body in every profile; an answer's text split into two deltas at every
+ * byte (inside 【, † and 】 too) gives the same client content; and the
+ * view's rules one at a time, event by event.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 
 #include "citegate/dialect.h"
 #include "citegate/xform.h"
+#include "dialect_run.h"
 #include "profiles.h"
 #include "view.h"
 
@@ -20,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CREATED 1700000000
+#define CREATED DIALECT_CREATED
 
 static const char *const streams[] = {
     "responses_plain.sse",      "responses_web_search.sse",        "responses_file_search.sse",
@@ -103,14 +105,12 @@ static void run_close(run_t *r)
     cg_buf_free(&r->last);
 }
 
-/* The client body for in[0..n) fed in two reads cut at `cut` (n: one). */
-static void run_split(const char *profile, const char *in, size_t n, size_t cut, cg_buf_t *body)
+/* The client body for in[0..n) fed in one read. */
+static void run_whole(const char *profile, const char *in, size_t n, cg_buf_t *body)
 {
     run_t r;
     run_open(&r, profile, NULL);
-    run_feed(&r, in, cut);
-    if (cut < n)
-        run_feed(&r, in + cut, n - cut);
+    run_feed(&r, in, n);
     run_finish(&r);
     body->len = 0;
     cg_buf_put(body, r.body.p, r.body.len);
@@ -132,38 +132,45 @@ static char *content_of(const cg_buf_t *sse)
 /* --- Every byte split of every fixture ----------------------------------------------- */
 
 /* The view reads whole events, so however the bytes are cut the client gets
- * the very same body; on a mismatch the views say how they differ. */
-static void split_fixture(const char *name, const char *profile)
+ * the very same body; on a mismatch the views say how they differ. The
+ * cuts are split.h's (a sample under ASan), counted in tally. */
+static void split_fixture(const char *name, const char *profile, size_t phase, split_tally_t *tally)
 {
     size_t n;
     char *in = answer(name, &n);
-    cg_buf_t whole = {0}, cut = {0};
-    run_split(profile, in, n, n, &whole);
+    dialect_case_t c;
+    dialect_case_init(&c, CG_DIALECT_RESPONSES, NULL, 0);
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named(profile));
+    char what[256];
+    snprintf(what, sizeof(what), "%s/%s", name, profile);
+
+    cg_buf_t whole = {0};
+    dialect_stream(&cfg, &c, in, n, NULL, 0, &whole, NULL);
     view_t want;
     view_of_stream(&want, whole.p, whole.len);
     assert_true(want.events > 0);
-    for (size_t k = 1; k < n; k++) {
-        run_split(profile, in, n, k, &cut);
-        if (cut.len == whole.len && memcmp(cut.p, whole.p, whole.len) == 0)
-            continue;
-        view_t got;
-        char why[4096] = "the same view, other bytes";
-        view_of_stream(&got, cut.p, cut.len);
-        view_equal(&want, &got, why, sizeof(why));
-        fail_msg("%s/%s split at %zu: %s", name, profile, k, why);
-    }
     view_free(&want);
+
+    dialect_split_t ds = {&cfg, &c, what};
+    split_case_t sc = dialect_split_case(&ds, in, n);
+    split_points_t sp;
+    split_points_init(&sp, in, n, phase);
+    split_tally_add(tally, split_every(&sc, &sp, &whole), n - 1);
+    split_points_free(&sp);
     cg_buf_free(&whole);
-    cg_buf_free(&cut);
+    dialect_case_free(&c);
     free(in);
 }
 
 static void test_every_byte_split(void **state)
 {
     (void)state;
+    split_tally_t tally = {0};
     for (size_t f = 0; f < sizeof(streams) / sizeof(streams[0]); f++)
         for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++)
-            split_fixture(streams[f], profiles[p]);
+            split_fixture(streams[f], profiles[p], p, &tally);
+    split_tally_print(&tally, "responses fixtures x profiles");
 }
 
 /* --- Markers split across deltas ------------------------------------------------------ */
@@ -241,7 +248,7 @@ static void split_marked(const marked_t *t, const char *want)
         if (inside_escape(t->text, cut))
             continue; /* a JSON string cannot end there */
         marked_stream(t, cut, &in);
-        run_split("off", in.p, in.len, in.len, &out);
+        run_whole("off", in.p, in.len, &out);
         char *got = content_of(&out);
         if (strcmp(got, want) != 0)
             fail_msg("%s cut at byte %zu:\n  want %s\n  got  %s", t->text, cut, want, got);
