@@ -502,7 +502,14 @@ def run_round(mode, mock, binary, args, want):
         own1 = (proc_cpu(pid) if cg else 0) + proc_cpu(mock.proc.pid) + sum(os.times()[:2])
         if cg:
             m1 = metrics(cg)
+            # Tracking is written after the answers (batched, and fleet stats may be up to 2 s
+            # behind): wait for it to catch up rather than report a count caught mid-flight.
+            expect = args.streams * args.requests
+            deadline = time.monotonic() + 3
             st = stats(cg)
+            while st.get("answers", 0) < expect and time.monotonic() < deadline:
+                time.sleep(0.1)
+                st = stats(cg)
             db = cg.env["SEMANTIC_MEMORY_DB_PATH"]
             rc = cg.stop(timeout=30)  # the SQLite writer drains its queue before the worker exits
             if rc not in (0, None):
