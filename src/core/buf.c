@@ -60,7 +60,7 @@ void cg_buf_free(cg_buf_t *b)
 char *cg_buf_reserve(cg_buf_t *b, size_t extra)
 {
     if (b->cap - b->len < extra || b->p == NULL) {
-        size_t cap = b->cap ? b->cap : 256;
+        size_t cap = b->cap ? b->cap : 64; /* most buffers hold a name or an id */
         while (cap - b->len < extra)
             cap *= 2;
         b->p = cg_xrealloc(b->p, cap);
