@@ -778,7 +778,8 @@ static bool find_holes(cg_xform_t *x, size_t content_end)
                 return false;
             /* A string's hole takes its quotes: they are matched with it. */
             size_t from = (size_t)val->start - str, to = (size_t)val->end + str;
-            x->tpl_hole[x->tpl_nholes++] = (cg_tpl_hole_t){from - shift, to - shift, str};
+            x->tpl_hole[x->tpl_nholes++] =
+                (cg_tpl_hole_t){(uint16_t)(from - shift), (uint16_t)(to - shift), str};
         }
         t = cg_json_skip(j, v);
     }

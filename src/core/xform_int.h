@@ -16,11 +16,13 @@
 #define CG_XFORM_TEMPLATE_MAX 4096
 #define CG_XFORM_TEMPLATE_HOLES 4
 
-/* A top-level scalar member's value in the template: tpl[start, end). */
+/* A top-level scalar member's value in the template: tpl[start, end)
+ * (16 bits hold CG_XFORM_TEMPLATE_MAX; this lives in every stream). */
 typedef struct cg_tpl_hole {
-    size_t start, end;
+    uint16_t start, end;
     bool str;
 } cg_tpl_hole_t;
+_Static_assert(CG_XFORM_TEMPLATE_MAX <= UINT16_MAX, "template offsets are 16 bits");
 
 typedef struct cg_choice {
     cg_ref_t ref;
@@ -78,7 +80,7 @@ struct cg_xform {
     /* Values after the content that may differ from chunk to chunk (a
      * sequence number, OpenAI's "obfuscation" padding): their places in tpl. */
     cg_tpl_hole_t tpl_hole[CG_XFORM_TEMPLATE_HOLES];
-    size_t tpl_nholes;
+    uint8_t tpl_nholes;
     cg_xform_stats_t stats;
     bool ended;     /* citation events and the end of stream went out */
     bool body_mode; /* a non-streaming body */

@@ -494,6 +494,7 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
     cg_worker_t *w = ex->w;
     ex->status = status;
     cg_upreq_free(&ex->upreq); /* answered: it will not be sent again */
+    cg_hdrs_free(&ex->msg.hdrs); /* read only to build, route and log the request */
     ex->last_activity = cg_now_ms(w);
     cg_hist_observe(&cg_metrics->ttfb, cg_seconds_buckets,
                     (double)(cg_now_ms(w) - ex->t_start) / 1000.0);
