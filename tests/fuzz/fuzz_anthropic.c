@@ -30,7 +30,7 @@
 #include "citegate/xform.h"
 
 #include "../support/profiles.h"
-#include "fuzz_common.h"
+#include "fuzz_run.h"
 #include "fuzz_jsonv.h"
 
 #define OUT_FACTOR 32
@@ -98,10 +98,7 @@ static void pick_cfg(cg_xform_cfg_t *cfg, uint8_t flags)
 
 /* --- Running the transformer ------------------------------------------------ */
 
-typedef struct result {
-    cg_buf_t out;
-    cg_xform_stats_t stats;
-} result_t;
+typedef fz_result_t result_t;
 
 static cg_xform_t *new_xform(const cg_xform_cfg_t *cfg, const fz_req_t *r)
 {
@@ -111,35 +108,12 @@ static cg_xform_t *new_xform(const cg_xform_cfg_t *cfg, const fz_req_t *r)
     return x;
 }
 
-static void collect(cg_buf_t *b, const cg_out_t *o)
-{
-    for (size_t i = 0; i < o->nseg; i++) {
-        FZ_CHECK(o->seg[i].p != NULL || o->seg[i].n == 0);
-        cg_buf_put(b, o->seg[i].p, o->seg[i].n);
-    }
-}
 
 /* Streams in[0..len) in reads cut by sp (NULL: one read), then ends at EOF. */
 static void run_stream(result_t *res, const cg_xform_cfg_t *cfg, const fz_req_t *r,
                        const uint8_t *in, size_t len, fz_split_t *sp)
 {
-    memset(res, 0, sizeof(*res));
-    cg_xform_t *x = new_xform(cfg, r);
-    cg_out_t out = {0};
-    size_t off = 0;
-    do {
-        size_t n = sp ? fz_split_next(sp, len - off) : len - off;
-        char *read = fz_dup(in + off, n);
-        FZ_CHECK(cg_xform_feed(x, read, n, &out) == 0);
-        collect(&res->out, &out);
-        free(read);
-        off += n;
-    } while (off < len);
-    FZ_CHECK(cg_xform_finish(x, CG_END_EOF, &out) == 0);
-    collect(&res->out, &out);
-    res->stats = *cg_xform_stats(x);
-    cg_out_free(&out);
-    cg_xform_free(x);
+    fz_stream(res, new_xform(cfg, r), in, len, sp);
 }
 
 /* --- SSE, read independently of src/sse.c ------------------------------------ */
@@ -243,15 +217,8 @@ static void check_stream(const cg_xform_cfg_t *cfg, const fz_req_t *r, const uin
 static void check_body(const cg_xform_cfg_t *cfg, const fz_req_t *r, const uint8_t *in,
                        size_t len)
 {
-    cg_xform_t *x = new_xform(cfg, r);
-    cg_out_t out = {0};
     cg_buf_t b = {0};
-    char *body = fz_dup(in, len);
-    int rc = cg_xform_body(x, body, len, &out);
-    collect(&b, &out);
-    free(body);
-    cg_out_free(&out);
-    cg_xform_free(x);
+    int rc = fz_body(&b, new_xform(cfg, r), in, len);
     FZ_CHECK(rc == 0 || rc == -1);
     if (rc < 0) {
         FZ_CHECK(b.len == len && (len == 0 || memcmp(b.p, in, len) == 0));

@@ -30,7 +30,7 @@
 #include "citegate/xform.h"
 
 #include "../support/profiles.h"
-#include "fuzz_common.h"
+#include "fuzz_run.h"
 #include "fuzz_jsonv.h"
 
 static const char *const profile_names[8] = {"openwebui", "openai", "webchat", "structured",
@@ -57,32 +57,11 @@ static cg_xform_t *new_view(const opts_t *o)
     return x;
 }
 
-static void collect(cg_buf_t *b, const cg_out_t *o)
-{
-    for (size_t i = 0; i < o->nseg; i++) {
-        FZ_CHECK(o->seg[i].p != NULL || o->seg[i].n == 0);
-        cg_buf_put(b, o->seg[i].p, o->seg[i].n);
-    }
-}
-
 /* The stream in reads cut by sp (NULL: one read), ended at EOF. */
-static void run_stream(cg_buf_t *b, const opts_t *o, const uint8_t *in, size_t len, fz_split_t *sp)
+static void run_stream(fz_result_t *r, const opts_t *o, const uint8_t *in, size_t len,
+                       fz_split_t *sp)
 {
-    cg_xform_t *x = new_view(o);
-    cg_out_t out = {0};
-    size_t off = 0;
-    do {
-        size_t n = sp ? fz_split_next(sp, len - off) : len - off;
-        char *read = fz_dup(in + off, n);
-        FZ_CHECK(cg_xform_feed(x, read, n, &out) == 0);
-        collect(b, &out);
-        free(read);
-        off += n;
-    } while (off < len);
-    FZ_CHECK(cg_xform_finish(x, CG_END_EOF, &out) == 0);
-    collect(b, &out);
-    cg_out_free(&out);
-    cg_xform_free(x);
+    fz_stream(r, new_view(o), in, len, sp);
 }
 
 /* --- Reading SSE and JSON here ------------------------------------------------ */
@@ -201,9 +180,10 @@ static void check_stream(const opts_t *o, const uint8_t *in, size_t len, uint8_t
 {
     fz_split_t sp;
     fz_split_init(&sp, seed);
-    cg_buf_t split = {0}, whole = {0};
-    run_stream(&split, o, in, len, &sp);
-    run_stream(&whole, o, in, len, NULL);
+    fz_result_t rs, rw;
+    run_stream(&rs, o, in, len, &sp);
+    run_stream(&rw, o, in, len, NULL);
+    cg_buf_t split = rs.out, whole = rw.out;
     FZ_CHECK(same(&split, &whole));
     client_t c = {0};
     each_data(whole.p, whole.len, client_event, &c);
@@ -268,13 +248,8 @@ static void check_body_text(const uint8_t *in, size_t len, const cg_buf_t *out)
 
 static void check_body(const opts_t *o, const uint8_t *in, size_t len)
 {
-    cg_xform_t *x = new_view(o);
-    cg_out_t out = {0};
-    char *body = fz_dup(in, len);
-    int rc = cg_xform_body(x, body, len, &out);
     cg_buf_t b = {0};
-    collect(&b, &out);
-    free(body);
+    int rc = fz_body(&b, new_view(o), in, len);
     FZ_CHECK(rc == 0 || rc == -1);
     if (rc < 0) {
         FZ_CHECK(b.len == len && (len == 0 || memcmp(b.p, in, len) == 0));
@@ -288,8 +263,6 @@ static void check_body(const opts_t *o, const uint8_t *in, size_t len)
             check_body_text(in, len, &b);
     }
     cg_buf_free(&b);
-    cg_out_free(&out);
-    cg_xform_free(x);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

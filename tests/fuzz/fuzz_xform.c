@@ -34,7 +34,7 @@
 #include "citegate/xform.h"
 
 #include "../support/profiles.h"
-#include "fuzz_common.h"
+#include "fuzz_run.h"
 #include "fuzz_jsonv.h"
 
 #define VIEW_N 8
@@ -95,58 +95,21 @@ static void pick_cfg(cg_xform_cfg_t *cfg, uint8_t flags)
 
 /* --- Running the transformer ------------------------------------------------ */
 
-typedef struct result {
-    cg_buf_t out;
-    cg_xform_stats_t stats;
-} result_t;
+typedef fz_result_t result_t;
 
-/* Appends one call's output; segments are only valid until the next call. */
-static void collect(cg_buf_t *b, const cg_out_t *o)
-{
-    size_t before = b->len;
-    for (size_t i = 0; i < o->nseg; i++) {
-        FZ_CHECK(o->seg[i].p != NULL || o->seg[i].n == 0);
-        cg_buf_put(b, o->seg[i].p, o->seg[i].n);
-    }
-    FZ_CHECK(b->len - before == cg_out_len(o));
-}
 
 /* Streams in[0..len) in reads cut by sp (NULL: one read), then ends at EOF. */
 static void run_stream(result_t *res, const cg_xform_cfg_t *cfg, const cg_request_t *req,
                        const uint8_t *in, size_t len, fz_split_t *sp)
 {
-    memset(res, 0, sizeof(*res));
-    cg_xform_t *x = cg_xform_new(cfg, req);
-    cg_out_t out = {0};
-    size_t off = 0;
-    do {
-        size_t n = sp ? fz_split_next(sp, len - off) : len - off;
-        char *read = fz_dup(in + off, n);
-        FZ_CHECK(cg_xform_feed(x, read, n, &out) == 0);
-        collect(&res->out, &out);
-        free(read);
-        off += n;
-    } while (off < len);
-    FZ_CHECK(cg_xform_finish(x, CG_END_EOF, &out) == 0);
-    collect(&res->out, &out);
-    res->stats = *cg_xform_stats(x);
-    cg_out_free(&out);
-    cg_xform_free(x);
+    fz_stream(res, cg_xform_new(cfg, req), in, len, sp);
 }
 
 /* Runs the non-streaming path over in[0..len); the output goes to b. */
 static int run_body(cg_buf_t *b, const cg_xform_cfg_t *cfg, const cg_request_t *req,
                     const uint8_t *in, size_t len)
 {
-    cg_xform_t *x = cg_xform_new(cfg, req);
-    cg_out_t out = {0};
-    char *body = fz_dup(in, len);
-    int rc = cg_xform_body(x, body, len, &out);
-    collect(b, &out);
-    free(body);
-    cg_out_free(&out);
-    cg_xform_free(x);
-    return rc;
+    return fz_body(b, cg_xform_new(cfg, req), in, len);
 }
 
 static bool bytes_eq(const cg_buf_t *b, const uint8_t *p, size_t n)
