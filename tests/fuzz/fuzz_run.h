@@ -6,6 +6,7 @@
 #ifndef CG_FUZZ_RUN_H
 #define CG_FUZZ_RUN_H
 
+#include "citegate/json.h"
 #include "citegate/xform.h"
 #include "fuzz_common.h"
 
@@ -60,6 +61,22 @@ static inline int fz_body(cg_buf_t *b, cg_xform_t *x, const uint8_t *in, size_t 
     cg_out_free(&out);
     cg_xform_free(x);
     return rc;
+}
+
+/* cg_xform_body's contract on its output b: refused (rc -1), the bytes as
+ * they came; else one JSON object, left parsed in *j (free it) for the
+ * caller's own checks, and true. */
+static inline bool fz_body_object(const cg_buf_t *b, int rc, const uint8_t *in, size_t len,
+                                  cg_json_t *j)
+{
+    FZ_CHECK(rc == 0 || rc == -1);
+    if (rc < 0) {
+        FZ_CHECK(b->len == len && (len == 0 || memcmp(b->p, in, len) == 0));
+        return false;
+    }
+    cg_json_init(j, 1u << 20);
+    FZ_CHECK(cg_json_parse(j, b->p, b->len) == CG_JSON_OK && j->tok[0].type == JSMN_OBJECT);
+    return true;
 }
 
 #endif
