@@ -731,21 +731,24 @@ static void take_output(cg_xform_t *x, rs_t *s, const cg_json_t *j, int resp)
 
 /* --- Streaming events --------------------------------------------------------- */
 
-/* The common delta: plain text while nothing waits. It goes out as it
- * came, without a copy. */
-static bool plain_delta(cg_xform_t *x, rs_t *s, cg_span_t delta)
+/* The common delta: plain text while nothing waits goes out as it came,
+ * without a copy. Returns the bytes it took from the delta's start: all of
+ * it, or the plain run before an escape or a 【 (kept as text, as the
+ * finder would), so that the finder starts where the run stopped. */
+static size_t plain_delta(cg_xform_t *x, rs_t *s, cg_span_t delta)
 {
-    if (s->body || s->state != IDLE || s->nheld || s->text.len)
-        return false;
+    if (s->state != IDLE || s->nheld || s->text.len)
+        return 0;
     uint64_t cp = 0;
-    if (plain_run(delta.p, delta.n, &cp) != delta.n)
-        return false;
+    size_t n = plain_run(delta.p, delta.n, &cp);
     s->cur->cp += cp;
-    if (delta.n) {
+    if (n < delta.n || s->body) {
+        put_text(s, delta.p, n);
+    } else if (n) {
         send_role(x, s);
         cg__xform_content(x, 0, delta);
     }
-    return true;
+    return n;
 }
 
 static void on_delta(cg_xform_t *x, rs_t *s, int64_t out, int64_t content, cg_span_t delta)
@@ -753,9 +756,10 @@ static void on_delta(cg_xform_t *x, rs_t *s, int64_t out, int64_t content, cg_sp
     part_t *p = part_at(s, out, content);
     release(s, p == s->cur);
     s->cur = p;
-    if (plain_delta(x, s, delta))
+    size_t done = plain_delta(x, s, delta);
+    if (done == delta.n && !s->body)
         return;
-    scan(s, delta.p, delta.n);
+    scan(s, delta.p + done, delta.n - done);
     flush_text(x, s);
 }
 
