@@ -13,6 +13,10 @@ in each mode and puts the same load through it:
          SEMANTIC_MEMORY_DB_PATH in the round's own temporary folder
   off    ENABLE_CITATION_TRACKING=false
   nomem  (optional) tracking on, ENABLE_SEMANTIC_MEMORY=false: all but SQLite
+  emb    (optional) "on" with semantic recall: CITEGATE_EMBEDDINGS_MODEL, every
+         stored answer's question embedded by the mock's /v1/embeddings, which
+         answers after --emb-delay-ms (default 200: a remote endpoint), so the
+         8 calls in flight and the queue of 1024 fill and drop (SPEC §8)
   pg     (optional) tracking on into PostgreSQL (CITEGATE_TRACKING_DSN): a server
          this script starts (tests/integration/pgserver.py, Debian postgresql),
          a fresh database per round
@@ -48,7 +52,7 @@ measurement, not a test).
 
 usage: bench/tracking.py [--streams 1000] [--requests 3] [--rounds 3]
                          [--delay-ms 125] [--repeat 4] [--ramp 2]
-                         [--modes on,off[,pg][,nomem][,direct]] [--perf]
+                         [--modes on,off[,pg][,nomem][,emb][,direct]] [--perf]
                          [--citegate build/citegate] [--log-level info]
 Final line (p50/p99: median over rounds; stalls: summed over rounds):
   tracking: streams=N rounds=R answers_on=A rows=W p50_ms=on/off p99_ms=on/off
@@ -56,6 +60,9 @@ Final line (p50/p99: median over rounds; stalls: summed over rounds):
 and with mode pg (on may then be left out):
   tracking_pg: streams=N rounds=R answers_pg=A rows=W rows_per_s=X p50_ms=pg/off
             p99_ms=pg/off ratio_p50=X ratio_p99=Y stalls_over_5ms=pg/off failures_pg=F lost=L
+and with mode emb:
+  tracking_emb: streams=N rounds=R answers_emb=A rows=W embedded=E dropped=D p50_ms=emb/off
+            p99_ms=emb/off ratio_p50=X ratio_p99=Y stalls_over_5ms=emb/off failures_emb=F lost=L
 """
 import argparse
 import collections
@@ -467,6 +474,13 @@ def run_round(mode, mock, binary, args, want):
     pg_db = None
     if mode == "on":
         env.update(ENABLE_CITATION_TRACKING="true", ENABLE_SEMANTIC_MEMORY="true")
+    elif mode == "emb":
+        st, _, body = mock.request("POST", "/__mock/embeddings", {"delay_ms": args.emb_delay_ms})
+        if st != 200:
+            raise RuntimeError(f"the mock has no embeddings control ({st}): {body[:200]!r}")
+        env.update(ENABLE_CITATION_TRACKING="true", ENABLE_SEMANTIC_MEMORY="true",
+                   CITEGATE_EMBEDDINGS_MODEL="bench-embedding",
+                   CITEGATE_EMBEDDINGS_URL=mock.url + "/v1/embeddings")
     elif mode == "pg":
         pg_db = f"bench_{os.getpid()}_{time.monotonic_ns()}"
         env.update(ENABLE_CITATION_TRACKING="true", ENABLE_SEMANTIC_MEMORY="true",
@@ -520,9 +534,12 @@ def run_round(mode, mock, binary, args, want):
             if pg_db:
                 rows = dict((k, int(v)) for k, v in args.pg.psql(
                     "SELECT kind, count(*) FROM citegate_patterns GROUP BY kind", pg_db))
-            if mode == "on" and os.path.exists(db):
+            if mode in ("on", "emb") and os.path.exists(db):
                 con = sqlite3.connect(db)
                 rows = dict(con.execute("SELECT kind, count(*) FROM patterns GROUP BY kind").fetchall())
+                if mode == "emb":
+                    st["embedded"] = con.execute(
+                        "SELECT count(*) FROM patterns WHERE embedding IS NOT NULL").fetchone()[0]
                 con.close()
     finally:
         if perf and perf.poll() is None:
@@ -564,7 +581,9 @@ def run_round(mode, mock, binary, args, want):
                    loop_wait=th1[pid][2] - th0.get(pid, th1[pid])[2],
                    thread_cpu=sum(v[1] - th0.get(t, (None, 0, 0))[1] for t, v in th1.items() if t != pid),
                    failures=int(m1.get("citegate_tracking_failures_total", 0) -
-                                m0.get("citegate_tracking_failures_total", 0)))
+                                m0.get("citegate_tracking_failures_total", 0)),
+                   emb_failures=int(m1.get("citegate_embedding_failures_total", 0) -
+                                    m0.get("citegate_embedding_failures_total", 0)))
     return res
 
 
@@ -591,14 +610,16 @@ def main():
                     help="record citegate's loop thread with `perf record -e sched:...` and name "
                          "every interval over 5 ms it spent blocked (with the kernel stack), waiting "
                          "for a CPU or running (needs perf and root)")
+    ap.add_argument("--emb-delay-ms", type=int, default=200,
+                    help="mode emb: how long the mock's embeddings endpoint takes per call")
     ap.add_argument("--citegate", default=os.path.join(ROOT, "build", "citegate"))
     args = ap.parse_args()
     if args.perf and not shutil.which("perf"):
         ap.error("--perf: no perf on PATH")
     modes = args.modes.split(",")
-    if "off" not in modes or not {"on", "pg"} & set(modes) \
-            or not set(modes) <= {"on", "off", "pg", "nomem", "direct"}:
-        ap.error("--modes: off, on and/or pg, and optionally nomem and direct")
+    if "off" not in modes or not {"on", "pg", "emb"} & set(modes) \
+            or not set(modes) <= {"on", "off", "pg", "nomem", "emb", "direct"}:
+        ap.error("--modes: off, on, pg and/or emb, and optionally nomem and direct")
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need = 3 * args.streams + 256  # this process, and citegate (client + upstream side) inherits it
@@ -636,7 +657,7 @@ def main():
             res["round"] = rnd
             results.append(res)
             st = res["stats"]
-            if mode in ("on", "nomem", "pg"):
+            if mode in ("on", "nomem", "pg", "emb"):
                 extra = (f"; loop ticks >5 ms {res['stalls5']} of {res['ticks']}; answers={st.get('answers')} "
                          f"rows={sum(res['rows'].values())} failures={res['failures']}")
             elif mode == "off":
@@ -672,7 +693,7 @@ def main():
     print(f"{'mode':6} {'rnd':>3} {'answers':>7} {'gaps':>6} {'p50_ms':>6} {'p99_ms':>6} {'p99.9':>6} "
           f"{'max_ms':>6} {'>5ms':>4} {'>20ms':>5} {'loop_cpu_s':>10} {'loop_wait_s':>11} {'thr_cpu_s':>9} "
           f"{'other%':>6} {'rows':>5} {'fail':>4}")
-    order = {"on": 0, "pg": 1, "off": 2, "nomem": 3, "direct": 4}
+    order = {"on": 0, "pg": 1, "emb": 2, "off": 3, "nomem": 4, "direct": 5}
     for x in sorted(results, key=lambda x: (order[x["mode"]], x["round"])):
         if x["mode"] == "direct":
             cg_cols = f"{'-':>4} {'-':>5} {'-':>10} {'-':>11} {'-':>9}"
@@ -681,10 +702,10 @@ def main():
                        f"{x['thread_cpu']:>9.2f}")
         print(f"{x['mode']:6} {x['round']:>3} {x['ok']:>7} {x['gaps']:>6} {x['p50']:>6.1f} {x['p99']:>6.1f} "
               f"{x['p999']:>6.1f} {x['max']:>6.0f} {cg_cols} {x['others']:>6.0f} "
-              f"{sum(x['rows'].values()) if x['mode'] in ('on', 'pg') else '-':>5} "
+              f"{sum(x['rows'].values()) if x['mode'] in ('on', 'pg', 'emb') else '-':>5} "
               f"{x['failures'] if x['mode'] != 'direct' else '-':>4}")
     off = [x for x in results if x["mode"] == "off"]
-    for mode in ("on", "pg"):
+    for mode in ("on", "pg", "emb"):
         tracked = [x for x in results if x["mode"] == mode]
         if tracked:
             summarize(mode, tracked, off, args, proc_rows + epi_rows, lost)
@@ -706,8 +727,11 @@ def summarize(mode, tracked, off, args, rows_per_answer, lost):
     print(f"median over rounds: p50 {p50_t:.1f}/{p50_off:.1f} ms, p99 {p99_t:.1f}/{p99_off:.1f} ms "
           f"({mode}/off); patterns rows {rows}, expected {rows_want}, {rows_per_s:.0f} rows/s of load; "
           f"answers tracked {answers}")
-    name, suffix = ("tracking", "on") if mode == "on" else ("tracking_pg", "pg")
-    extra = "" if mode == "on" else f" rows_per_s={rows_per_s:.0f}"
+    name, suffix = {"on": ("tracking", "on"), "pg": ("tracking_pg", "pg"),
+                    "emb": ("tracking_emb", "emb")}[mode]
+    extra = {"on": "", "pg": f" rows_per_s={rows_per_s:.0f}",
+             "emb": f" embedded={sum(x['stats'].get('embedded', 0) for x in tracked)}"
+                    f" dropped={sum(x['emb_failures'] for x in tracked)}"}[mode]
     print(f"{name}: streams={args.streams} rounds={args.rounds} answers_{suffix}={answers} rows={rows}"
           f"{extra} p50_ms={p50_t:.1f}/{p50_off:.1f} p99_ms={p99_t:.1f}/{p99_off:.1f} "
           f"ratio_p50={p50_t / p50_off:.2f} ratio_p99={p99_t / p99_off:.2f} "

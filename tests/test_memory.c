@@ -96,15 +96,27 @@ typedef struct recall {
     int n;
 } recall_t;
 
-static void recall(cg_memory_t *m, const char *q, int k, recall_t *r)
+/* Recalls q (ranked by vec's cosine when given) and checks the ranking said. */
+static void recall_by(cg_memory_t *m, const char *q, int k, const cg_vector_t *vec,
+                      const char *ranking, recall_t *r)
 {
     memset(r, 0, sizeof(*r));
-    assert_int_equal(cg_memory_recall(m, q, k, &r->out), 0);
+    cg_recall_t rq = {q, k, vec};
+    assert_int_equal(cg_memory_recall(m, &rq, &r->out), 0);
     cg_json_init(&r->j, 4096);
     assert_int_equal(cg_json_parse(&r->j, r->out.p, r->out.len), CG_JSON_OK);
     r->arr = cg_json_get(&r->j, 0, "patterns");
     assert_int_equal(cg_json_type(&r->j, r->arr), JSMN_ARRAY);
     r->n = r->j.tok[r->arr].size;
+    char *said = cg_json_strdup(&r->j, cg_json_get(&r->j, 0, "ranking"), NULL);
+    assert_non_null(said);
+    assert_string_equal(said, ranking);
+    free(said);
+}
+
+static void recall(cg_memory_t *m, const char *q, int k, recall_t *r)
+{
+    recall_by(m, q, k, NULL, "lexical", r);
 }
 
 /* Token of element i of the patterns array. */
@@ -205,9 +217,11 @@ static void test_round_trip(void **state)
     /* Appends: what was in the buffer stays. */
     cg_buf_t out_json = {0};
     cg_buf_puts(&out_json, "X");
-    assert_int_equal(cg_memory_recall(m, "nothing matches this", 2, &out_json), 0);
-    assert_int_equal(out_json.len, strlen("X{\"patterns\":[]}"));
-    assert_memory_equal(out_json.p, "X{\"patterns\":[]}", out_json.len);
+    cg_recall_t none = {"nothing matches this", 2, NULL};
+    assert_int_equal(cg_memory_recall(m, &none, &out_json), 0);
+    const char *want = "X{\"patterns\":[],\"ranking\":\"lexical\"}";
+    assert_int_equal(out_json.len, strlen(want));
+    assert_memory_equal(out_json.p, want, out_json.len);
     cg_buf_free(&out_json);
     cg_memory_close(m);
 
@@ -326,8 +340,9 @@ static void test_recall_fts_syntax(void **state)
     for (size_t i = 0; i < sizeof(empty) / sizeof(empty[0]); i++) {
         recall(m, empty[i], 5, &r);
         assert_int_equal(r.n, 0);
-        assert_int_equal(r.out.len, strlen("{\"patterns\":[]}"));
-        assert_memory_equal(r.out.p, "{\"patterns\":[]}", r.out.len);
+        const char *want = "{\"patterns\":[],\"ranking\":\"lexical\"}";
+        assert_int_equal(r.out.len, strlen(want));
+        assert_memory_equal(r.out.p, want, r.out.len);
         recall_free(&r);
     }
     recall(m, NULL, 5, &r);

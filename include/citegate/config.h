@@ -49,6 +49,9 @@ typedef struct cg_config {
     char *memory_db_path;
     unsigned prune_age_days;
     char *tracking_dsn; /* postgresql://… shared by every replica; NULL: SQLite */
+    char *embeddings_model;   /* NULL: lexical recall only */
+    char *embeddings_url;     /* NULL: {upstream}/v1/embeddings */
+    char *embeddings_api_key; /* NULL: the tracked (or admin) request's own key */
     bool demo;
 } cg_config_t;
 

@@ -75,6 +75,9 @@ static const var_t vars[] = {
     {"SEMANTIC_MEMORY_DB_PATH", T_STR, OFF(memory_db_path), "./data/semantic-memory.db", 0, 0, NULL},
     {"SEMANTIC_MEMORY_PRUNE_AGE_DAYS", T_UINT, OFF(prune_age_days), "30", 0, 36500, NULL},
     {"CITEGATE_TRACKING_DSN", T_DSN, OFF(tracking_dsn), NULL, 0, 0, NULL},
+    {"CITEGATE_EMBEDDINGS_MODEL", T_STR, OFF(embeddings_model), NULL, 0, 0, NULL},
+    {"CITEGATE_EMBEDDINGS_URL", T_URL, OFF(embeddings_url), NULL, 0, 0, NULL},
+    {"CITEGATE_EMBEDDINGS_API_KEY", T_STR, OFF(embeddings_api_key), NULL, 0, 0, NULL},
 };
 #define NVARS (sizeof(vars) / sizeof(vars[0]))
 

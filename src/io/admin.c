@@ -114,7 +114,8 @@ void cg_admin_cancel(cg_admin_wait_t *wait)
 
 /* /v1/citations/stats and /patterns: answered now, or a wait. */
 static cg_admin_wait_t *tracked(cg_worker_t *w, bool patterns, const char *url, size_t len,
-                                cg_admin_resp_t *r, cg_admin_done_fn done, void *ctx)
+                                const cg_hdrs_t *hdrs, cg_admin_resp_t *r, cg_admin_done_fn done,
+                                void *ctx)
 {
     char *q = patterns ? query_param(url, len, "q") : NULL;
     char *ks = patterns ? query_param(url, len, "k") : NULL;
@@ -126,7 +127,8 @@ static cg_admin_wait_t *tracked(cg_worker_t *w, bool patterns, const char *url, 
     if (patterns && !parse_k(ks, &k))
         error(r, 400, "invalid_request_error", "invalid_k", "k must be an integer from 1 to 50");
     else if (patterns)
-        wait->tq = cg_tracking_patterns(w, q ? q : "", k, &r->status, &r->body, on_tracked, wait);
+        wait->tq = cg_tracking_patterns(w, q ? q : "", k, hdrs, &r->status, &r->body, on_tracked,
+                                        wait);
     else
         wait->tq = cg_tracking_stats(w, &r->status, &r->body, on_tracked, wait);
     free(q);
@@ -140,7 +142,8 @@ static cg_admin_wait_t *tracked(cg_worker_t *w, bool patterns, const char *url, 
 }
 
 cg_admin_wait_t *cg_admin_respond(cg_worker_t *w, int method, const char *url, size_t len,
-                                  cg_admin_resp_t *r, cg_admin_done_fn done, void *ctx)
+                                  const cg_hdrs_t *hdrs, cg_admin_resp_t *r, cg_admin_done_fn done,
+                                  void *ctx)
 {
     static const char *const known[] = {
         "/healthz", "/readyz", "/metrics", "/v1/citations/stats", "/v1/citations/patterns", NULL};
@@ -165,7 +168,7 @@ cg_admin_wait_t *cg_admin_respond(cg_worker_t *w, int method, const char *url, s
         cg_metrics_render(&r->body);
         r->ctype = "text/plain; version=0.0.4; charset=utf-8";
     } else {
-        cg_admin_wait_t *wait = tracked(w, which == 4, url, len, r, done, ctx);
+        cg_admin_wait_t *wait = tracked(w, which == 4, url, len, hdrs, r, done, ctx);
         if (wait != NULL)
             return wait; /* counted when answered */
     }

@@ -4,6 +4,7 @@
 #define CITEGATE_IO_ADMIN_H
 
 #include "citegate/common.h"
+#include "hdrs.h"
 #include "worker.h"
 
 typedef struct cg_admin_resp {
@@ -23,7 +24,8 @@ typedef struct cg_admin_wait cg_admin_wait_t;
  * cg_admin_cancel if ctx goes away first. The receiver of resp frees its body.
  */
 cg_admin_wait_t *cg_admin_respond(cg_worker_t *w, int method, const char *url, size_t url_len,
-                                  cg_admin_resp_t *resp, cg_admin_done_fn done, void *ctx);
+                                  const cg_hdrs_t *hdrs, cg_admin_resp_t *resp,
+                                  cg_admin_done_fn done, void *ctx);
 /* Forgets a wait: done will not be called. */
 void cg_admin_cancel(cg_admin_wait_t *wait);
 

@@ -177,7 +177,7 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 
 static const char *who(const cg_conn_t *c)
 {
-    return c->outgoing ? "upstream" : "client";
+    return c->peer ? c->peer : c->outgoing ? "upstream" : "client";
 }
 
 static void become_ready(cg_conn_t *c)
@@ -200,7 +200,8 @@ static void take_tls(cg_conn_t *c, const char *p, size_t n)
         if (rc != CG_OK) {
             /* A client's failed handshake is its own business; an
              * upstream's is the operator's. */
-            cg_log(c->outgoing ? CG_LOG_WARN : CG_LOG_DEBUG, NULL, "%s TLS: %s", who(c), err);
+            cg_log(c->outgoing && !c->quiet ? CG_LOG_WARN : CG_LOG_DEBUG, NULL, "%s TLS: %s",
+                   who(c), err);
             cg_conn_close(c, CG_E_TLS);
             return;
         }
@@ -295,7 +296,8 @@ static void on_connect(uv_connect_t *req, int status)
     if (c->closing)
         return;
     if (status < 0) {
-        cg_log_warn(NULL, "upstream connect: %s", uv_strerror(status));
+        cg_log(c->quiet ? CG_LOG_DEBUG : CG_LOG_WARN, NULL, "%s connect: %s", who(c),
+               uv_strerror(status));
         cg_conn_close(c, CG_E_CONNECT);
         return;
     }

@@ -47,6 +47,11 @@ struct cg_conn {
     bool reading, closing, blocked, ready;
     bool shutting; /* closing after a FIN, once queued bytes are written */
     bool outgoing; /* we connected (an upstream), or accepted (a client) */
+    /* Set by an owner after connecting: the peer's name in logs (NULL:
+     * "upstream" or "client"), and quiet when the owner reports failures
+     * itself, so a connect or TLS failure is logged at debug level only. */
+    const char *peer;
+    bool quiet;
 };
 
 /* Accepts a connection from `server` (TLS when conf is not NULL). On

@@ -5,7 +5,6 @@
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
-#include "tracking/tracking.h"
 
 #include <llhttp.h>
 #include <stdio.h>
@@ -15,6 +14,9 @@
 #include <time.h>
 
 #define CG_MAX_BODY_RESPONSE (64u << 20) /* non-streaming answers held to transform */
+
+/* The pool in use for the exchange's target. */
+#define UP(ex) (*(ex)->upp)
 
 static void finish(cg_exchange_t *ex);
 static void arm_timer(cg_exchange_t *ex, uint64_t ms);
@@ -130,7 +132,7 @@ static void build_request(cg_exchange_t *ex, cg_span_t path_q)
     cg_upreq_t *r = &ex->upreq;
     const char *dialect_path = cg_dialect_path(ex->dialect);
     r->method = llhttp_method_name((llhttp_method_t)m->method);
-    cg_buf_puts(&r->target, ex->w->target.url.base);
+    cg_buf_puts(&r->target, UP(ex)->target ? UP(ex)->target->url.base : "");
     if (dialect_path)
         cg_buf_puts(&r->target, dialect_path); /* the client's query has no meaning there */
     else
@@ -268,11 +270,12 @@ void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const c
 /* Every upstream connection is busy: say so honestly (SPEC §9, §11). */
 static void respond_busy(cg_exchange_t *ex, int reason)
 {
+    cg_err_t err = reason == CG_QUEUE_FULL ? CG_E_BUSY : CG_E_QUEUE_TIMEOUT;
     cg_metrics->queue_rejections[reason]++;
-    cg_log_warn(ex->rid, "%s",
-                cg_err_message(reason == CG_QUEUE_FULL ? CG_E_BUSY : CG_E_QUEUE_TIMEOUT));
-    respond_error(ex, 503, "server_error", "upstream_busy",
-                  cg_err_message(reason == CG_QUEUE_FULL ? CG_E_BUSY : CG_E_QUEUE_TIMEOUT));
+    ex->err = err;
+    if (!ex->internal)
+        cg_log_warn(ex->rid, "%s", cg_err_message(err));
+    respond_error(ex, 503, "server_error", "upstream_busy", cg_err_message(err));
 }
 
 /* A path segment "." or "..", also percent-encoded (SPEC §4): with a base
@@ -345,11 +348,11 @@ static bool translate(cg_exchange_t *ex, size_t path_len)
 
 static void on_timer(uv_timer_t *t);
 
-cg_exchange_t *cg_exchange_new(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down,
-                               void *ctx)
+static cg_exchange_t *make(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down, void *ctx)
 {
     cg_exchange_t *ex = cg_xcalloc(1, sizeof(*ex));
     ex->w = w;
+    ex->upp = &w->up;
     cg_reqmsg_move(&ex->msg, msg);
     ex->down = down;
     ex->down_ctx = ctx;
@@ -357,10 +360,43 @@ cg_exchange_t *cg_exchange_new(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_o
     ex->t_start = ex->last_activity = cg_now_ms(w);
     uv_timer_init(w->loop, &ex->timer);
     ex->timer.data = ex;
-    w->active++;
-    cg_metrics->active_streams++;
     make_rid(ex, cg_hdrs_get(&ex->msg.hdrs, "x-request-id"));
     return ex;
+}
+
+cg_exchange_t *cg_exchange_new(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down,
+                               void *ctx)
+{
+    cg_exchange_t *ex = make(w, msg, down, ctx);
+    w->active++;
+    cg_metrics->active_streams++;
+    return ex;
+}
+
+/* Not a stream: a drain does not wait for it, and no gauge counts it. */
+cg_exchange_t *cg_exchange_call(cg_worker_t *w, cg_reqmsg_t *msg, cg_upstream_t **upp,
+                                const cg_down_ops_t *down, void *ctx)
+{
+    cg_exchange_t *ex = make(w, msg, down, ctx);
+    ex->upp = upp;
+    ex->internal = true;
+    return ex;
+}
+
+/* The request's key, kept when its pattern's embedding call will need it
+ * (SPEC §3: without CITEGATE_EMBEDDINGS_API_KEY, the tracked request's own). */
+static void keep_keys(cg_exchange_t *ex)
+{
+    const cg_config_t *cfg = ex->w->cfg;
+    if (!ex->transform || !cfg->embeddings_model || cfg->embeddings_api_key ||
+        !cfg->citation_tracking || !cfg->semantic_memory)
+        return;
+    static const char *const names[] = {"authorization", "api-key"};
+    for (int i = 0; i < 2; i++) {
+        cg_span_t v = cg_hdrs_get(&ex->msg.hdrs, names[i]);
+        if (v.p)
+            cg_hdrs_add(&ex->keys, names[i], strlen(names[i]), v.p, v.n);
+    }
 }
 
 void cg_exchange_run(cg_exchange_t *ex)
@@ -402,11 +438,12 @@ void cg_exchange_run(cg_exchange_t *ex)
             return;
     }
     build_request(ex, url);
+    keep_keys(ex);
     /* The upstream request has what it needs: only the request line stays
      * (for the log), so an open stream holds no second copy. */
     cg_hdrs_free(&m->hdrs);
     cg_buf_free(&m->body);
-    if (w->up->ops->send(w->up, ex) == CG_E_BUSY)
+    if (UP(ex)->ops->send(UP(ex), ex) == CG_E_BUSY)
         respond_busy(ex, CG_QUEUE_FULL);
 }
 
@@ -552,7 +589,7 @@ static void backpressure(cg_exchange_t *ex)
 {
     if (!ex->paused && !ex->gone && ex->down->queued(ex) > CG_CONN_HWM) {
         ex->paused = true;
-        ex->w->up->ops->pause(ex->w->up, ex, true);
+        UP(ex)->ops->pause(UP(ex), ex, true);
     }
 }
 
@@ -560,7 +597,7 @@ void cg_exchange_client_drained(cg_exchange_t *ex)
 {
     if (ex->paused && !cg_ex_done(ex)) {
         ex->paused = false;
-        ex->w->up->ops->pause(ex->w->up, ex, false);
+        UP(ex)->ops->pause(UP(ex), ex, false);
     }
 }
 
@@ -640,9 +677,12 @@ void cg_ex_on_end(cg_exchange_t *ex, cg_err_t err)
         return;
     }
     if (err != CG_OK) {
-        if (cg_err_label(err))
+        ex->err = err;
+        /* An internal call's caller counts and reports its failures. */
+        if (cg_err_label(err) && !ex->internal)
             cg_metrics->upstream_errors[err]++;
-        cg_log_warn(ex->rid, "%s", cg_err_message(err));
+        if (!ex->internal)
+            cg_log_warn(ex->rid, "%s", cg_err_message(err));
     }
     if (ex->state == CG_EX_QUEUED || ex->state == CG_EX_CONNECTING || ex->state == CG_EX_WAITING ||
         (ex->state == CG_EX_HOLDING && ex->mode == CG_MODE_BODY && err != CG_OK)) {
@@ -708,7 +748,7 @@ static void on_timer(uv_timer_t *t)
         arm_timer(ex, due - now);
         return;
     }
-    ex->w->up->ops->abort(ex->w->up, ex);
+    UP(ex)->ops->abort(UP(ex), ex);
     if (ex->state == CG_EX_QUEUED)
         respond_busy(ex, CG_QUEUE_TIMEOUT);
     else
@@ -732,6 +772,7 @@ static void on_timer_close(uv_handle_t *h)
     cg_xform_free(ex->xf);
     cg_buf_free(&ex->body);
     cg_hdrs_free(&ex->head);
+    cg_hdrs_free(&ex->keys);
     free(ex->cors_origin);
     free(ex);
 }
@@ -739,6 +780,13 @@ static void on_timer_close(uv_handle_t *h)
 static void account(cg_exchange_t *ex)
 {
     cg_worker_t *w = ex->w;
+    if (ex->internal) {
+        cg_log_debug(ex->rid, "citegate's own call %.*s -> %d in %llu ms",
+                     (int)(ex->msg.url.len > 200 ? 200 : ex->msg.url.len),
+                     ex->msg.url.p ? ex->msg.url.p : "", ex->status,
+                     (unsigned long long)(cg_now_ms(w) - ex->t_start));
+        return;
+    }
     cg_metrics_request(ex->route, ex->status);
     if (ex->t_upstream)
         cg_hist_observe(&cg_metrics->upstream_duration, cg_seconds_buckets,
@@ -755,8 +803,8 @@ static void account(cg_exchange_t *ex)
         cg_metrics->citations_emitted[cg_profile_index(ex->profile)] += s->citations_emitted;
         /* Only an answer that finished is tracked (SPEC §8). */
         bool finished = s->saw_finish || s->saw_done || ex->mode == CG_MODE_BODY;
-        if (!ex->gone && !s->truncated && !s->passthrough && finished)
-            cg_tracking_answer(w, ex->rid, ex->xf, &ex->req);
+        if (!ex->gone && !s->truncated && !s->passthrough && finished && w->on_answer)
+            w->on_answer(ex);
     }
     const char *method =
         ex->msg.method >= 0 ? llhttp_method_name((llhttp_method_t)ex->msg.method) : "?";
@@ -773,8 +821,10 @@ static void finish(cg_exchange_t *ex)
     account(ex);
     set_state(ex, CG_EX_DONE);
     cg_worker_t *w = ex->w;
-    w->active--;
-    cg_metrics->active_streams--;
+    if (!ex->internal) {
+        w->active--;
+        cg_metrics->active_streams--;
+    }
     ex->down->done(ex);
     uv_timer_stop(&ex->timer);
     uv_close((uv_handle_t *)&ex->timer, on_timer_close);
@@ -786,7 +836,7 @@ void cg_exchange_client_gone(cg_exchange_t *ex)
 {
     if (cg_ex_done(ex))
         return;
-    ex->w->up->ops->abort(ex->w->up, ex);
+    UP(ex)->ops->abort(UP(ex), ex);
     if (ex->status == 0)
         ex->status = 499; /* the client closed before an answer (nginx's code) */
     ex->gone = true;
@@ -797,7 +847,7 @@ void cg_exchange_shutdown(cg_exchange_t *ex)
 {
     if (cg_ex_done(ex))
         return;
-    ex->w->up->ops->abort(ex->w->up, ex);
+    UP(ex)->ops->abort(UP(ex), ex);
     if (ex->state == CG_EX_NEW || ex->state == CG_EX_QUEUED || ex->state == CG_EX_CONNECTING ||
         ex->state == CG_EX_WAITING || (ex->state == CG_EX_HOLDING && ex->mode == CG_MODE_BODY)) {
         respond_error(ex, 503, "server_error", "draining", "citegate is shutting down");

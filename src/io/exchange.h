@@ -48,6 +48,14 @@ typedef struct cg_upslot {
 
 struct cg_exchange {
     cg_worker_t *w;
+    /* The pool that answers it: the worker's upstream, or the embeddings
+     * endpoint's (embed.c). A pointer to the worker's slot, which an h2 pool
+     * turns to its HTTP/1.1 fallback. */
+    cg_upstream_t **upp;
+    /* citegate's own call (an embedding), not a client's request: it is
+     * neither counted in the request metrics nor logged as an access. */
+    bool internal;
+    cg_err_t err; /* why the upstream side failed, or CG_OK */
     cg_ex_state_t state;
     cg_ex_mode_t mode;
     cg_reqmsg_t msg;
@@ -69,6 +77,9 @@ struct cg_exchange {
     cg_dialect_req_t dreq;
     cg_upreq_t upreq;
     cg_upslot_t up;
+    /* The request's own key (Authorization, api-key), kept to the end for
+     * its embedding call when no CITEGATE_EMBEDDINGS_API_KEY is set. */
+    cg_hdrs_t keys;
     cg_xform_t *xf; /* writes into the worker's out, emitted before it returns */
     cg_buf_t body;  /* a non-streaming answer, held to be transformed */
     cg_hdrs_t head; /* its upstream headers */
@@ -82,6 +93,10 @@ struct cg_exchange {
  * forget it. */
 cg_exchange_t *cg_exchange_new(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down,
                                void *ctx);
+/* Makes an exchange for a call of citegate's own (an embedding) through the
+ * pool *upp; the caller runs it like a client's. */
+cg_exchange_t *cg_exchange_call(cg_worker_t *w, cg_reqmsg_t *msg, cg_upstream_t **upp,
+                                const cg_down_ops_t *down, void *ctx);
 void cg_exchange_run(cg_exchange_t *ex);
 /* Answers with an error instead (a request the client side refused). */
 void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const char *message);

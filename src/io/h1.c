@@ -269,7 +269,8 @@ static void serve_admin(cg_client_t *c)
     cg_h1_t *h = h1_of(c);
     cg_admin_resp_t r;
     h->admin_wait =
-        cg_admin_respond(c->w, h->msg.method, h->msg.url.p, h->msg.url.len, &r, admin_answered, c);
+        cg_admin_respond(c->w, h->msg.method, h->msg.url.p, h->msg.url.len, &h->msg.hdrs, &r,
+                         admin_answered, c);
     if (h->admin_wait == NULL)
         admin_answered(c, &r);
 }

@@ -210,6 +210,13 @@ void cg_metrics_render(cg_buf_t *b)
            "Citation tracking failures (answers unaffected).");
     cg_buf_printf(b, "citegate_tracking_failures_total %llu\n",
                   (unsigned long long)SUM(tracking_failures));
+    header(b, "embedding_requests_total", "counter", "Embedding calls started (semantic recall).");
+    cg_buf_printf(b, "citegate_embedding_requests_total %llu\n",
+                  (unsigned long long)SUM(embedding_requests));
+    header(b, "embedding_failures_total", "counter",
+           "Embedding calls that failed or were dropped: lexical recall for them.");
+    cg_buf_printf(b, "citegate_embedding_failures_total %llu\n",
+                  (unsigned long long)SUM(embedding_failures));
     header(b, "upstream_errors_total", "counter", "Upstream failures by kind.");
     render_upstream_errors(b);
     header(b, "client_disconnects_total", "counter",

@@ -56,6 +56,9 @@ typedef struct cg_metrics_slot {
     uint64_t goaway_sent[CG_NGOAWAY_REASONS];
     /* /v1/citations/stats */
     uint64_t answers, answers_skipped, references, citations_available, citations_cited;
+    /* Semantic recall (SPEC §8): embedding calls started, and those that
+     * failed or were dropped (their pattern is stored without a vector). */
+    uint64_t embedding_requests, embedding_failures;
 } cg_metrics_slot_t;
 
 /* Maps room for `workers` slots; call once before forking. */

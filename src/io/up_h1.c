@@ -213,7 +213,7 @@ static void write_request(h1conn_t *u)
 {
     cg_exchange_t *ex = u->ex;
     cg_buf_t req = {0};
-    cg_upreq_h1(&ex->upreq, u->pool->base.w->target.url.authority, &req);
+    cg_upreq_h1(&ex->upreq, u->pool->base.target->url.authority, &req);
     uv_buf_t b = uv_buf_init(req.p, (unsigned)req.len);
     cg_conn_write(&u->conn, &b, 1);
     cg_buf_free(&req);
@@ -286,14 +286,17 @@ static const cg_conn_ops_t conn_ops = {.read = on_read, .ready = on_ready, .clos
 static void connect_new(h1pool_t *p, cg_exchange_t *ex)
 {
     cg_worker_t *w = p->base.w;
+    const cg_upstream_target_t *t = p->base.target;
     h1conn_t *u = cg_xcalloc(1, sizeof(*u));
     u->pool = p;
     llhttp_init(&u->parser, HTTP_RESPONSE, &settings);
     u->parser.data = u;
     p->conns++;
     attach(u, ex);
-    cg_conn_connect(&u->conn, w->loop, (const struct sockaddr *)&w->target.addr, w->target.tls,
-                    w->target.sni, &conn_ops, u);
+    cg_conn_connect(&u->conn, w->loop, (const struct sockaddr *)&t->addr, t->tls, t->sni,
+                    &conn_ops, u);
+    u->conn.peer = t->name;
+    u->conn.quiet = t->quiet;
 }
 
 static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
@@ -386,7 +389,7 @@ static void pool_free(cg_upstream_t *up)
 
 static const cg_upstream_ops_t ops = {"http1.1", send_ex, abort_ex, pause_ex, drain, pool_free};
 
-cg_upstream_t *cg_up_h1_new(cg_worker_t *w)
+cg_upstream_t *cg_up_h1_new(cg_worker_t *w, const cg_upstream_target_t *t, cg_upstream_t **slot)
 {
     if (!settings.on_message_complete) {
         llhttp_settings_init(&settings);
@@ -400,6 +403,8 @@ cg_upstream_t *cg_up_h1_new(cg_worker_t *w)
     h1pool_t *p = cg_xcalloc(1, sizeof(*p));
     p->base.ops = &ops;
     p->base.w = w;
+    p->base.target = t;
+    p->base.slot = slot;
     cg_waitq_init(&p->waiting);
     uv_timer_init(w->loop, &p->sweep);
     p->sweep.data = p;

@@ -333,10 +333,9 @@ static void on_read(cg_conn_t *c, const char *p, size_t n)
 static void fall_back(h2conn_t *u)
 {
     h2pool_t *p = u->pool;
-    cg_worker_t *w = p->base.w;
-    cg_log_info(NULL, "upstream %s:%d chose HTTP/1.1 by ALPN", w->target.url.host,
-                w->target.url.port);
-    w->up = p->fallback;
+    const cg_upstream_target_t *t = p->base.target;
+    cg_log_info(NULL, "upstream %s:%d chose HTTP/1.1 by ALPN", t->url.host, t->url.port);
+    *p->base.slot = p->fallback;
     cg_conn_close(&u->conn, CG_OK);
     cg_waitq_link_t *l;
     while ((l = cg_waitq_pop(&p->waiting))) {
@@ -362,7 +361,6 @@ static nghttp2_session_callbacks *callbacks(void)
 static void on_ready(cg_conn_t *c)
 {
     h2conn_t *u = c->owner;
-    cg_worker_t *w = worker_of(u);
     cg_metrics->upstream_connections[CG_PROTO_LABEL_H2]++;
     const char *alpn = cg_conn_alpn(c);
     if (c->tls && (alpn == NULL || strcmp(alpn, "h2") != 0)) {
@@ -370,8 +368,8 @@ static void on_ready(cg_conn_t *c)
             fall_back(u);
             return;
         }
-        cg_log_warn(NULL, "upstream %s:%d did not agree to h2 (ALPN)", w->target.url.host,
-                    w->target.url.port);
+        cg_log_warn(NULL, "upstream %s:%d did not agree to h2 (ALPN)",
+                    u->pool->base.target->url.host, u->pool->base.target->url.port);
         cg_conn_close(c, CG_E_PROTOCOL);
         return;
     }
@@ -454,7 +452,7 @@ static void on_closed(cg_conn_t *c)
         stream_end(u->streams, err);
         stream_free(u->streams);
     }
-    if (!u->settled && p->base.w->up == &p->base)
+    if (!u->settled && *p->base.slot == &p->base)
         fail_waiting(p, err);
     if (u->s)
         nghttp2_session_del(u->s);
@@ -476,19 +474,22 @@ static void connect_new(h2pool_t *p)
     p->conns = u;
     p->nconns++;
     u->t_open = u->t_active = uv_now(w->loop);
-    cg_conn_connect(&u->conn, w->loop, (const struct sockaddr *)&w->target.addr, w->target.tls,
-                    w->target.sni, &conn_ops, u);
+    const cg_upstream_target_t *t = p->base.target;
+    cg_conn_connect(&u->conn, w->loop, (const struct sockaddr *)&t->addr, t->tls, t->sni,
+                    &conn_ops, u);
+    u->conn.peer = t->name;
+    u->conn.quiet = t->quiet;
 }
 
 /* --- requests ------------------------------------------------------------------------- */
 
 static void start_stream(h2conn_t *u, cg_exchange_t *ex)
 {
-    cg_worker_t *w = worker_of(u);
+    const cg_upstream_target_t *t = u->pool->base.target;
     cg_buf_t names = {0};
     size_t n;
-    nghttp2_nv *nva = cg_upreq_nv(&ex->upreq, w->target.url.tls ? "https" : "http",
-                                  w->target.url.authority, &names, &n);
+    nghttp2_nv *nva = cg_upreq_nv(&ex->upreq, t->url.tls ? "https" : "http", t->url.authority,
+                                  &names, &n);
     h2stream_t *st = stream_new(u, ex);
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
     int32_t id = nghttp2_submit_request(u->s, NULL, nva, n, st->body.len ? &prd : NULL, st);
@@ -615,11 +616,14 @@ static void pool_free(cg_upstream_t *up)
 
 static const cg_upstream_ops_t ops = {"h2", send_ex, abort_ex, pause_ex, drain, pool_free};
 
-cg_upstream_t *cg_up_h2_new(cg_worker_t *w, cg_upstream_t *fallback)
+cg_upstream_t *cg_up_h2_new(cg_worker_t *w, const cg_upstream_target_t *t, cg_upstream_t **slot,
+                            cg_upstream_t *fallback)
 {
     h2pool_t *p = cg_xcalloc(1, sizeof(*p));
     p->base.ops = &ops;
     p->base.w = w;
+    p->base.target = t;
+    p->base.slot = slot;
     p->fallback = fallback;
     cg_waitq_init(&p->waiting);
     uv_timer_init(w->loop, &p->sweep);

@@ -40,6 +40,10 @@ typedef struct cg_upstream_ops {
 struct cg_upstream {
     const cg_upstream_ops_t *ops;
     struct cg_worker *w;
+    const struct cg_upstream_target *target; /* where it connects (NULL: the demo) */
+    /* The worker's pointer to the pool in use for this target, which an h2
+     * pool turns to its HTTP/1.1 fallback when ALPN says so. */
+    cg_upstream_t **slot;
 };
 
 /* Where the upstream is: parsed from CITEGATE_UPSTREAM. */
@@ -59,13 +63,17 @@ typedef struct cg_upstream_target {
     struct sockaddr_storage addr;
     struct cg_tls_conf *tls; /* https:// upstreams */
     const char *sni;         /* TLS server name; NULL for an IP literal */
+    const char *name;        /* for logs: NULL ("upstream"), "embeddings endpoint" */
+    bool quiet; /* its calls' owner reports failures: connections log them at debug level */
 } cg_upstream_target_t;
 
-/* The pools. */
-cg_upstream_t *cg_up_h1_new(struct cg_worker *w);
+/* The pools: each serves one target, and *slot names the pool in use for it. */
+cg_upstream_t *cg_up_h1_new(struct cg_worker *w, const cg_upstream_target_t *t,
+                            cg_upstream_t **slot);
 /* `fallback`: the HTTP/1.1 pool to hand everything to when an https://
  * upstream does not choose h2 by ALPN (NULL: that is an error). */
-cg_upstream_t *cg_up_h2_new(struct cg_worker *w, cg_upstream_t *fallback);
+cg_upstream_t *cg_up_h2_new(struct cg_worker *w, const cg_upstream_target_t *t,
+                            cg_upstream_t **slot, cg_upstream_t *fallback);
 cg_upstream_t *cg_up_demo_new(struct cg_worker *w);
 
 #endif

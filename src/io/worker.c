@@ -17,10 +17,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static cg_worker_t worker;
 
 /* --- draining ------------------------------------------------------------------ */
+
+static void drain_pools(cg_worker_t *w)
+{
+    w->up->ops->drain(w->up);
+    if (w->embed_up)
+        w->embed_up->ops->drain(w->embed_up);
+}
 
 /* Nothing is in flight: close what is left, each through its own path. */
 static void on_quiet(cg_defer_t *d)
@@ -28,7 +36,7 @@ static void on_quiet(cg_defer_t *d)
     cg_worker_t *w = (cg_worker_t *)((char *)d - offsetof(cg_worker_t, quiet));
     for (cg_client_t *c = w->clients; c; c = c->next)
         cg_conn_close(&c->conn, CG_OK);
-    w->up->ops->drain(w->up);
+    drain_pools(w);
     uv_stop(w->loop);
 }
 
@@ -55,7 +63,8 @@ static void start_drain(cg_worker_t *w)
     }
     for (cg_client_t *c = w->clients; c; c = c->next)
         cg_client_drain(c);
-    w->up->ops->drain(w->up);
+    cg_tracking_drain(w);
+    drain_pools(w);
     uv_timer_start(&w->grace, on_grace, w->cfg->shutdown_grace_ms, 0);
     if (w->active == 0)
         cg_defer(&w->safe, &w->quiet, on_quiet);
@@ -97,7 +106,7 @@ static void start_lag_timer(cg_worker_t *w)
 
 /* --- setting up ------------------------------------------------------------------- */
 
-static int resolve(cg_upstream_target_t *t)
+static int resolve(cg_upstream_target_t *t, const char *var)
 {
     struct addrinfo hints, *res;
     memset(&hints, 0, sizeof(hints));
@@ -106,8 +115,7 @@ static int resolve(cg_upstream_target_t *t)
     snprintf(port, sizeof(port), "%d", t->url.port);
     int r = getaddrinfo(t->url.host, port, &hints, &res);
     if (r != 0) {
-        cg_log_error(NULL, "CITEGATE_UPSTREAM: cannot resolve %s: %s", t->url.host,
-                     gai_strerror(r));
+        cg_log_error(NULL, "%s: cannot resolve %s: %s", var, t->url.host, gai_strerror(r));
         return -1;
     }
     memcpy(&t->addr, res->ai_addr, res->ai_addrlen);
@@ -115,12 +123,13 @@ static int resolve(cg_upstream_target_t *t)
     return 0;
 }
 
-/* TLS to an https:// upstream: ALPN for h2 (with HTTP/1.1 as the fallback
- * on auto), and the server name. */
-static int upstream_tls(cg_worker_t *w, bool h2)
+/* TLS to an https:// target: ALPN for h2 (with HTTP/1.1 as the fallback
+ * on auto), and the server name. CITEGATE_UPSTREAM_CA and _INSECURE hold
+ * for every https:// target. */
+static int target_tls(const cg_config_t *cfg, cg_upstream_target_t *t, cg_upstream_proto_t proto, bool h2,
+                      const char *var)
 {
-    const cg_config_t *cfg = w->cfg;
-    cg_tls_conf_t *conf = w->target.tls = cg_xcalloc(1, sizeof(cg_tls_conf_t));
+    cg_tls_conf_t *conf = t->tls = cg_xcalloc(1, sizeof(cg_tls_conf_t));
     char err[512];
     if (cg_tls_conf_client(conf, cfg->upstream_ca, cfg->upstream_insecure, err, sizeof(err)) != 0) {
         cg_log_error(NULL, "%s", err);
@@ -128,22 +137,41 @@ static int upstream_tls(cg_worker_t *w, bool h2)
     }
     if (h2) {
         conf->alpn[0] = "h2";
-        conf->alpn[1] = cfg->upstream_protocol == CG_PROTO_AUTO ? "http/1.1" : NULL;
+        conf->alpn[1] = proto == CG_PROTO_AUTO ? "http/1.1" : NULL;
         conf->alpn[2] = NULL;
         mbedtls_ssl_conf_alpn_protocols(&conf->conf, conf->alpn);
     }
     /* SNI never carries an IP literal (RFC 6066), and mbedTLS 2.28 cannot
      * match IP addresses in certificates: for those only the chain is
      * verified. */
-    const char *host = w->target.url.host;
+    const char *host = t->url.host;
     struct in6_addr ip;
     bool literal = inet_pton(AF_INET, host, &ip) == 1 || inet_pton(AF_INET6, host, &ip) == 1;
-    w->target.sni = literal ? NULL : host;
+    t->sni = literal ? NULL : host;
     if (literal && !cfg->upstream_insecure)
         cg_log_warn(NULL,
-                    "CITEGATE_UPSTREAM: %s is an IP address: its certificate chain is "
+                    "%s: %s is an IP address: its certificate chain is "
                     "verified, its name is not (use a host name for full checks)",
-                    host);
+                    var, host);
+    return 0;
+}
+
+/* Resolves t (its url parsed) and opens its pool into *slot, speaking proto. */
+static int open_pool(cg_worker_t *w, cg_upstream_target_t *t, cg_upstream_proto_t proto,
+                     cg_upstream_t **slot, const char *var)
+{
+    if (resolve(t, var) != 0)
+        return -1;
+    /* auto on https: try h2 by ALPN first; the first answer decides. */
+    bool h2 = proto == CG_PROTO_H2 || (proto == CG_PROTO_AUTO && t->url.tls);
+    if (t->url.tls && target_tls(w->cfg, t, proto, h2, var) != 0)
+        return -1;
+    if (!h2) {
+        *slot = cg_up_h1_new(w, t, slot);
+        return 0;
+    }
+    cg_upstream_t *fallback = proto == CG_PROTO_AUTO ? cg_up_h1_new(w, t, slot) : NULL;
+    *slot = cg_up_h2_new(w, t, slot, fallback);
     return 0;
 }
 
@@ -155,19 +183,63 @@ static int setup_upstream(cg_worker_t *w)
         w->up = cg_up_demo_new(w);
         return 0;
     }
-    if (cg_upstream_url_parse(cfg->upstream, &w->target.url) != 0 || resolve(&w->target) != 0)
+    if (cg_upstream_url_parse(cfg->upstream, &w->target.url) != 0) {
+        cg_log_error(NULL, "CITEGATE_UPSTREAM: '%s' is not a usable URL", cfg->upstream);
         return -1;
-    /* auto on https: try h2 by ALPN first; the first answer decides. */
-    bool h2 = cfg->upstream_protocol == CG_PROTO_H2 ||
-              (cfg->upstream_protocol == CG_PROTO_AUTO && w->target.url.tls);
-    if (w->target.url.tls && upstream_tls(w, h2) != 0)
-        return -1;
-    if (!h2) {
-        w->up = cg_up_h1_new(w);
+    }
+    return open_pool(w, &w->target, cfg->upstream_protocol, &w->up, "CITEGATE_UPSTREAM");
+}
+
+/* Is u at the upstream's scheme, host and port, under its base path? Then
+ * its calls share the upstream's pool (SPEC §3: the same pools). */
+static bool at_upstream(const cg_worker_t *w, const cg_upstream_url_t *u)
+{
+    const cg_upstream_url_t *up = &w->target.url;
+    size_t bl = strlen(up->base);
+    return w->up && w->up->target && u->tls == up->tls && u->port == up->port &&
+           strcasecmp(u->host, up->host) == 0 && strncmp(u->base, up->base, bl) == 0 &&
+           (u->base[bl] == '/' || u->base[bl] == '\0');
+}
+
+/* Where embedding calls go (SPEC §3 CITEGATE_EMBEDDINGS_URL): the
+ * upstream's pool for {upstream}/v1/embeddings or a URL under it, else a
+ * pool of their own. Without an endpoint recall stays lexical. */
+static int setup_embeddings(cg_worker_t *w)
+{
+    const cg_config_t *cfg = w->cfg;
+    if (!cfg->embeddings_model || !cfg->citation_tracking || !cfg->semantic_memory)
+        return 0;
+    cg_upstream_url_t u;
+    if (cfg->embeddings_url == NULL) {
+        if (!w->up->target || cfg->upstream_dialect != CG_DIALECT_OPENAI) {
+            if (w->index == 0)
+                cg_log_warn(NULL, "CITEGATE_EMBEDDINGS_MODEL is set but there is no embeddings "
+                                  "endpoint (set CITEGATE_EMBEDDINGS_URL): recall stays lexical");
+            return 0;
+        }
+        w->embed_upp = &w->up;
+        w->embed_path = cg_xstrndup("/v1/embeddings", 14);
         return 0;
     }
-    bool fallback = cfg->upstream_protocol == CG_PROTO_AUTO;
-    w->up = cg_up_h2_new(w, fallback ? cg_up_h1_new(w) : NULL);
+    if (cg_upstream_url_parse(cfg->embeddings_url, &u) != 0) {
+        cg_log_error(NULL, "CITEGATE_EMBEDDINGS_URL: '%s' is not a usable URL", cfg->embeddings_url);
+        return -1;
+    }
+    if (at_upstream(w, &u)) {
+        const char *rest = u.base + strlen(w->target.url.base);
+        w->embed_upp = &w->up;
+        w->embed_path = cg_xstrndup(rest, strlen(rest));
+        return 0;
+    }
+    w->embed_path = cg_xstrndup(u.base[0] ? u.base : "/", strlen(u.base[0] ? u.base : "/"));
+    u.base[0] = '\0'; /* the path is the call's own */
+    w->embed_target.url = u;
+    w->embed_target.name = "embeddings endpoint";
+    w->embed_target.quiet = true; /* embed.c logs failures, once a minute */
+    if (open_pool(w, &w->embed_target, CG_PROTO_AUTO, &w->embed_up, "CITEGATE_EMBEDDINGS_URL") != 0)
+        return -1;
+    w->embed_owned = w->embed_up;
+    w->embed_upp = &w->embed_up;
     return 0;
 }
 
@@ -232,7 +304,11 @@ static void teardown(cg_worker_t *w)
     uv_walk(w->loop, close_walk, NULL);
     uv_run(w->loop, UV_RUN_DEFAULT);
     w->owned->ops->free(w->owned);
+    if (w->embed_owned)
+        w->embed_owned->ops->free(w->embed_owned);
+    free(w->embed_path);
     tls_conf_free(w->target.tls);
+    tls_conf_free(w->embed_target.tls);
     tls_conf_free(w->srv_tls);
     uv_loop_close(w->loop);
     cg_out_free(&w->out);
@@ -252,9 +328,11 @@ int cg_worker_run(const cg_config_t *cfg, int index, char *data_sources)
     cg_metrics_select((unsigned)index);
     signal(SIGPIPE, SIG_IGN);
     cg_safepoint_init(&w->safe, w->loop);
-    if (setup_upstream(w) != 0 || setup_listeners(w) != 0)
+    if (setup_upstream(w) != 0)
         return 2;
     w->owned = w->up;
+    if (setup_embeddings(w) != 0 || setup_listeners(w) != 0)
+        return 2;
     uv_timer_init(w->loop, &w->grace);
     w->grace.data = w;
     setup_signals(w);

@@ -47,6 +47,15 @@ typedef struct cg_worker {
     cg_defer_fn on_quiet;
 
     struct cg_tracking *tracking; /* citation tracking's store and threads (SPEC §8) */
+    /* Called for each finished answer to track (tracking.c sets it): the
+     * exchange reaches tracking through it, not by name. */
+    void (*on_answer)(struct cg_exchange *ex);
+    /* Where embedding calls go (SPEC §3): embed_upp is &up, or &embed_up
+     * for an endpoint elsewhere; NULL when there is none. */
+    cg_upstream_t **embed_upp;
+    char *embed_path; /* the calls' path and query on it */
+    cg_upstream_target_t embed_target;
+    cg_upstream_t *embed_up, *embed_owned;
 
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t grace;     /* drain deadline */

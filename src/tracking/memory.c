@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define SCHEMA_VERSION  1
+#define SCHEMA_VERSION  2
 #define BUSY_TIMEOUT_MS 5000
 
 static const char schema_sql[] =
@@ -44,12 +44,24 @@ static const char schema_sql[] =
     " INSERT INTO patterns_fts (rowid, query) VALUES (new.id, new.query); END;"
     "PRAGMA user_version = 1;";
 
+/* Version 1 to 2: the embedding of each pattern's query (semantic recall),
+ * dim float32 little-endian, and the model that made it; NULL without one. */
+static const char migrate_v2_sql[] =
+    "ALTER TABLE patterns ADD COLUMN embedding BLOB;"
+    "ALTER TABLE patterns ADD COLUMN embedding_model TEXT;"
+    /* Recall reads the newest vectors of one model: without this index a
+     * model with no vectors yet (just changed) would scan the whole table. */
+    "CREATE INDEX IF NOT EXISTS patterns_vec ON patterns (embedding_model, created_at)"
+    " WHERE embedding IS NOT NULL AND kind = 'procedural';"
+    "PRAGMA user_version = 2;";
+
 enum {
     ST_INSERT,
     ST_PRUNE,
-    ST_RECALL,
     ST_COUNT,
     ST_RECENT,
+    ST_CANDIDATES,
+    ST_RECENT_VEC,
     ST_BEGIN,
     ST_COMMIT,
     ST_ROLLBACK,
@@ -58,18 +70,28 @@ enum {
 
 static const char *const stmt_sql[ST__COUNT] = {
     [ST_INSERT] = "INSERT INTO patterns (kind, query, citation_rate, avg_score, citations,"
-                  " available, chunk_ids, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                  " available, chunk_ids, created_at, embedding, embedding_model)"
+                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     [ST_PRUNE] = "DELETE FROM patterns WHERE created_at < ?1",
-    /* The FTS5 match is the outer loop; rank is bm25() (lower is better). */
-    [ST_RECALL] = "SELECT p.query, p.citation_rate, p.citations, p.created_at, -f.rank"
-                  " FROM (SELECT rowid, rank FROM patterns_fts WHERE patterns_fts MATCH ?1) AS f"
-                  " JOIN patterns AS p ON p.id = f.rowid"
-                  " WHERE p.kind = 'procedural'"
-                  " ORDER BY f.rank, p.id DESC LIMIT ?2",
     [ST_COUNT] = "SELECT count(*) FROM patterns WHERE kind = ?1",
     [ST_RECENT] = "SELECT query, citation_rate, avg_score, citations, available, chunk_ids,"
-                  " created_at FROM patterns WHERE kind = ?1"
+                  " created_at, embedding, embedding_model FROM patterns WHERE kind = ?1"
                   " ORDER BY created_at DESC, id DESC LIMIT ?2",
+    /* Semantic recall's candidates: the lexical matches with their vectors,
+     * and the recent procedural patterns with a vector of the query's model
+     * and size. Both: id, query, rate, citations, created_at, score,
+     * embedding, model. */
+    [ST_CANDIDATES] = "SELECT p.id, p.query, p.citation_rate, p.citations, p.created_at, -f.rank,"
+                      " p.embedding, p.embedding_model"
+                      " FROM (SELECT rowid, rank FROM patterns_fts WHERE patterns_fts MATCH ?1) AS f"
+                      " JOIN patterns AS p ON p.id = f.rowid"
+                      " WHERE p.kind = 'procedural'"
+                      " ORDER BY f.rank, p.id DESC LIMIT ?2",
+    [ST_RECENT_VEC] = "SELECT id, query, citation_rate, citations, created_at, 0,"
+                      " embedding, embedding_model FROM patterns"
+                      " WHERE kind = 'procedural' AND embedding IS NOT NULL"
+                      " AND embedding_model = ?1 AND length(embedding) = ?2"
+                      " ORDER BY created_at DESC, id DESC LIMIT ?3",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
@@ -195,12 +217,11 @@ static int ensure_schema(cg_memory_t *m)
     if (exec_one(m, "PRAGMA user_version", what, version, sizeof(version)) != SQLITE_OK)
         goto fail;
     long v = strtol(version, NULL, 10);
-    if (v == 0) {
-        if (sqlite3_exec(m->db, schema_sql, NULL, NULL, NULL) != SQLITE_OK) {
-            fmt_err(m->err, sizeof(m->err), "%s: %s", what, sqlite3_errmsg(m->db));
-            goto fail;
-        }
-    } else if (v != SCHEMA_VERSION) {
+    if (v == 0 && sqlite3_exec(m->db, schema_sql, NULL, NULL, NULL) != SQLITE_OK)
+        goto sql_fail;
+    if (v <= 1 && sqlite3_exec(m->db, migrate_v2_sql, NULL, NULL, NULL) != SQLITE_OK)
+        goto sql_fail;
+    if (v > SCHEMA_VERSION) {
         fmt_err(m->err, sizeof(m->err), "schema version %ld is not %d (a newer citegate?)", v,
                 SCHEMA_VERSION);
         goto fail;
@@ -208,6 +229,8 @@ static int ensure_schema(cg_memory_t *m)
     if (exec_one(m, "COMMIT", what, NULL, 0) != SQLITE_OK)
         goto fail;
     return 0;
+sql_fail:
+    fmt_err(m->err, sizeof(m->err), "%s: %s", what, sqlite3_errmsg(m->db));
 fail:
     if (!sqlite3_get_autocommit(m->db))
         sqlite3_exec(m->db, "ROLLBACK", NULL, NULL, NULL);
@@ -323,9 +346,19 @@ int cg_memory_put(cg_memory_t *m, const cg_pattern_t *p)
     sqlite3_bind_int64(st, 6, p->available);
     sqlite3_bind_text(st, 7, ids, (int)idn, SQLITE_STATIC);
     sqlite3_bind_int64(st, 8, p->created_at);
+    cg_buf_t vec = {0};
+    if (p->vec.v && p->vec.dim && p->vec.model) {
+        cg_vector_pack(p->vec.v, p->vec.dim, &vec);
+        sqlite3_bind_blob(st, 9, vec.p, (int)vec.len, SQLITE_STATIC);
+        sqlite3_bind_text(st, 10, p->vec.model, -1, SQLITE_STATIC);
+    } else {
+        sqlite3_bind_null(st, 9);
+        sqlite3_bind_null(st, 10);
+    }
     int rc = step_done(m, st);
-    sqlite3_clear_bindings(st); /* drop the pointers into p and tmp */
+    sqlite3_clear_bindings(st); /* drop the pointers into p, tmp and vec */
     cg_buf_free(&tmp);
+    cg_buf_free(&vec);
     return rc;
 }
 
@@ -361,6 +394,17 @@ static char *column_dup(sqlite3_stmt *st, int col)
     return cg_xstrndup(t ? (const char *)t : "", (size_t)sqlite3_column_bytes(st, col));
 }
 
+/* The vector of columns col (blob) and col + 1 (model), if both are sound. */
+static void column_vector(sqlite3_stmt *st, int col, cg_vector_t *v)
+{
+    const void *blob = sqlite3_column_blob(st, col);
+    int n = sqlite3_column_bytes(st, col);
+    const unsigned char *model = sqlite3_column_text(st, col + 1);
+    if (blob == NULL || model == NULL || cg_vector_unpack(blob, (size_t)n, &v->v, &v->dim) != 0)
+        return;
+    v->model = cg_xstrndup((const char *)model, (size_t)sqlite3_column_bytes(st, col + 1));
+}
+
 long cg_memory_recent(cg_memory_t *m, cg_pattern_kind_t kind, cg_pattern_t **out, size_t max)
 {
     sqlite3_stmt *st = m->st[ST_RECENT];
@@ -379,6 +423,7 @@ long cg_memory_recent(cg_memory_t *m, cg_pattern_kind_t kind, cg_pattern_t **out
         p->available = (unsigned)sqlite3_column_int64(st, 4);
         p->chunk_ids = column_dup(st, 5);
         p->created_at = sqlite3_column_int64(st, 6);
+        column_vector(st, 7, &p->vec);
         out[n++] = p;
     }
     if (n < max && rc != SQLITE_DONE) {
@@ -415,41 +460,66 @@ static int match_query(const char *q, cg_buf_t *out)
     return words;
 }
 
-int cg_memory_recall(cg_memory_t *m, const char *q, int k, cg_buf_t *out_json)
+/* Adds the rows of st (ST_CANDIDATES' columns) to cs; lexical: they are
+ * matches, in order. SQLITE_DONE, or the error. */
+static int read_candidates(sqlite3_stmt *st, cg_candidates_t *cs, bool lexical)
 {
-    size_t mark = out_json->len;
-    k = k < 1 ? 1 : k > CG_STORE_MAX_RECALL ? CG_STORE_MAX_RECALL : k;
-    cg_buf_t match = {0};
-    int words = match_query(q ? q : "", &match);
-
-    cg_buf_puts(out_json, "{\"patterns\":[");
-    if (words > 0) {
-        sqlite3_stmt *st = m->st[ST_RECALL];
-        sqlite3_bind_text(st, 1, match.p, (int)match.len, SQLITE_STATIC);
-        sqlite3_bind_int(st, 2, k);
-        int rc, rows = 0;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            if (rows++ > 0)
-                cg_buf_putc(out_json, ',');
-            const unsigned char *query = sqlite3_column_text(st, 0);
-            cg_store_pattern_json(out_json, query ? (const char *)query : "",
-                                  (size_t)sqlite3_column_bytes(st, 0), sqlite3_column_double(st, 1),
-                                  sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
-                                  sqlite3_column_double(st, 4));
-        }
-        if (rc != SQLITE_DONE)
-            db_fail(m);
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        if (rc != SQLITE_DONE) {
-            out_json->len = mark;
-            cg_buf_free(&match);
-            return -1;
-        }
+    int rc, rank = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        bool fresh;
+        cg_candidate_t *c = cg_candidates_add(cs, sqlite3_column_int64(st, 0), &fresh);
+        if (lexical)
+            c->lexical_rank = rank++;
+        if (!fresh)
+            continue;
+        const unsigned char *q = sqlite3_column_text(st, 1);
+        cg_buf_put(&c->query, q ? (const char *)q : "", (size_t)sqlite3_column_bytes(st, 1));
+        c->rate = sqlite3_column_double(st, 2);
+        c->citations = sqlite3_column_int64(st, 3);
+        c->created_at = sqlite3_column_int64(st, 4);
+        c->lexical = sqlite3_column_double(st, 5);
+        column_vector(st, 6, &c->vec);
     }
-    cg_buf_puts(out_json, "]}");
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc;
+}
+
+/* The lexical matches of the query's words (limit rows), and with a vector
+ * the recent patterns that have one like it. 0 or -1. */
+static int candidates(cg_memory_t *m, const cg_buf_t *match, int limit, const cg_vector_t *vec,
+                      cg_candidates_t *cs)
+{
+    if (match->len > 0) {
+        sqlite3_stmt *st = m->st[ST_CANDIDATES];
+        sqlite3_bind_text(st, 1, match->p, (int)match->len, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, limit);
+        if (read_candidates(st, cs, true) != SQLITE_DONE)
+            return db_fail(m);
+    }
+    if (vec == NULL)
+        return 0;
+    sqlite3_stmt *st = m->st[ST_RECENT_VEC];
+    sqlite3_bind_text(st, 1, vec->model, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (int64_t)vec->dim * 4);
+    sqlite3_bind_int(st, 3, CG_RECALL_RECENT);
+    return read_candidates(st, cs, false) == SQLITE_DONE ? 0 : db_fail(m);
+}
+
+int cg_memory_recall(cg_memory_t *m, const cg_recall_t *r, cg_buf_t *out_json)
+{
+    int k = r->k < 1 ? 1 : r->k > CG_STORE_MAX_RECALL ? CG_STORE_MAX_RECALL : r->k;
+    const cg_vector_t *vec = r->vec && r->vec->v && r->vec->model ? r->vec : NULL;
+    cg_buf_t match = {0};
+    match_query(r->q ? r->q : "", &match);
+    cg_candidates_t cs = {0};
+    /* Lexically only the k best are needed; semantically 50 are candidates. */
+    int rc = candidates(m, &match, vec ? CG_RECALL_LEXICAL : k, vec, &cs);
+    if (rc == 0)
+        cg_store_rank_json(&cs, r, out_json);
+    cg_candidates_free(&cs);
     cg_buf_free(&match);
-    return 0;
+    return rc;
 }
 
 /* ---- As a store (store.h) ---------------------------------------------- */
@@ -490,9 +560,9 @@ static long ops_prune(cg_store_t *s, int64_t now, int days)
     return cg_memory_prune((cg_memory_t *)s, now, days);
 }
 
-static int ops_recall(cg_store_t *s, const char *q, int k, cg_buf_t *out_json)
+static int ops_recall(cg_store_t *s, const cg_recall_t *r, cg_buf_t *out_json)
 {
-    return cg_memory_recall((cg_memory_t *)s, q, k, out_json) == 0 ? CG_STORE_OK : CG_STORE_FAILED;
+    return cg_memory_recall((cg_memory_t *)s, r, out_json) == 0 ? CG_STORE_OK : CG_STORE_FAILED;
 }
 
 static const char *ops_errmsg(cg_store_t *s)

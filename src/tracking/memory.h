@@ -49,16 +49,19 @@ int cg_memory_put(cg_memory_t *m, const cg_pattern_t *p);
 long cg_memory_prune(cg_memory_t *m, int64_t now, int days);
 
 /*
- * Appends to out_json the k (clamped to 1..50) stored procedural patterns
- * most similar to the free text q, best first:
+ * Appends to out_json the r->k (clamped to 1..50) stored procedural patterns
+ * most similar to the free text r->q, best first:
  *   {"patterns":[{"query":…,"kind":"procedural","citation_rate":…,"citations":N,
- *                 "created_at":"2026-11-22T01:02:03Z","score":S}]}
- * S is -bm25(), higher is more similar. Each word of q (a run of ASCII
- * letters and digits or non-ASCII bytes, at most 32 words) becomes a quoted
- * FTS5 string and the words are OR-ed, so no user text is FTS5 syntax; a q
- * without words gives an empty list. Returns 0, or -1 with out_json as it was.
+ *                 "created_at":"2026-11-22T01:02:03Z","score":S}],"ranking":"lexical"}
+ * Lexically S is -bm25(), higher is more similar. Each word of q (a run of
+ * ASCII letters and digits or non-ASCII bytes, at most 32 words) becomes a
+ * quoted FTS5 string and the words are OR-ed, so no user text is FTS5
+ * syntax; a q without words matches nothing. With r->vec the candidates
+ * (the 50 best lexical matches and the 200 newest patterns with a vector of
+ * its model and size) are ranked by cg_store_rank_json. Returns 0, or -1
+ * with out_json as it was.
  */
-int cg_memory_recall(cg_memory_t *m, const char *q, int k, cg_buf_t *out_json);
+int cg_memory_recall(cg_memory_t *m, const cg_recall_t *r, cg_buf_t *out_json);
 
 /* Rows of one kind, or -1. */
 long cg_memory_count(cg_memory_t *m, cg_pattern_kind_t kind);

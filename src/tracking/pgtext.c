@@ -69,7 +69,8 @@ static size_t row_bytes(const cg_pattern_t *p)
         q = CG_MEMORY_MAX_QUERY;
     if (ids > CG_MEMORY_MAX_CHUNK_IDS)
         ids = CG_MEMORY_MAX_CHUNK_IDS;
-    return 3 * (q + ids) + 128;
+    size_t vec = p->vec.v ? (size_t)p->vec.dim * 8 + (p->vec.model ? strlen(p->vec.model) : 0) : 0;
+    return 3 * (q + ids) + vec + 128;
 }
 
 size_t cg_pg_chunk(cg_pattern_t *const *p, size_t n)
@@ -90,6 +91,27 @@ static void put_number(cg_buf_t *b, double v)
     cg_buf_printf(b, "%.17g", v);
 }
 
+/* The vector as the hex of its stored form (decode(…, 'hex') in the
+ * INSERT), and its model; NULL and NULL without one. */
+static void put_vector(cg_pg_rows_t *r, const cg_vector_t *v)
+{
+    if (v->v == NULL || v->dim == 0 || v->model == NULL) {
+        cg_buf_puts(&r->col[CG_PG_VEC], "NULL");
+        cg_buf_puts(&r->col[CG_PG_MODEL], "NULL");
+        return;
+    }
+    static const char hex[] = "0123456789abcdef";
+    cg_buf_t packed = {0};
+    cg_vector_pack(v->v, v->dim, &packed);
+    for (size_t i = 0; i < packed.len; i++) {
+        unsigned char c = (unsigned char)packed.p[i];
+        cg_buf_putc(&r->col[CG_PG_VEC], hex[c >> 4]);
+        cg_buf_putc(&r->col[CG_PG_VEC], hex[c & 15]);
+    }
+    cg_buf_free(&packed);
+    cg_pg_array_elem(&r->col[CG_PG_MODEL], v->model, strlen(v->model));
+}
+
 static void put_row(cg_pg_rows_t *r, const cg_pattern_t *p)
 {
     const char *q = p->query ? p->query : "";
@@ -107,6 +129,7 @@ static void put_row(cg_pg_rows_t *r, const cg_pattern_t *p)
     cg_buf_printf(&r->col[CG_PG_AVAILABLE], "%u", p->available);
     cg_pg_array_elem(&r->col[CG_PG_IDS], ids, idn);
     cg_buf_printf(&r->col[CG_PG_CREATED], "%lld", (long long)p->created_at);
+    put_vector(r, &p->vec);
     cg_buf_free(&tmp);
 }
 

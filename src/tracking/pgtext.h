@@ -34,6 +34,8 @@ enum {
     CG_PG_AVAILABLE,
     CG_PG_IDS,
     CG_PG_CREATED,
+    CG_PG_VEC,   /* hex of the packed vector, or NULL */
+    CG_PG_MODEL, /* the model that made it, or NULL */
     CG_PG_NCOLS
 };
 
@@ -52,7 +54,8 @@ size_t cg_pg_chunk(cg_pattern_t *const *p, size_t n);
 /*
  * Fills rows (emptied first) with the arrays of p[0..n): kind, query (cut as
  * SQLite cuts it), citation_rate (0 when not finite), avg_score (NULL when
- * unknown), citations, available, chunk_ids (cut at an element), created_at.
+ * unknown), citations, available, chunk_ids (cut at an element), created_at,
+ * the vector as hex of its stored form and its model (both NULL without one).
  */
 void cg_pg_rows_build(cg_pg_rows_t *rows, cg_pattern_t *const *p, size_t n);
 void cg_pg_rows_free(cg_pg_rows_t *rows);

@@ -25,6 +25,7 @@ void cg_query_free(cg_query_t *q)
     free(q->q);
     q->q = NULL;
     cg_buf_free(&q->json);
+    cg_vector_free(&q->vec);
 }
 
 static void fail(cg_query_t *q, const char *why)
@@ -41,7 +42,7 @@ static void ask(cg_reader_t *r, cg_store_t **s, cg_query_t *q)
     if (q->stats)
         q->rc = r->ops->stats ? r->ops->stats(*s, &q->totals) : CG_STORE_FAILED;
     else
-        q->rc = r->ops->recall(*s, q->q ? q->q : "", q->k, &q->json);
+        q->rc = r->ops->recall(*s, &(cg_recall_t){q->q ? q->q : "", q->k, &q->vec}, &q->json);
     if (q->rc != CG_STORE_OK)
         snprintf(q->err, sizeof(q->err), "%s", r->ops->errmsg(*s));
     if (q->rc == CG_STORE_BROKEN) {

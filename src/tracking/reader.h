@@ -17,6 +17,7 @@ typedef struct cg_query {
     bool stats; /* fleet stats; else a recall of q, k */
     char *q;    /* owned; freed by cg_query_free */
     int k;
+    cg_vector_t vec; /* q's embedding (owned), or none: lexical recall */
     int64_t deadline_ms; /* CLOCK_MONOTONIC (cg_store_now_ms) */
     int rc;              /* CG_STORE_OK, or an error with err */
     cg_buf_t json;       /* a recall's {"patterns":[…]} */

@@ -14,6 +14,7 @@ void cg_pattern_free(cg_pattern_t *p)
         return;
     free(p->query);
     free(p->chunk_ids);
+    cg_vector_free(&p->vec);
     free(p);
 }
 
@@ -186,6 +187,93 @@ void cg_store_pattern_json(cg_buf_t *b, const char *query, size_t query_len, dou
     cg_buf_puts(b, ",\"score\":");
     cg_json_put_double(b, score);
     cg_buf_putc(b, '}');
+}
+
+/* ---- Semantic recall ------------------------------------------------------ */
+
+cg_candidate_t *cg_candidates_add(cg_candidates_t *cs, int64_t id, bool *fresh)
+{
+    for (size_t i = 0; i < cs->n; i++) {
+        if (cs->c[i].id == id) {
+            *fresh = false;
+            return &cs->c[i];
+        }
+    }
+    if (cs->n == cs->cap) {
+        cs->cap = cs->cap ? cs->cap * 2 : 64;
+        cs->c = cg_xrealloc(cs->c, cs->cap * sizeof(*cs->c));
+    }
+    cg_candidate_t *c = &cs->c[cs->n++];
+    memset(c, 0, sizeof(*c));
+    c->id = id;
+    c->lexical_rank = -1;
+    *fresh = true;
+    return c;
+}
+
+void cg_candidates_free(cg_candidates_t *cs)
+{
+    for (size_t i = 0; i < cs->n; i++) {
+        cg_buf_free(&cs->c[i].query);
+        cg_vector_free(&cs->c[i].vec);
+    }
+    free(cs->c);
+    memset(cs, 0, sizeof(*cs));
+}
+
+/* Which group a candidate falls in: 0 ranked by cosine, 1 a lexical match
+ * without a comparable vector, 2 neither (not returned). */
+static int group(const cg_candidate_t *c, const cg_vector_t *q)
+{
+    if (q && cg_vector_comparable(&c->vec, q))
+        return 0;
+    return c->lexical_rank >= 0 ? 1 : 2;
+}
+
+static int by_rank(const void *a, const void *b)
+{
+    const cg_candidate_t *x = a, *y = b;
+    int gx = x->group, gy = y->group;
+    if (gx != gy)
+        return gx - gy;
+    if (gx == 0 && x->cosine != y->cosine)
+        return x->cosine > y->cosine ? -1 : 1;
+    if (gx == 0) /* ties: the newer first */
+        return x->created_at != y->created_at ? (x->created_at > y->created_at ? -1 : 1)
+                                              : (x->id > y->id ? -1 : x->id < y->id);
+    return x->lexical_rank - y->lexical_rank;
+}
+
+void cg_store_rank_json(cg_candidates_t *cs, const cg_recall_t *r, cg_buf_t *out)
+{
+    int k = r->k < 1 ? 1 : r->k > CG_STORE_MAX_RECALL ? CG_STORE_MAX_RECALL : r->k;
+    const cg_vector_t *q = r->vec && r->vec->v ? r->vec : NULL;
+    bool semantic = false;
+    for (size_t i = 0; i < cs->n; i++) {
+        cg_candidate_t *c = &cs->c[i];
+        if (q && cg_vector_comparable(&c->vec, q)) {
+            c->cosine = cg_vector_cosine(c->vec.v, q->v, q->dim);
+            semantic = true;
+        }
+    }
+    for (size_t i = 0; i < cs->n; i++)
+        cs->c[i].group = group(&cs->c[i], semantic ? q : NULL);
+    if (cs->n > 1)
+        qsort(cs->c, cs->n, sizeof(*cs->c), by_rank);
+    cg_buf_puts(out, "{\"patterns\":[");
+    int shown = 0;
+    for (size_t i = 0; i < cs->n && shown < k; i++) {
+        const cg_candidate_t *c = &cs->c[i];
+        int g = c->group;
+        if (g == 2)
+            break;
+        double score = g == 0 ? c->cosine : semantic ? 0 : c->lexical;
+        if (shown++ > 0)
+            cg_buf_putc(out, ',');
+        cg_store_pattern_json(out, c->query.p ? c->query.p : "", c->query.len, c->rate,
+                              c->citations, c->created_at, score);
+    }
+    cg_buf_puts(out, semantic ? "],\"ranking\":\"semantic\"}" : "],\"ranking\":\"lexical\"}");
 }
 
 int64_t cg_store_now_ms(void)

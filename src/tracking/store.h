@@ -18,6 +18,7 @@
 #define CITEGATE_STORE_H
 
 #include "citegate/common.h"
+#include "citegate/embedding.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -43,6 +44,7 @@ typedef struct cg_pattern {
     unsigned available;   /* citations available */
     char *chunk_ids;      /* JSON array text of the cited ids, e.g. ["doc1","doc3"] (owned) */
     int64_t created_at;   /* unix seconds */
+    cg_vector_t vec;      /* the query's embedding (owned), or none (lexical recall only) */
 } cg_pattern_t;
 
 /* Frees p's strings and p itself (p was allocated with cg_xmalloc); NULL is a no-op. */
@@ -89,6 +91,54 @@ void cg_stats_json(cg_buf_t *b, const cg_stats_t *s, const char *scope);
 void cg_store_pattern_json(cg_buf_t *b, const char *query, size_t query_len, double rate,
                            long long citations, int64_t created_at, double score);
 
+/* Semantic recall's candidates (SPEC §8): the best lexical matches and the
+ * most recent procedural patterns, ranked together by cosine. */
+#define CG_RECALL_LEXICAL 50
+#define CG_RECALL_RECENT  200
+
+/* One recall: the k (clamped to 1..CG_STORE_MAX_RECALL) stored procedural
+ * patterns most like q. With vec, ranked by cosine similarity to it
+ * ("ranking":"semantic"); without, or when no candidate has a vector
+ * comparable to it, by the store's full-text score ("ranking":"lexical"). */
+typedef struct cg_recall {
+    const char *q;
+    int k;
+    const cg_vector_t *vec; /* q's embedding; NULL or empty: lexical */
+} cg_recall_t;
+
+/* A recall's candidate, as a store read it: a procedural pattern with its
+ * vector (if any). */
+typedef struct cg_candidate {
+    int64_t id;
+    cg_buf_t query;
+    double rate;
+    long long citations;
+    int64_t created_at;
+    double lexical;   /* the store's full-text score, higher is better */
+    int lexical_rank; /* its place among the lexical matches; -1: a recent one only */
+    cg_vector_t vec;
+    double cosine; /* filled by the ranking, with: */
+    int group;     /* 0 ranked by cosine, 1 a lexical match after them, 2 not shown */
+} cg_candidate_t;
+
+typedef struct cg_candidates {
+    cg_candidate_t *c;
+    size_t n, cap;
+} cg_candidates_t;
+
+/* The candidate of row id: a new empty one (*fresh), or the one added
+ * before (each pattern is ranked once, whichever list found it). */
+cg_candidate_t *cg_candidates_add(cg_candidates_t *cs, int64_t id, bool *fresh);
+void cg_candidates_free(cg_candidates_t *cs);
+
+/* Appends the recall's JSON from its candidates (SPEC §8): with r->vec and
+ * at least one candidate whose vector is comparable to it, those ranked by
+ * cosine (score = the cosine), then the lexical matches without such a
+ * vector in lexical order with score 0, "ranking":"semantic"; else the
+ * lexical matches in their order with their score, "ranking":"lexical".
+ * Sorts cs. */
+void cg_store_rank_json(cg_candidates_t *cs, const cg_recall_t *r, cg_buf_t *out);
+
 /* ---- The interface -------------------------------------------------------- */
 
 typedef struct cg_store cg_store_t;
@@ -129,9 +179,10 @@ typedef struct cg_store_ops {
     long (*write)(cg_store_t *s, const cg_store_batch_t *b);
     /* Removes patterns created before now - days; rows deleted, or -1. */
     long (*prune)(cg_store_t *s, int64_t now, int days);
-    /* Appends {"patterns":[…]} (cg_memory_recall's shape) for q, best first; out
-     * as it was on failure. CG_STORE_OK, _FAILED or _BROKEN. */
-    int (*recall)(cg_store_t *s, const char *q, int k, cg_buf_t *out_json);
+    /* Appends {"patterns":[…],"ranking":"semantic"|"lexical"} (cg_memory_recall's
+     * shape) for r, best first; out as it was on failure. CG_STORE_OK, _FAILED
+     * or _BROKEN. */
+    int (*recall)(cg_store_t *s, const cg_recall_t *r, cg_buf_t *out_json);
     /* The counters summed over every replica; NULL for a store of one process. */
     int (*stats)(cg_store_t *s, cg_stats_t *out);
     /* The last error on s (valid until the next call). */

@@ -46,13 +46,21 @@ static const char *const migrations[CG_PG_SCHEMA_VERSION] = {
     " citations_cited bigint NOT NULL DEFAULT 0,"
     " seq bigint NOT NULL DEFAULT 0," /* the writer's last batch committed */
     " updated_at timestamptz NOT NULL DEFAULT now());",
+    /* 1 to 2: semantic recall's vector of each query (float32 little-endian)
+     * and the model that made it; NULL without one. */
+    "ALTER TABLE citegate_patterns ADD COLUMN IF NOT EXISTS embedding bytea,"
+    " ADD COLUMN IF NOT EXISTS embedding_model text;"
+    /* the newest vectors of one model, without scanning the table */
+    "CREATE INDEX IF NOT EXISTS citegate_patterns_vec ON citegate_patterns"
+    " (embedding_model, created_at) WHERE embedding IS NOT NULL AND kind = 'procedural';",
 };
 
 static const char insert_sql[] =
     "INSERT INTO citegate_patterns (kind, query, citation_rate, avg_score, citations, available,"
-    " chunk_ids, created_at, replica)"
-    " SELECT k, q, r, s, c, a, i, t, $9::text FROM unnest($1::text[], $2::text[], $3::float8[],"
-    " $4::float8[], $5::int[], $6::int[], $7::text[], $8::bigint[]) AS u(k, q, r, s, c, a, i, t)";
+    " chunk_ids, created_at, embedding, embedding_model, replica)"
+    " SELECT k, q, r, s, c, a, i, t, decode(e, 'hex'), m, $11::text FROM unnest($1::text[],"
+    " $2::text[], $3::float8[], $4::float8[], $5::int[], $6::int[], $7::text[], $8::bigint[],"
+    " $9::text[], $10::text[]) AS u(k, q, r, s, c, a, i, t, e, m)";
 
 static const char stats_sql[] =
     "INSERT INTO citegate_replica_stats AS t (replica, answers, answers_skipped, refs,"
@@ -65,11 +73,21 @@ static const char stats_sql[] =
     " citations_cited = t.citations_cited + EXCLUDED.citations_cited,"
     " seq = EXCLUDED.seq, updated_at = now()";
 
+/* A recall's candidates (both: id, query, rate, citations, created_at,
+ * score, embedding, model): the lexical matches, and the newest patterns
+ * with a vector of the query's model and size (semantic recall). */
 static const char recall_sql[] =
-    "SELECT query, citation_rate, citations, created_at, ts_rank(query_tsv, tq) AS score"
+    "SELECT id, query, citation_rate, citations, created_at, ts_rank(query_tsv, tq) AS score,"
+    " CASE WHEN $3 THEN embedding END, CASE WHEN $3 THEN embedding_model END"
     " FROM citegate_patterns, websearch_to_tsquery('simple', $1) AS tq"
     " WHERE kind = 'procedural' AND query_tsv @@ tq"
     " ORDER BY score DESC, id DESC LIMIT $2";
+
+static const char recent_sql[] =
+    "SELECT id, query, citation_rate, citations, created_at, 0, embedding, embedding_model"
+    " FROM citegate_patterns WHERE kind = 'procedural' AND embedding IS NOT NULL"
+    " AND embedding_model = $1"
+    " AND octet_length(embedding) = $2::int ORDER BY created_at DESC, id DESC LIMIT $3";
 
 static const char sum_sql[] =
     "SELECT coalesce(sum(answers), 0), coalesce(sum(answers_skipped), 0), coalesce(sum(refs), 0),"
@@ -512,35 +530,78 @@ static long pg_prune(cg_store_t *s, int64_t now, int days)
 
 /* ---- Reading -------------------------------------------------------------- */
 
-static int pg_recall(cg_store_t *s, const char *q, int k, cg_buf_t *out_json)
+/* The vector of row i's columns col (bytea, in text form) and col + 1. */
+static void row_vector(PGresult *r, int i, int col, cg_vector_t *v)
 {
-    pg_t *p = (pg_t *)s;
-    k = k < 1 ? 1 : k > CG_STORE_MAX_RECALL ? CG_STORE_MAX_RECALL : k;
-    cg_buf_t words = {0};
-    int nwords = cg_pg_or_query(q, &words);
+    if (PQgetisnull(r, i, col) || PQgetisnull(r, i, col + 1))
+        return;
+    size_t n;
+    unsigned char *bytes = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, col), &n);
+    if (bytes && cg_vector_unpack(bytes, n, &v->v, &v->dim) == 0)
+        v->model = cg_xstrndup(PQgetvalue(r, i, col + 1), (size_t)PQgetlength(r, i, col + 1));
+    PQfreemem(bytes);
+}
+
+/* Adds r's rows to cs; lexical: they are matches, in order. */
+static void add_candidates(PGresult *r, cg_candidates_t *cs, bool lexical)
+{
+    for (int i = 0; i < PQntuples(r); i++) {
+        bool fresh;
+        cg_candidate_t *c = cg_candidates_add(cs, atoll(PQgetvalue(r, i, 0)), &fresh);
+        if (lexical)
+            c->lexical_rank = i;
+        if (!fresh)
+            continue;
+        cg_buf_put(&c->query, PQgetvalue(r, i, 1), (size_t)PQgetlength(r, i, 1));
+        c->rate = strtod(PQgetvalue(r, i, 2), NULL);
+        c->citations = atoll(PQgetvalue(r, i, 3));
+        c->created_at = (int64_t)atoll(PQgetvalue(r, i, 4));
+        c->lexical = strtod(PQgetvalue(r, i, 5), NULL);
+        row_vector(r, i, 6, &c->vec);
+    }
+}
+
+/* Runs one candidates query and adds its rows. */
+static int fetch(pg_t *p, const char *sql, int nvals, const char *const *vals, cg_candidates_t *cs,
+                 bool lexical)
+{
     PGresult *r = NULL;
+    int rc = run(p, sql, nvals, vals, &r);
+    if (rc == CG_STORE_OK)
+        add_candidates(r, cs, lexical);
+    PQclear(r);
+    return rc;
+}
+
+static int candidates(pg_t *p, const cg_recall_t *rq, const cg_vector_t *vec, cg_candidates_t *cs)
+{
+    cg_buf_t words = {0};
     int rc = CG_STORE_OK;
-    if (nwords > 0) {
-        char limit[16];
-        snprintf(limit, sizeof(limit), "%d", k);
-        const char *vals[] = {words.p, limit};
-        rc = run(p, recall_sql, 2, vals, &r);
+    char limit[16], size[16], recent[16];
+    int k = rq->k < 1 ? 1 : rq->k > CG_STORE_MAX_RECALL ? CG_STORE_MAX_RECALL : rq->k;
+    snprintf(limit, sizeof(limit), "%d", vec ? CG_RECALL_LEXICAL : k);
+    if (cg_pg_or_query(rq->q ? rq->q : "", &words) > 0) {
+        const char *vals[] = {words.p, limit, vec ? "true" : "false"};
+        rc = fetch(p, recall_sql, 3, vals, cs, true);
     }
     cg_buf_free(&words);
-    if (rc != CG_STORE_OK)
+    if (rc != CG_STORE_OK || vec == NULL)
         return rc;
-    cg_buf_puts(out_json, "{\"patterns\":[");
-    for (int i = 0; r != NULL && i < PQntuples(r); i++) {
-        if (i > 0)
-            cg_buf_putc(out_json, ',');
-        cg_store_pattern_json(out_json, PQgetvalue(r, i, 0), (size_t)PQgetlength(r, i, 0),
-                              strtod(PQgetvalue(r, i, 1), NULL), atoll(PQgetvalue(r, i, 2)),
-                              (int64_t)atoll(PQgetvalue(r, i, 3)),
-                              strtod(PQgetvalue(r, i, 4), NULL));
-    }
-    cg_buf_puts(out_json, "]}");
-    PQclear(r);
-    return CG_STORE_OK;
+    snprintf(size, sizeof(size), "%u", vec->dim * 4);
+    snprintf(recent, sizeof(recent), "%d", CG_RECALL_RECENT);
+    const char *vals[] = {vec->model, size, recent};
+    return fetch(p, recent_sql, 3, vals, cs, false);
+}
+
+static int pg_recall(cg_store_t *s, const cg_recall_t *rq, cg_buf_t *out_json)
+{
+    const cg_vector_t *vec = rq->vec && rq->vec->v && rq->vec->model ? rq->vec : NULL;
+    cg_candidates_t cs = {0};
+    int rc = candidates((pg_t *)s, rq, vec, &cs);
+    if (rc == CG_STORE_OK)
+        cg_store_rank_json(&cs, rq, out_json);
+    cg_candidates_free(&cs);
+    return rc;
 }
 
 static int pg_stats(cg_store_t *s, cg_stats_t *out)

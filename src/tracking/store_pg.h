@@ -22,7 +22,7 @@
 #include "store.h"
 
 /* The newest schema version this citegate writes and migrates to. */
-#define CG_PG_SCHEMA_VERSION 1
+#define CG_PG_SCHEMA_VERSION 2
 
 extern const cg_store_ops_t cg_pg_ops;
 

@@ -9,10 +9,18 @@
  * CITEGATE_TRACKING_DSN. With PostgreSQL the answers' counters go to the
  * database too (fleet stats), and the admin queries run on a reader thread:
  * the loop polls for their answers and gives a 503 to one that takes too long.
+ *
+ * With CITEGATE_EMBEDDINGS_MODEL (semantic recall, SPEC §8) a finished
+ * answer's patterns wait for their question's vector from the embeddings
+ * client (io/embed.h) and go to the writer with it, or without it when the
+ * call fails or cannot be queued; a recall waits for its query's vector up
+ * to CG_TRACKING_EMBED_WAIT_MS, else ranks lexically.
  */
 #include "tracking.h"
 
 #include "citegate/track.h"
+#include "io/embed.h"
+#include "io/exchange.h"
 #include "io/log.h"
 #include "io/metrics.h"
 #include "memory.h"
@@ -40,6 +48,9 @@ struct cg_track_query {
     cg_track_query_cb cb;
     void *ctx;    /* cb == NULL once answered or cancelled */
     uint64_t due; /* loop time of the 503 */
+    cg_worker_t *w;
+    cg_embed_call_t *call; /* while its query's vector is awaited */
+    uint64_t embed_due;    /* loop time to stop waiting for it */
     cg_track_query_t *prev, *next;
 };
 
@@ -56,7 +67,8 @@ typedef struct cg_tracking {
     cg_reader_t *reader;       /* PostgreSQL: the admin queries' thread */
     uv_timer_t poll;           /* runs while queries are out */
     uv_timer_t watch;          /* runs while there is a writer: see on_watch */
-    cg_track_query_t *out;     /* the queries the reader holds */
+    cg_track_query_t *out;     /* the queries out: at the reader, or awaiting a vector */
+    cg_embed_t *embed;         /* semantic recall's embeddings client, or NULL */
 } cg_tracking_t;
 
 /* Once a process has a second thread, every growth of its descriptor table
@@ -152,6 +164,8 @@ static void watch_writer(cg_worker_t *w)
     uv_timer_start(h, on_watch, WATCH_FIRST_MS, WATCH_FIRST_MS);
 }
 
+static void on_answer(cg_exchange_t *ex);
+
 void cg_tracking_start(cg_worker_t *w)
 {
     const cg_config_t *cfg = w->cfg;
@@ -160,6 +174,7 @@ void cg_tracking_start(cg_worker_t *w)
     uv_timer_init(w->loop, &t->poll);
     t->poll.data = w;
     uv_unref((uv_handle_t *)&t->poll); /* it never keeps a draining worker alive */
+    w->on_answer = on_answer;
     bool pg = cfg->tracking_dsn != NULL;
     /* With PostgreSQL the counters need the writer even without semantic memory. */
     bool writes = cfg->citation_tracking && (cfg->semantic_memory || pg);
@@ -177,6 +192,11 @@ void cg_tracking_start(cg_worker_t *w)
         cg_log_warn(NULL, "%s: cannot start the writer thread; patterns are not stored", t->label);
     else
         watch_writer(w);
+    if (cfg->semantic_memory)
+        t->embed = cg_embed_new(w);
+    if (t->embed && w->index == 0)
+        cg_log_info(NULL, "semantic recall: patterns and recalls are embedded with %s",
+                    cfg->embeddings_model);
     /* SQLite's recall connection is opened here, before the loop runs, so the
      * endpoint never waits on an open (a failure is retried, and logged, at
      * the first request). */
@@ -185,7 +205,13 @@ void cg_tracking_start(cg_worker_t *w)
         t->read = cg_memory_open(cfg->memory_db_path, err, sizeof(err));
 }
 
-static void free_query(cg_tracking_t *t, cg_track_query_t *tq)
+void cg_tracking_drain(cg_worker_t *w)
+{
+    if (w->tracking)
+        cg_embed_drain(w->tracking->embed);
+}
+
+static void unlink_query(cg_tracking_t *t, cg_track_query_t *tq)
 {
     if (tq->prev)
         tq->prev->next = tq->next;
@@ -193,6 +219,12 @@ static void free_query(cg_tracking_t *t, cg_track_query_t *tq)
         t->out = tq->next;
     if (tq->next)
         tq->next->prev = tq->prev;
+    tq->prev = tq->next = NULL;
+}
+
+static void free_query(cg_tracking_t *t, cg_track_query_t *tq)
+{
+    unlink_query(t, tq);
     cg_query_free(&tq->job);
     free(tq);
 }
@@ -202,7 +234,17 @@ void cg_tracking_stop(cg_worker_t *w)
     cg_tracking_t *t = w->tracking;
     if (t == NULL)
         return;
-    /* Every client is gone by now: what the reader returns is only freed. */
+    /* Every client is gone by now: recalls awaiting a vector are dropped,
+     * then the calls still out end, which hands their patterns to the
+     * writer, and what the reader returns is only freed. */
+    for (cg_track_query_t *tq = t->out, *next; tq; tq = next) {
+        next = tq->next;
+        if (tq->call) {
+            cg_embed_cancel(tq->call);
+            free_query(t, tq);
+        }
+    }
+    cg_embed_free(t->embed);
     for (cg_query_t *q = cg_reader_stop(t->reader), *next; q; q = next) {
         next = q->next;
         free_query(t, (cg_track_query_t *)q);
@@ -216,7 +258,7 @@ void cg_tracking_stop(cg_worker_t *w)
 
 /* ---- Answers -------------------------------------------------------------- */
 
-static void store(cg_worker_t *w, cg_pattern_kind_t kind, const cg_track_t *t, const char *question)
+static cg_pattern_t *pattern(cg_pattern_kind_t kind, const cg_track_t *t, const char *question)
 {
     cg_pattern_t *p = cg_xcalloc(1, sizeof(*p));
     p->kind = kind;
@@ -227,7 +269,50 @@ static void store(cg_worker_t *w, cg_pattern_kind_t kind, const cg_track_t *t, c
     p->available = t->available;
     p->chunk_ids = cg_xstrndup(t->cited_ids.p, t->cited_ids.len);
     p->created_at = (int64_t)time(NULL);
-    cg_writer_submit(w->tracking->writer, p);
+    return p;
+}
+
+/* An answer's patterns (one or two, one question) awaiting its vector. */
+typedef struct waiting {
+    cg_writer_t *writer;
+    cg_pattern_t *p[2];
+} waiting_t;
+
+static void submit(waiting_t *wt, const cg_vector_t *vec)
+{
+    for (int i = 0; i < 2; i++) {
+        if (wt->p[i] == NULL)
+            continue;
+        if (vec)
+            cg_vector_copy(&wt->p[i]->vec, vec);
+        cg_writer_submit(wt->writer, wt->p[i]);
+    }
+}
+
+/* The question's vector came back, or not (then recall finds these
+ * patterns lexically). Failures were logged and counted by the client. */
+static void on_pattern_vector(void *ctx, cg_vector_t *vec, const char *why)
+{
+    (void)why;
+    waiting_t *wt = ctx;
+    submit(wt, vec);
+    free(wt);
+}
+
+/* Hands the patterns to the writer, through an embedding call when recall
+ * is semantic: one call per answer, whatever the number of its patterns. */
+static void store(cg_worker_t *w, waiting_t *wt, const char *question, const cg_hdrs_t *keys)
+{
+    cg_embed_t *embed = w->tracking->embed;
+    size_t n = question ? cg_store_query_len(question, strlen(question)) : 0;
+    if (embed && n > 0) {
+        waiting_t *held = cg_xmalloc(sizeof(*held));
+        *held = *wt;
+        if (cg_embed_ask(embed, question, n, keys, false, on_pattern_vector, held))
+            return;
+        free(held); /* refused (counted): stored without a vector */
+    }
+    submit(wt, NULL);
 }
 
 /* Counts one answer in this process's stats, and in the fleet's with PostgreSQL. */
@@ -252,11 +337,9 @@ static void count(cg_worker_t *w, const cg_track_t *t)
         cg_writer_add_stats(tr->writer, &d);
 }
 
-void cg_tracking_answer(cg_worker_t *w, const char *rid, const cg_xform_t *xf,
-                        const cg_request_t *req)
+static void track(cg_worker_t *w, const char *rid, const cg_xform_t *xf, const cg_request_t *req,
+                  const cg_hdrs_t *keys)
 {
-    if (!w->cfg->citation_tracking)
-        return;
     cg_track_t t;
     cg_track_answer(xf, &t);
     if (!t.tracked)
@@ -273,14 +356,23 @@ void cg_tracking_answer(cg_worker_t *w, const char *rid, const cg_xform_t *xf,
                  t.cited_ids.p, (int)t.detail.len, t.detail.p);
     cg_writer_t *writer = w->tracking->writer;
     if (writer && w->cfg->semantic_memory && t.available) {
+        waiting_t wt = {writer, {NULL, NULL}};
         if (t.rate > 0)
-            store(w, CG_PATTERN_PROCEDURAL, &t, req->question);
+            wt.p[0] = pattern(CG_PATTERN_PROCEDURAL, &t, req->question);
         if ((t.available - t.cited) * 2 >= t.available)
-            store(w, CG_PATTERN_EPISODIC, &t, req->question);
+            wt.p[1] = pattern(CG_PATTERN_EPISODIC, &t, req->question);
+        store(w, &wt, req->question, keys);
     }
     if (writer)
         poll_writer(w);
     cg_track_free(&t);
+}
+
+/* A finished answer of the worker (w->on_answer). */
+static void on_answer(cg_exchange_t *ex)
+{
+    if (ex->w->cfg->citation_tracking)
+        track(ex->w, ex->rid, ex->xf, &ex->req, &ex->keys);
 }
 
 /* ---- Admin queries -------------------------------------------------------- */
@@ -314,13 +406,17 @@ static void answer(cg_worker_t *w, cg_track_query_t *tq, const char *why)
     cb(tq->ctx, status, &body);
 }
 
+static void stop_waiting(cg_worker_t *w, cg_track_query_t *tq);
+
 /* While queries are out: answers what the reader finished, and a 503 to
- * what is overdue (the reader may still be waiting for the database). */
+ * what is overdue (the reader may still be waiting for the database); a
+ * recall whose vector is late goes on without it. */
 static void on_poll(uv_timer_t *h)
 {
     cg_worker_t *w = h->data;
     cg_tracking_t *t = w->tracking;
-    for (cg_query_t *q = cg_reader_finished(t->reader), *next; q; q = next) {
+    cg_query_t *done = t->reader ? cg_reader_finished(t->reader) : NULL;
+    for (cg_query_t *q = done, *next; q; q = next) {
         next = q->next;
         cg_track_query_t *tq = (cg_track_query_t *)q;
         if (tq->cb)
@@ -328,62 +424,82 @@ static void on_poll(uv_timer_t *h)
         free_query(t, tq);
     }
     uint64_t now = uv_now(w->loop);
-    for (cg_track_query_t *tq = t->out; tq; tq = tq->next)
-        if (tq->cb && now >= tq->due)
+    for (cg_track_query_t *tq = t->out, *next; tq; tq = next) {
+        next = tq->next;
+        if (tq->call && now >= tq->embed_due)
+            stop_waiting(w, tq);
+        else if (!tq->call && tq->cb && now >= tq->due)
             answer(w, tq, "no answer from the database in time");
+    }
     if (t->out == NULL)
         uv_timer_stop(h);
 }
 
-/* Hands a query to the reader; NULL with *status 503 when it cannot take it. */
-static cg_track_query_t *ask(cg_worker_t *w, bool stats, const char *q, int k, int *status,
-                             cg_track_query_cb cb, void *ctx)
+static void link_query(cg_worker_t *w, cg_track_query_t *tq)
 {
     cg_tracking_t *t = w->tracking;
-    cg_track_query_t *tq = cg_xcalloc(1, sizeof(*tq));
-    tq->job.stats = stats;
-    tq->job.q = q ? cg_xstrndup(q, strlen(q)) : NULL;
-    tq->job.k = k;
-    tq->job.deadline_ms = cg_store_now_ms() + CG_TRACKING_QUERY_STORE_MS;
-    if (t->reader == NULL || !cg_reader_submit(t->reader, &tq->job)) {
-        cg_query_free(&tq->job);
-        free(tq);
-        unavailable(w, "too many queries waiting for the database");
-        *status = 503;
-        return NULL;
-    }
-    tq->cb = cb;
-    tq->ctx = ctx;
-    tq->due = uv_now(w->loop) + CG_TRACKING_QUERY_ANSWER_MS;
     tq->next = t->out;
     if (t->out)
         t->out->prev = tq;
     t->out = tq;
     if (!uv_is_active((uv_handle_t *)&t->poll))
         uv_timer_start(&t->poll, on_poll, QUERY_POLL_MS, QUERY_POLL_MS);
+}
+
+static cg_track_query_t *new_query(cg_worker_t *w, bool stats, const char *q, int k,
+                                   cg_track_query_cb cb, void *ctx)
+{
+    cg_track_query_t *tq = cg_xcalloc(1, sizeof(*tq));
+    tq->w = w;
+    tq->job.stats = stats;
+    tq->job.q = q ? cg_xstrndup(q, strlen(q)) : NULL;
+    tq->job.k = k;
+    tq->cb = cb;
+    tq->ctx = ctx;
+    tq->due = uv_now(w->loop) + CG_TRACKING_QUERY_ANSWER_MS;
     return tq;
+}
+
+/* Hands tq (not linked) to the reader; false, tq freed and *status 503,
+ * when it cannot take it. */
+static bool ask(cg_worker_t *w, cg_track_query_t *tq, int *status)
+{
+    cg_tracking_t *t = w->tracking;
+    tq->job.deadline_ms = cg_store_now_ms() + CG_TRACKING_QUERY_STORE_MS;
+    if (t->reader == NULL || !cg_reader_submit(t->reader, &tq->job)) {
+        cg_query_free(&tq->job);
+        free(tq);
+        unavailable(w, "too many queries waiting for the database");
+        *status = 503;
+        return false;
+    }
+    link_query(w, tq);
+    return true;
 }
 
 void cg_tracking_cancel(cg_track_query_t *tq)
 {
-    tq->cb = NULL; /* freed when the reader hands it back */
+    tq->cb = NULL; /* freed when the reader, or the embeddings client, hands it back */
 }
 
 cg_track_query_t *cg_tracking_stats(cg_worker_t *w, int *status, cg_buf_t *body,
                                     cg_track_query_cb cb, void *ctx)
 {
-    if (w->tracking->ops->stats)
-        return ask(w, true, NULL, 0, status, cb, ctx);
+    if (w->tracking->ops->stats) {
+        cg_track_query_t *tq = new_query(w, true, NULL, 0, cb, ctx);
+        return ask(w, tq, status) ? tq : NULL;
+    }
     *status = 200;
     cg_metrics_render_stats(body);
     return NULL;
 }
 
 /* SQLite's recall, on the loop: one indexed read (WAL readers never wait for
- * the writer threads), bounded by k. This worker's queued patterns are
- * written first, so an answer that just finished can be recalled at once;
- * the queue is bounded, and this is an operator's request, not a stream. */
-static void recall_here(cg_worker_t *w, const char *q, int k, int *status, cg_buf_t *body)
+ * the writer threads), bounded by k and the candidates. This worker's queued
+ * patterns are written first, so an answer that just finished can be
+ * recalled at once; the queue is bounded, and this is an operator's request,
+ * not a stream. */
+static void recall_here(cg_worker_t *w, const cg_recall_t *r, int *status, cg_buf_t *body)
 {
     cg_tracking_t *t = w->tracking;
     char err[512] = "";
@@ -392,22 +508,95 @@ static void recall_here(cg_worker_t *w, const char *q, int k, int *status, cg_bu
     if (t->read == NULL)
         t->read = cg_memory_open(t->target, err, sizeof(err));
     *status = 200;
-    if (t->read == NULL || cg_memory_recall(t->read, q, k, body) != 0) {
+    if (t->read == NULL || cg_memory_recall(t->read, r, body) != 0) {
         unavailable(w, t->read ? cg_memory_errmsg(t->read) : err);
         *status = 503;
     }
 }
 
-cg_track_query_t *cg_tracking_patterns(cg_worker_t *w, const char *q, int k, int *status,
-                                       cg_buf_t *body, cg_track_query_cb cb, void *ctx)
+/* A recall's vector is in (or will not come): the store ranks with it, or
+ * lexically. tq is unlinked and owned here. */
+static void recall_with(cg_worker_t *w, cg_track_query_t *tq)
 {
+    cg_tracking_t *t = w->tracking;
+    if (tq->cb == NULL) { /* the admin client went away meanwhile */
+        cg_query_free(&tq->job);
+        free(tq);
+        return;
+    }
+    if (t->reader) {
+        cg_track_query_cb cb = tq->cb;
+        void *ctx = tq->ctx;
+        int status;
+        cg_buf_t none = {0};
+        if (!ask(w, tq, &status)) /* tq was freed */
+            cb(ctx, status, &none);
+        return;
+    }
+    cg_recall_t r = {tq->job.q, tq->job.k, tq->job.vec.v ? &tq->job.vec : NULL};
+    cg_buf_t body = {0};
+    int status;
+    recall_here(w, &r, &status, &body);
+    tq->cb(tq->ctx, status, &body);
+    cg_query_free(&tq->job);
+    free(tq);
+}
+
+static void on_query_vector(void *ctx, cg_vector_t *vec, const char *why)
+{
+    (void)why;
+    cg_track_query_t *tq = ctx;
+    cg_worker_t *w = tq->w;
+    if (vec) {
+        tq->job.vec = *vec;
+        memset(vec, 0, sizeof(*vec));
+    }
+    tq->call = NULL;
+    unlink_query(w->tracking, tq);
+    recall_with(w, tq);
+}
+
+/* The vector is late: the recall goes on lexically, and the call is left
+ * to finish on its own (counted then). */
+static void stop_waiting(cg_worker_t *w, cg_track_query_t *tq)
+{
+    cg_embed_cancel(tq->call);
+    tq->call = NULL;
+    unlink_query(w->tracking, tq);
+    recall_with(w, tq);
+}
+
+cg_track_query_t *cg_tracking_patterns(cg_worker_t *w, const char *q, int k,
+                                       const cg_hdrs_t *keys, int *status, cg_buf_t *body,
+                                       cg_track_query_cb cb, void *ctx)
+{
+    cg_tracking_t *t = w->tracking;
     *status = 200;
     if (!w->cfg->citation_tracking || !w->cfg->semantic_memory) {
-        cg_buf_puts(body, "{\"patterns\":[]}");
+        cg_buf_puts(body, "{\"patterns\":[],\"ranking\":\"lexical\"}");
         return NULL;
     }
-    if (w->tracking->reader)
-        return ask(w, false, q, k, status, cb, ctx);
-    recall_here(w, q, k, status, body);
+    size_t n = cg_store_query_len(q, strlen(q));
+    cg_track_query_t *tq = NULL;
+    if (t->embed && n > 0) {
+        tq = new_query(w, false, q, k, cb, ctx);
+        tq->call = cg_embed_ask(t->embed, q, n, keys, true, on_query_vector, tq);
+        if (tq->call) {
+            tq->embed_due = uv_now(w->loop) + CG_TRACKING_EMBED_WAIT_MS;
+            link_query(w, tq);
+            return tq;
+        }
+    }
+    if (t->reader) {
+        if (tq == NULL)
+            tq = new_query(w, false, q, k, cb, ctx);
+        return ask(w, tq, status) ? tq : NULL;
+    }
+    if (tq) {
+        cg_query_free(&tq->job);
+        free(tq);
+    }
+    cg_recall_t r = {q, k, NULL};
+    recall_here(w, &r, status, body);
     return NULL;
 }

@@ -5,17 +5,19 @@
 
 #include "citegate/request.h"
 #include "citegate/xform.h"
+#include "io/hdrs.h"
 #include "io/worker.h"
 
 /* Starts the worker's store threads (writer, and for PostgreSQL the reader)
- * as the configuration asks. Never waits for the store. */
+ * and the embeddings client as the configuration asks, and takes the
+ * worker's finished answers (w->on_answer). Never waits for the store. */
 void cg_tracking_start(cg_worker_t *w);
+/* Shutdown began: embedding calls end now (their patterns are kept
+ * without a vector). */
+void cg_tracking_drain(cg_worker_t *w);
 /* After the loop ended: writes what is queued (if the store is there), stops
  * the threads and frees what tracking holds. */
 void cg_tracking_stop(cg_worker_t *w);
-/* Accounts one finished answer. */
-void cg_tracking_answer(cg_worker_t *w, const char *rid, const cg_xform_t *xf,
-                        const cg_request_t *req);
 
 /*
  * The admin queries: GET /v1/citations/stats and /v1/citations/patterns.
@@ -31,13 +33,20 @@ typedef void (*cg_track_query_cb)(void *ctx, int status, cg_buf_t *body);
 
 cg_track_query_t *cg_tracking_stats(cg_worker_t *w, int *status, cg_buf_t *body,
                                     cg_track_query_cb cb, void *ctx);
-cg_track_query_t *cg_tracking_patterns(cg_worker_t *w, const char *q, int k, int *status,
-                                       cg_buf_t *body, cg_track_query_cb cb, void *ctx);
+/* keys: the admin request's fields, whose Authorization or api-key its
+ * embedding call carries when CITEGATE_EMBEDDINGS_API_KEY is unset. With
+ * embeddings the recall waits for q's vector (at most
+ * CG_TRACKING_EMBED_WAIT_MS, then it ranks lexically), so it is pending. */
+cg_track_query_t *cg_tracking_patterns(cg_worker_t *w, const char *q, int k,
+                                       const cg_hdrs_t *keys, int *status, cg_buf_t *body,
+                                       cg_track_query_cb cb, void *ctx);
 void cg_tracking_cancel(cg_track_query_t *tq);
 
 /* Longest wait for a PostgreSQL admin query: the reader gives up after
  * QUERY_STORE_MS, the loop answers 503 after QUERY_ANSWER_MS regardless. */
 #define CG_TRACKING_QUERY_STORE_MS  1500
 #define CG_TRACKING_QUERY_ANSWER_MS 1800
+/* Longest wait of a recall for its query's embedding. */
+#define CG_TRACKING_EMBED_WAIT_MS 1000
 
 #endif

@@ -43,6 +43,9 @@ static const char *const all_vars[] = {
     "SEMANTIC_MEMORY_DB_PATH",
     "SEMANTIC_MEMORY_PRUNE_AGE_DAYS",
     "CITEGATE_TRACKING_DSN",
+    "CITEGATE_EMBEDDINGS_MODEL",
+    "CITEGATE_EMBEDDINGS_URL",
+    "CITEGATE_EMBEDDINGS_API_KEY",
 };
 #define NALL (sizeof(all_vars) / sizeof(all_vars[0]))
 
@@ -637,6 +640,34 @@ static void test_tracking_dsn(void **state)
     assert_false(cg_dsn_is_postgres(""));
 }
 
+/* ---- CITEGATE_EMBEDDINGS_* ----------------------------------------------------- */
+
+static void test_embeddings(void **state)
+{
+    (void)state;
+    cg_config_t c;
+    char err[256];
+    assert_int_equal(load_with(&c, NULL, NULL, err, sizeof(err)), 0);
+    assert_null(c.embeddings_model); /* unset: lexical recall only */
+    assert_null(c.embeddings_url);
+    assert_null(c.embeddings_api_key);
+    cg_config_free(&c);
+    accept_val(&c, "CITEGATE_EMBEDDINGS_MODEL", "text-embedding-3-small");
+    assert_string_equal(c.embeddings_model, "text-embedding-3-small");
+    cg_config_free(&c);
+    accept_val(&c, "CITEGATE_EMBEDDINGS_MODEL", "");
+    assert_null(c.embeddings_model);
+    cg_config_free(&c);
+    accept_val(&c, "CITEGATE_EMBEDDINGS_URL", "http://127.0.0.1:11434/v1/embeddings");
+    assert_string_equal(c.embeddings_url, "http://127.0.0.1:11434/v1/embeddings");
+    cg_config_free(&c);
+    reject_val("CITEGATE_EMBEDDINGS_URL", "127.0.0.1:11434/v1/embeddings");
+    reject_val("CITEGATE_EMBEDDINGS_URL", "ftp://host/v1/embeddings");
+    accept_val(&c, "CITEGATE_EMBEDDINGS_API_KEY", "sk-test");
+    assert_string_equal(c.embeddings_api_key, "sk-test");
+    cg_config_free(&c);
+}
+
 static void redacts(const char *dsn, const char *want)
 {
     cg_buf_t b = {0};
@@ -681,6 +712,7 @@ int main(void)
         cmocka_unit_test_setup(test_set_overrides, clear_env),
         cmocka_unit_test_setup(test_error_truncation, clear_env),
         cmocka_unit_test_setup(test_tracking_dsn, clear_env),
+        cmocka_unit_test_setup(test_embeddings, clear_env),
         cmocka_unit_test_setup(test_dsn_redact, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,8 +3,8 @@
 
 fuzz_sse, fuzz_xform and fuzz_responses read two header bytes before the stream (see
 fuzz_common.h): byte 0 seeds the read sizes (bits 6-7: largest read 1, 7,
-61 or 1021 bytes), byte 1 holds the target's flags. fuzz_json reads plain
-JSON. fuzz_dialect_req reads one flags byte (dialect, default model, small
+61 or 1021 bytes), byte 1 holds the target's flags. fuzz_json and fuzz_embedding read
+plain JSON (fuzz_embedding: an embeddings answer, also used as request text). fuzz_dialect_req reads one flags byte (dialect, default model, small
 max_doc_bytes: see fuzz_dialect_req.c), then a request body.
 Run from anywhere: python3 tests/fuzz/make_corpus.py
 """
@@ -179,6 +179,9 @@ ANTHROPIC_SEEDS = {
                             b'data: {"type":"content_block_stop","index":0}\n\n'
                             b'data: {"type":"error","error":{"type":"api_error","message":"x"}}\n\n'),
     "body_error": (0x00, AN_NO_REQ, b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'),
+}
+
+
 # fuzz_responses byte 1: profile (bits 0-2: openwebui, openai, webchat, structured, off),
 # include_usage (3), small max_event (4).
 RS_OPENWEBUI, RS_OPENAI, RS_WEBCHAT, RS_STRUCTURED, RS_OFF, RS_USAGE, RS_SMALL_EVENT = \
@@ -226,6 +229,35 @@ RESPONSES_SEEDS = {
                      b'{"type":"file_citation","file_id":"f","filename":"n","start_index":1,'
                      b'"end_index":6},{"type":"url_citation","url":"u","start_index":7,'
                      b'"end_index":8}]}]}]}'),
+}
+
+
+# fuzz_embedding reads an embeddings answer; the same bytes are the text of a request.
+def embedding_answer(vector, head=b'{"object":"list","data":[{"object":"embedding","index":0,"embedding":',
+                     tail=b'}],"model":"text-embedding-3-small","usage":{"prompt_tokens":5,"total_tokens":5}}'):
+    return head + vector + tail
+
+
+EMBEDDING_SEEDS = {
+    "openai_pretty": (b'{\n  "object": "list",\n  "data": [\n    {\n      "object": "embedding",\n'
+                      b'      "index": 0,\n      "embedding": [\n        -0.006929283495992422,\n'
+                      b'        -0.005336422007530928,\n        0.00024047505110502243\n      ]\n'
+                      b'    }\n  ],\n  "model": "text-embedding-ada-002",\n'
+                      b'  "usage": {\n    "prompt_tokens": 5,\n    "total_tokens": 5\n  }\n}\n'),
+    "dims_64": embedding_answer(b"[" + b",".join(b"%.9g" % ((i % 7 - 3) / 8.0) for i in range(64)) + b"]"),
+    "number_forms": embedding_answer(b"[-1.5e-3,2E+2,-0,0.0,1.4e-45,3.4028235e38,-3.4E38,7,0.1e1]"),
+    "float_overflow": embedding_answer(b"[0.5,3.5e38]"),
+    "double_overflow": embedding_answer(b"[1e999]"),
+    "base64": embedding_answer(b'"AACAPwAAAEA="'),
+    "not_number": embedding_answer(b'[0.1,"0.2",true,null,[1]]'),
+    "empty_vector": embedding_answer(b"[]"),
+    "empty_data": b'{"object":"list","data":[]}',
+    "error": b'{"error":{"message":"Incorrect API key provided","type":"invalid_request_error",'
+             b'"code":"invalid_api_key"}}',
+    "html": b"<html><body><h1>502 Bad Gateway</h1></body></html>\r\n",
+    "truncated": embedding_answer(b"[0.25,-0.5,0.75")[:60],
+    "question_utf8": "How do I charge the X100? \u00e9t\u00e9 \u20ac \U0001f600".encode(),
+    "question_invalid_utf8": b'power "up" my\thandset \xff\xc3(\xc0\x80\xed\xa0\x80\xf4\x90\x80\x80\xe2\x82',
 }
 
 
@@ -311,6 +343,8 @@ def main():
         write("responses", f.name.replace(".", "_"), bytes([0x80, profile]) + f.read_bytes())
     for name, (seed, flags, data) in RESPONSES_SEEDS.items():
         write("responses", name, bytes([seed, flags]) + data)
+    for name, data in EMBEDDING_SEEDS.items():
+        write("embedding", name, data)
 
 
 if __name__ == "__main__":

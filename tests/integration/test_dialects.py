@@ -219,12 +219,12 @@ class Http1Requests(DialectCase):
         for d in DIALECTS:
             with self.subTest(dialect=d):
                 self.up.reset()
-                st, _, _ = self.cg[d].request("POST", "/v1/embeddings?api-version=1", b'{"input":"x"}',
+                st, _, _ = self.cg[d].request("POST", "/v1/moderations?api-version=1", b'{"input":"x"}',
                                               {"api-key": "k-azure", "Authorization": "Bearer b"})
                 self.assertEqual(st, 404)  # the mock has no such route: its 404 passes
                 r = self.up.requests()[-1]
                 self.assertEqual((r["path"], r["query"], r["body"]),
-                                 ("/base/v1/embeddings", "api-version=1", '{"input":"x"}'))
+                                 ("/base/v1/moderations", "api-version=1", '{"input":"x"}'))
                 self.assertEqual(values(r["headers"], "api-key"), ["k-azure"])
                 self.assertEqual(values(r["headers"], "authorization"), ["Bearer b"])
                 self.assertEqual(values(r["headers"], "anthropic-version"), [])

@@ -2,13 +2,16 @@
 
 run: cd tests/integration && python3 -m unittest -v test_mock
 """
+import base64
 import http.client
 import json
 import os
 import shutil
 import socket
+import struct
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -339,6 +342,151 @@ class MockTest(unittest.TestCase):
     def test_bad_request(self):
         status, raw = H.send_oversized(self.m.port, b"GARBAGE\r\n", b"")
         self.assertEqual(status, 400)
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(a, b))
+
+
+class EmbeddingsMockTest(unittest.TestCase):
+    """POST …/embeddings and its controls (POST /__mock/embeddings), on the plain mock."""
+
+    def setUp(self):
+        self.m = MOCK
+        self.m.reset()
+
+    def embed(self, text, path="/v1/embeddings", headers=None, model="text-embedding-3-small"):
+        st, hd, body = self.m.request("POST", path, {"model": model, "input": text}, headers)
+        return st, hd, body
+
+    def vector(self, text):
+        st, _, body = self.embed(text)
+        self.assertEqual(st, 200, body)
+        return json.loads(body)["data"][0]["embedding"]
+
+    def settings(self, **change):
+        st, _, body = self.m.request("POST", "/__mock/embeddings", change)
+        self.assertEqual(st, 200, body)
+        return json.loads(body)
+
+    def test_answer_is_openai_shaped_unit_and_deterministic(self):
+        st, hd, body = self.embed("How do I charge the X100?", headers={"Authorization": "Bearer k-1"})
+        self.assertEqual(st, 200)
+        self.assertEqual(hd.get("Content-Type"), "application/json")
+        a = json.loads(body)
+        self.assertEqual(set(a), {"object", "data", "model", "usage"})
+        self.assertEqual((a["object"], a["model"]), ("list", "text-embedding-3-small"))
+        self.assertEqual(a["usage"], {"prompt_tokens": 6, "total_tokens": 6})
+        self.assertEqual(len(a["data"]), 1)
+        d = a["data"][0]
+        self.assertEqual((d["object"], d["index"]), ("embedding", 0))
+        self.assertEqual(len(d["embedding"]), 64)
+        self.assertTrue(all(isinstance(x, float) for x in d["embedding"]))
+        self.assertAlmostEqual(cosine(d["embedding"], d["embedding"]), 1.0, places=9)
+        # the same text, the same vector, also in a fresh process (no salted hash())
+        self.assertEqual(self.vector("How do I charge the X100?"), d["embedding"])
+        self.assertEqual(mock_upstream.embed_vector("How do I charge the X100?", 64), d["embedding"])
+        # recorded like any request, headers included; the control path is not
+        log = self.m.requests()
+        self.assertEqual([r["path"] for r in log], ["/v1/embeddings", "/v1/embeddings"])
+        self.assertIn(["Authorization", "Bearer k-1"], log[0]["headers"])
+        self.assertEqual(log[0]["body_json"]["input"], "How do I charge the X100?")
+        self.assertEqual(log[0]["outcome"], "complete")
+
+    def test_paraphrases_share_a_direction(self):
+        q, para, other = "How do I charge the X100?", "power up my handset", "What is the refund policy?"
+        self.assertFalse(set(mock_upstream.embed_words(q)) & set(mock_upstream.embed_words(para)))
+        vq, vp, vo = self.vector(q), self.vector(para), self.vector(other)
+        self.assertGreater(cosine(vq, vp), 0.9)
+        self.assertLess(abs(cosine(vq, vo)), 0.1)
+        self.assertLess(abs(cosine(vp, vo)), 0.1)
+        self.assertGreater(cosine(vo, self.vector("How can I get my money back?")), 0.5)
+        # a text without a topic word, and an empty one, still get a unit vector
+        for text in ("zzz qqq", ""):
+            v = self.vector(text)
+            self.assertAlmostEqual(cosine(v, v), 1.0, places=9)
+
+    def test_any_path_ending_in_embeddings_and_list_input(self):
+        st, _, body = self.m.request("POST", "/openai/deployments/e/embeddings?api-version=1",
+                                     {"model": "m", "input": ["power up my handset", "refund"]})
+        self.assertEqual(st, 200)
+        data = json.loads(body)["data"]
+        self.assertEqual([d["index"] for d in data], [0, 1])
+        self.assertEqual(data[0]["embedding"], self.vector("power up my handset"))
+        # X-Mock-Fixture still wins, and other methods are not embeddings
+        st, _, body = self.m.request("POST", "/v1/embeddings", CHAT,
+                                     {"X-Mock-Fixture": "azure_oyd_response.json"})
+        self.assertEqual((st, body), (200, RESPONSE))
+        st, _, _ = self.m.request("GET", "/v1/embeddings")
+        self.assertEqual(st, 404)
+
+    def test_bad_requests(self):
+        for body in (b"not json", b"[1]", {"input": "x"}, {"model": "m"}, {"model": "m", "input": 5},
+                     {"model": "m", "input": []}):
+            st, _, data = self.m.request("POST", "/v1/embeddings", body)
+            self.assertEqual(st, 400, (body, data))
+            self.assertIn("message", json.loads(data)["error"])
+        for change in ({"mode": "nope"}, {"mode": "status:99"}, {"dim": 0}, {"dim": "8"},
+                       {"delay_ms": -1}, {"other": 1}):
+            st, _, _ = self.m.request("POST", "/__mock/embeddings", change)
+            self.assertEqual(st, 400, change)
+        self.assertEqual(self.settings(), {"mode": "ok", "dim": 64, "delay_ms": 0})
+
+    def test_modes_and_reset(self):
+        ok = self.vector("power up my handset")
+        self.assertEqual(self.settings(mode="status:500"), {"mode": "status:500", "dim": 64, "delay_ms": 0})
+        st, _, body = self.embed("x")
+        self.assertEqual((st, body), (500, mock_upstream.error_body(500)))
+        self.settings(mode="malformed")
+        st, _, body = self.embed("x")
+        self.assertEqual(st, 200)
+        self.assertRaises(ValueError, json.loads, body)
+        self.assertIn(b'"embedding":[', body)
+        self.settings(mode="base64")
+        st, _, body = self.embed("power up my handset")
+        b64 = json.loads(body)["data"][0]["embedding"]
+        floats = struct.unpack("<64f", base64.b64decode(b64))
+        self.assertTrue(all(abs(a - b) < 1e-6 for a, b in zip(floats, ok)))
+        self.settings(mode="ok", dim=32)
+        self.assertEqual(len(self.vector("power up my handset")), 32)
+        self.settings(dim=9000)
+        self.assertEqual(len(self.vector("power up my handset")), 9000)
+        self.settings(delay_ms=300)
+        t0 = time.monotonic()
+        self.vector("x")
+        self.assertGreaterEqual(time.monotonic() - t0, 0.29)
+        self.m.reset()
+        self.assertEqual(self.settings(), {"mode": "ok", "dim": 64, "delay_ms": 0})
+        st, _, body = self.m.request("GET", "/__mock/embeddings")
+        self.assertEqual(json.loads(body), {"mode": "ok", "dim": 64, "delay_ms": 0})
+        self.assertEqual(self.vector("power up my handset"), ok)
+
+    def test_hang_answers_nothing_until_the_peer_gives_up(self):
+        self.settings(mode="hang")
+        c = self.m.raw(timeout=0.5)
+        c.send_request("POST", "/v1/embeddings", {"model": "m", "input": "x"})
+        self.assertRaises(socket.timeout, c.sock.recv, 1)
+        self.assertEqual(self.m.stats()["embeddings_in_flight"], 1)
+        c.close()
+        self.assertTrue(H.wait_for(lambda: self.m.stats()["embeddings_in_flight"] == 0, 2.0))
+        self.assertEqual(self.m.requests()[0]["outcome"], "aborted")
+        self.assertEqual(self.m.stats()["closed_by_peer"], 1)
+
+    def test_in_flight_counted(self):
+        self.settings(delay_ms=600)
+        threads = [threading.Thread(target=self.embed, args=(f"question {i}",)) for i in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        s = self.m.stats()
+        self.assertEqual((s["embeddings_requests"], s["embeddings_in_flight"], s["embeddings_in_flight_max"]),
+                         (5, 0, 5))
+        self.vector("one more, alone")
+        self.assertEqual(self.m.stats()["embeddings_in_flight_max"], 5)
+        self.m.reset()
+        s = self.m.stats()
+        self.assertEqual((s["embeddings_requests"], s["embeddings_in_flight_max"]), (0, 0))
 
 
 class TLSMockTest(MockTest):

@@ -256,7 +256,7 @@ class Tracking(unittest.TestCase):
         self.ask(cg, "azure_oyd_stream.sse")
         self.assertEqual(self.stats(cg)["answers"], 1)
         st, _, body = cg.admin("GET", "/v1/citations/patterns?q=manual")
-        self.assertEqual((st, json.loads(body)), (200, {"patterns": []}))
+        self.assertEqual((st, json.loads(body)), (200, {"patterns": [], "ranking": "lexical"}))
         cg.stop()
         self.assertFalse(os.path.exists(os.path.join(cg.dir, "data", "semantic-memory.db")))
 

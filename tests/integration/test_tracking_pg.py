@@ -107,6 +107,12 @@ class TrackingPostgres(unittest.TestCase):
                                  f"&k={k}")
         return body["patterns"] if st == 200 else None
 
+    def recall_until(self, cg, q, k=2):
+        """The first non-empty recall of q within WITHIN (writes land asynchronously)."""
+        found = []
+        H.wait_for(lambda: found.append(self.recall(cg, q, k)) or found[-1], WITHIN, 0.05)
+        return found[-1] or []
+
     def assert_unavailable_in_time(self, cg, path):
         st, body, took = self.admin(cg, path)
         self.assertEqual(st, 503, body)
@@ -365,13 +371,13 @@ class TrackingPostgres(unittest.TestCase):
         db, dsn = self.new_db()
         cg = self.start(dsn)
         self.assertTrue(H.wait_for(lambda: self.stats(cg), WITHIN))
-        self.assertEqual(self.pg.psql("SELECT version FROM citegate_schema", db), [["1"]])
+        self.assertEqual(self.pg.psql("SELECT version FROM citegate_schema", db), [["2"]])
         idx = self.pg.psql("SELECT indexdef FROM pg_indexes WHERE tablename = 'citegate_patterns'", db)
         self.assertTrue(any("gin (query_tsv)" in r[0] for r in idx), idx)
         cg.stop()
         cg = self.start(dsn)  # a second start finds it and changes nothing
         self.assertTrue(H.wait_for(lambda: self.stats(cg), WITHIN))
-        self.assertEqual(self.pg.psql("SELECT version FROM citegate_schema", db), [["1"]])
+        self.assertEqual(self.pg.psql("SELECT version FROM citegate_schema", db), [["2"]])
 
         newer, ndsn = self.new_db()
         self.pg.psql("CREATE TABLE citegate_schema (version integer NOT NULL);"
@@ -381,10 +387,49 @@ class TrackingPostgres(unittest.TestCase):
         self.assertIn(b"data: [DONE]", baseline)
         self.assert_unavailable_in_time(cg, "/v1/citations/stats")
         self.ask(cg, question="newer schema, the log")
-        self.assertTrue(H.wait_for(lambda: "newer than this citegate's 1" in cg.stderr(), 5.0),
+        self.assertTrue(H.wait_for(lambda: "newer than this citegate's 2" in cg.stderr(), 5.0),
                         cg.stderr()[-2000:])
         self.assertEqual(self.pg.psql("SELECT count(*) FROM pg_tables WHERE tablename ="
                                       " 'citegate_patterns'", newer), [["0"]])
+
+    # The schema of version 1, before semantic recall's vectors.
+    SCHEMA_1 = (
+        "CREATE TABLE citegate_schema (version integer NOT NULL);"
+        " INSERT INTO citegate_schema VALUES (1);"
+        " CREATE TABLE citegate_patterns (id bigserial PRIMARY KEY,"
+        " kind text NOT NULL CHECK (kind IN ('procedural', 'episodic')), query text NOT NULL,"
+        " query_tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', query)) STORED,"
+        " citation_rate double precision NOT NULL, avg_score double precision,"
+        " citations integer NOT NULL, available integer NOT NULL, chunk_ids text NOT NULL,"
+        " created_at bigint NOT NULL, replica text NOT NULL);"
+        " CREATE INDEX citegate_patterns_query_tsv ON citegate_patterns USING gin (query_tsv);"
+        " CREATE TABLE citegate_replica_stats (replica text PRIMARY KEY,"
+        " answers bigint NOT NULL DEFAULT 0, answers_skipped bigint NOT NULL DEFAULT 0,"
+        " refs bigint NOT NULL DEFAULT 0, citations_available bigint NOT NULL DEFAULT 0,"
+        " citations_cited bigint NOT NULL DEFAULT 0, seq bigint NOT NULL DEFAULT 0,"
+        " updated_at timestamptz NOT NULL DEFAULT now());"
+        " INSERT INTO citegate_patterns (kind, query, citation_rate, citations, available,"
+        " chunk_ids, created_at, replica) VALUES ('procedural', 'kept from version one', 1, 1,"
+        " 1, '[]', 1795309323, 'old')")
+
+    def test_schema_1_is_migrated(self):
+        """A database a citegate without semantic recall made (version 1) gets the vector
+        columns, keeps its rows, and stores new patterns: fails if the migration is missing,
+        drops data, or the INSERT still names only the old columns."""
+        db, dsn = self.new_db()
+        self.pg.psql(self.SCHEMA_1, db)
+        cg = self.start(dsn)
+        self.assertTrue(H.wait_for(lambda: self.stats(cg), WITHIN))
+        self.assertEqual(self.pg.psql("SELECT version FROM citegate_schema", db), [["2"]])
+        cols = self.pg.psql("SELECT column_name FROM information_schema.columns"
+                            " WHERE table_name = 'citegate_patterns' ORDER BY 1", db)
+        self.assertIn(["embedding"], cols)
+        self.assertIn(["embedding_model"], cols)
+        self.assertEqual([p["query"] for p in self.recall_until(cg, "version")],
+                         ["kept from version one"])
+        self.ask(cg, question="a new question after the migration")
+        self.assertEqual([p["query"] for p in self.recall_until(cg, "migration")],
+                         ["a new question after the migration"])
 
     def test_bad_dsn_is_a_configuration_error(self):
         for dsn in ("mysql://u:s3cret@db/x", "postgresql://u:s3cret@db/x?no_such_option=1"):

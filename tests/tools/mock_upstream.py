@@ -13,10 +13,15 @@ to the ready file (atomically: write a temporary file, then rename).
 
 Routes
   GET  /__mock/requests   JSON list of recorded requests (see below); /__mock/* is not recorded
-  POST /__mock/reset      clear the request log and the counters (open connections stay)
+  POST /__mock/reset      clear the request log and the counters (open connections stay), and
+                          put the embeddings endpoint back to its defaults
   GET  /__mock/stats      {"open":N,"closed_by_peer":M,"requests":K, ...}
+  POST /__mock/embeddings set how the embeddings endpoint answers (see "Embeddings");
+                          GET shows the settings
   GET  /v1/models         a small JSON model list
   *    /echo, /echo/...   JSON {method, path, query, headers, body} of the request
+  POST /v1/embeddings, or any path ending in /embeddings (without X-Mock-Fixture):
+                          an OpenAI-shaped embeddings answer (see "Embeddings")
   any path with X-Mock-Fixture, or any path ending in /chat/completions, /v1/messages
   (Anthropic Messages) or /v1/responses (OpenAI Responses): a fixture
   anything else           404 with an OpenAI-style JSON error
@@ -63,13 +68,66 @@ Stats: "open" = connections currently open; "closed_by_peer" = connections the
 peer closed or reset while a response was in progress (client gave up);
 "idle_closed_by_peer" = peer closes between requests; "tls_resumed" = TLS
 connections that resumed an earlier session; "connections" = accepted
-since reset; "requests" = recorded requests since reset.
+since reset; "requests" = recorded requests since reset;
+"embeddings_requests" = embeddings requests since reset; "embeddings_in_flight" =
+embeddings requests being answered (delayed or hanging included) now;
+"embeddings_in_flight_max" = the most at once since reset.
+
+Embeddings
+  POST …/embeddings with {"model": M, "input": TEXT} (or a list of texts: one vector
+  each) answers
+    {"object":"list","data":[{"object":"embedding","index":0,"embedding":[…]}],
+     "model":M,"usage":{"prompt_tokens":W,"total_tokens":W}}   (W: words of the input)
+  Embeddings requests are recorded like any other (headers included), so a test can
+  check the Authorization a caller sent.
+
+  The vectors are deterministic and made so that paraphrases point the same way and
+  unrelated questions do not. The lower-cased words of a text ([a-z0-9]+) are looked up
+  in a table of topics, each a set of synonyms with a basis direction of its own
+  (dimension i for topic i, so topics are orthogonal):
+    charging   charge charging charged charger power powered battery batteries
+               recharge recharging plug plugged
+    device     x100 handset phone device smartphone
+    refund     refund refunds refunded money back return returns reimburse reimbursed
+    policy     policy policies rules terms conditions
+    search     azure ai search index indexes indexing retrieval
+    weather    weather rain sunny forecast temperature snow
+    cooking    cook cooking recipe recipes bake baking oven pasta kitchen
+    warranty   warranty guarantee defect defects manufacturing repair
+    shipping   ship shipping delivery deliver parcel courier
+    account    account password login username
+    service    service centre center nearest shop store
+    manual     manual guide instructions handbook documentation
+  The vector is the sum of the directions of the topics the text names (each once),
+  plus for every distinct word a small component (EMBED_WORD_WEIGHT) in one of the
+  dimensions after the topics' (picked and signed by a SHA-256 of the word), normalised
+  to length 1. So "How do I charge the X100?" and "power up my handset" share no word
+  but both are charging + device: their cosine is about 0.98. "What is the refund
+  policy?" is refund + policy, orthogonal to both: its cosine with them is the words'
+  small components alone (about 0 to 0.01). A text with no topic word still gets a vector
+  (its words' components). The dimension is 64 unless set below; with fewer dimensions
+  than topics, topics share dimensions (modulo) and the words' components too.
+
+  POST /__mock/embeddings {"mode": MODE, "dim": N, "delay_ms": D} changes how later
+  embeddings requests are answered (each is answered as things were when it arrived);
+  members left out keep their value, /__mock/reset restores mode "ok", dim 64, delay 0.
+  It answers the resulting settings. MODE:
+    ok          the answer above
+    status:NNN  status NNN with an OpenAI-style error body
+    malformed   200 with a JSON body cut short
+    hang        never answer (until the peer closes)
+    base64      200 with each embedding a base64 string of little-endian float32
+                (OpenAI's encoding_format "base64"), not an array
+  "dim" changes the dimension of every later vector, as a change of model would;
+  "delay_ms" waits D ms before answering (or before hanging).
 """
 import argparse
 import asyncio
 import base64
 import gzip
+import hashlib
 import json
+import math
 import os
 import re
 import signal
@@ -151,6 +209,106 @@ def fixture_path(root, name):
     if os.path.isabs(rel) or rel == ".." or rel.startswith(".." + os.sep):
         return None
     return os.path.join(root, rel)
+
+
+# ---- embeddings: see "Embeddings" in the docstring ----------------------------------
+
+EMBED_TOPICS = (
+    ("charging", "charge charging charged charger power powered battery batteries recharge "
+                 "recharging plug plugged"),
+    ("device", "x100 handset phone device smartphone"),
+    ("refund", "refund refunds refunded money back return returns reimburse reimbursed"),
+    ("policy", "policy policies rules terms conditions"),
+    ("search", "azure ai search index indexes indexing retrieval"),
+    ("weather", "weather rain sunny forecast temperature snow"),
+    ("cooking", "cook cooking recipe recipes bake baking oven pasta kitchen"),
+    ("warranty", "warranty guarantee defect defects manufacturing repair"),
+    ("shipping", "ship shipping delivery deliver parcel courier"),
+    ("account", "account password login username"),
+    ("service", "service centre center nearest shop store"),
+    ("manual", "manual guide instructions handbook documentation"),
+)
+EMBED_TOPIC_OF = {w: i for i, (_, words) in enumerate(EMBED_TOPICS) for w in words.split()}
+# Small next to a topic's 1.0: a question of ten words adds 10 * 0.01 to a squared
+# length of 2 (two topics), so paraphrases keep a cosine near 0.97.
+EMBED_WORD_WEIGHT = 0.1
+EMBED_DEFAULTS = {"mode": "ok", "dim": 64, "delay_ms": 0}
+EMBED_MAX_DIM = 65536  # above citegate's bound on purpose: a test may want a refusal
+
+
+def embed_words(text):
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def embed_vector(text, dim):
+    """The unit vector of text in dim dimensions (deterministic across runs)."""
+    v = [0.0] * dim
+    words = embed_words(text)
+    for t in sorted({EMBED_TOPIC_OF[w] for w in words if w in EMBED_TOPIC_OF}):
+        v[t % dim] += 1.0
+    first = len(EMBED_TOPICS) if dim > len(EMBED_TOPICS) else 0
+    for w in sorted(set(words)):
+        h = hashlib.sha256(w.encode()).digest()
+        k = first + int.from_bytes(h[:4], "little") % (dim - first)
+        v[k] += EMBED_WORD_WEIGHT if h[4] & 1 else -EMBED_WORD_WEIGHT
+    norm = math.sqrt(sum(x * x for x in v))
+    if norm == 0.0:  # no word at all: still a vector, the same for every empty text
+        v[dim - 1], norm = 1.0, 1.0
+    return [x / norm for x in v]
+
+
+def embed_settings(current, change):
+    """current updated by the members of change; raises ValueError on a bad one."""
+    out = dict(current)
+    if not isinstance(change, dict):
+        raise ValueError("settings must be a JSON object")
+    for key, value in change.items():
+        if key == "mode":
+            ok = value in ("ok", "malformed", "hang", "base64") or (
+                isinstance(value, str) and re.fullmatch(r"status:[1-5][0-9][0-9]", value))
+            if not ok:
+                raise ValueError(f"unknown mode {value!r}")
+        elif key == "dim":
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= EMBED_MAX_DIM:
+                raise ValueError(f"dim must be an integer 1..{EMBED_MAX_DIM}")
+        elif key == "delay_ms":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError("delay_ms must be an integer >= 0")
+        else:
+            raise ValueError(f"unknown setting {key!r}")
+        out[key] = value
+    return out
+
+
+def embed_answer(model, texts, dim, base64_vectors=False):
+    """The body of an OpenAI embeddings answer for texts."""
+    data = []
+    for i, text in enumerate(texts):
+        vec = embed_vector(text, dim)
+        if base64_vectors:
+            vec = base64.b64encode(struct.pack(f"<{dim}f", *vec)).decode()
+        data.append({"object": "embedding", "index": i, "embedding": vec})
+    words = sum(len(embed_words(t)) for t in texts)
+    return json.dumps({"object": "list", "data": data, "model": model,
+                       "usage": {"prompt_tokens": words, "total_tokens": words}},
+                      separators=(",", ":")).encode()
+
+
+def embed_request(body):
+    """(model, [texts]) of an embeddings request body; raises ValueError when it has none."""
+    try:
+        obj = json.loads(body or b"")
+    except ValueError:
+        raise ValueError("the body is not JSON")
+    if not isinstance(obj, dict):
+        raise ValueError("the body is not a JSON object")
+    model, text = obj.get("model"), obj.get("input")
+    if not isinstance(model, str) or not model:
+        raise ValueError("you must provide a model parameter")
+    texts = [text] if isinstance(text, str) else text
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise ValueError("'input' must be a string or a non-empty list of strings")
+    return model, texts
 
 
 def cut(data, n):
@@ -385,6 +543,8 @@ class Conn:
                                "body": req.body.decode("utf-8", "replace")}).encode()
             return await self.simple(req, 200, "application/json", body)
         fixture = req.header("x-mock-fixture")
+        if path.endswith("/embeddings") and req.method == "POST" and fixture is None:
+            return await self.embeddings(req)
         if path == "/v1/models" and req.method == "GET" and fixture is None:
             return await self.simple(req, 200, "application/json", MODELS_BODY,
                                      extra=[("X-Mock-Models", "yes")])
@@ -403,9 +563,51 @@ class Conn:
             body = b'{"ok":true}'
         elif path == "/__mock/stats":
             body = json.dumps(m.stats()).encode()
+        elif path == "/__mock/embeddings":
+            try:
+                if req.method == "POST":
+                    m.embed = embed_settings(m.embed, json.loads(req.body or b"{}"))
+            except ValueError as e:
+                return await self.simple(req, 400, "application/json",
+                                         json.dumps({"error": {"message": str(e)}}).encode())
+            body = json.dumps(m.embed).encode()
         else:
             return await self.simple(req, 404, "application/json", b'{"error":{"message":"unknown mock path"}}')
         return await self.simple(req, 200, "application/json", body)
+
+    async def embeddings(self, req):
+        """An embeddings request, answered as the settings were when it arrived."""
+        m = self.mock
+        settings = dict(m.embed)
+        m.embed_requests += 1
+        m.embed_in_flight += 1
+        m.embed_in_flight_max = max(m.embed_in_flight_max, m.embed_in_flight)
+        self.in_response = True  # a peer that gives up while we wait is counted
+        try:
+            if settings["delay_ms"] and not await self.sleep(settings["delay_ms"]):
+                return False
+            mode = settings["mode"]
+            if mode == "hang":
+                self.current_record["outcome"] = "stall"
+                await self.peer_closed.wait()
+                self.note_abort()
+                return False
+            if mode.startswith("status:"):
+                status = int(mode[len("status:"):])
+                return await self.simple(req, status, "application/json", error_body(status))
+            try:
+                model, texts = embed_request(req.body)
+            except ValueError as e:
+                body = json.dumps({"error": {"message": str(e), "type": "invalid_request_error",
+                                             "code": "400"}}).encode()
+                return await self.simple(req, 400, "application/json", body)
+            body = embed_answer(model, texts, settings["dim"], base64_vectors=mode == "base64")
+            if mode == "malformed":
+                body = body[:body.index(b"[", body.index(b'"embedding"')) + 24]
+            return await self.simple(req, 200, "application/json", body)
+        finally:
+            m.embed_in_flight -= 1
+            self.in_response = False
 
     async def serve_fixture(self, req, path, fixture):
         rec = self.current_record
@@ -559,11 +761,16 @@ class Mock:
         self.idle_closed_by_peer = 0
         self.connections = 0
         self.tls_resumed = 0
+        self.embed = dict(EMBED_DEFAULTS)
+        self.embed_requests = 0
+        self.embed_in_flight_max = self.embed_in_flight = getattr(self, "embed_in_flight", 0)
 
     def stats(self):
         return {"open": self.open, "closed_by_peer": self.closed_by_peer, "requests": len(self.log),
                 "idle_closed_by_peer": self.idle_closed_by_peer, "connections": self.connections,
-                "tls_resumed": self.tls_resumed}
+                "tls_resumed": self.tls_resumed, "embeddings_requests": self.embed_requests,
+                "embeddings_in_flight": self.embed_in_flight,
+                "embeddings_in_flight_max": self.embed_in_flight_max}
 
     def record(self, req, path, query, cid):
         self.seq += 1

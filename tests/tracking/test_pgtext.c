@@ -93,6 +93,11 @@ static void test_rows(void **state)
     p[1]->citations = 0;
     p[1]->available = 7;
     p[1]->created_at = -1;
+    p[0]->vec.v = cg_xmalloc(2 * sizeof(float));
+    p[0]->vec.v[0] = 1.0f; /* 0x3f800000, stored little-endian */
+    p[0]->vec.v[1] = -2.0f; /* 0xc0000000 */
+    p[0]->vec.dim = 2;
+    p[0]->vec.model = cg_xstrndup("emb \"v1\"", 8);
     cg_pg_rows_t rows = {0};
     cg_pg_rows_build(&rows, p, 2);
     /* each column is one NUL-terminated array literal */
@@ -105,6 +110,8 @@ static void test_rows(void **state)
         [CG_PG_AVAILABLE] = "{2,7}",
         [CG_PG_IDS] = "{\"[\\\"doc1\\\"]\",\"[]\"}",
         [CG_PG_CREATED] = "{1795309323,-1}",
+        [CG_PG_VEC] = "{0000803f000000c0,NULL}",
+        [CG_PG_MODEL] = "{\"emb \\\"v1\\\"\",NULL}",
     };
     for (int c = 0; c < CG_PG_NCOLS; c++)
         assert_string_equal(rows.col[c].p, want[c]);

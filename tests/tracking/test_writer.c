@@ -88,11 +88,10 @@ static long fake_prune(cg_store_t *s, int64_t now, int days)
     return 0;
 }
 
-static int fake_recall(cg_store_t *s, const char *q, int k, cg_buf_t *out)
+static int fake_recall(cg_store_t *s, const cg_recall_t *r, cg_buf_t *out)
 {
     (void)s;
-    (void)q;
-    (void)k;
+    (void)r;
     (void)out;
     return CG_STORE_FAILED;
 }
