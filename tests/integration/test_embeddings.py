@@ -473,6 +473,49 @@ class EmbeddingsTls(Base):
         self.assertTrue(any("embeddings:" in l for l in cg.stderr().splitlines()), cg.stderr()[-1500:])
 
 
+class EmbeddingsH2(Base):
+    """The default endpoint, {upstream}/v1/embeddings, on an h2 upstream (tests/tools/
+    h2mock.c, which answers a path ending in /embeddings with embeddings.json): the calls
+    share the upstream's pool, streams on the chat answers' connection."""
+
+    VECTOR = [0.6, 0.8, 0.0, 0.0]  # every text: so any stored question is at cosine 1
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fx = tempfile.mkdtemp(prefix="cg-emb-h2-")
+        shutil.copy(os.path.join(TT.FIXTURES, "azure_oyd_stream.sse"), cls.fx)
+        with open(os.path.join(cls.fx, "embeddings.json"), "w") as f:
+            json.dump({"object": "list", "model": MODEL, "data": [
+                {"object": "embedding", "index": 0, "embedding": cls.VECTOR}]}, f)
+        cls.stats = os.path.join(cls.fx, "stats.json")
+        cls.mock = H.H2MockUpstream(fixtures=cls.fx, args=["--stats-file", cls.stats]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.mock.cleanup()
+        shutil.rmtree(cls.fx, ignore_errors=True)
+
+    def test_calls_share_the_h2_upstream_connection(self):
+        """A pattern's call and a recall's call go to /v1/embeddings on the h2 upstream,
+        over the one connection the chat answers use, and recall is semantic. Fails if the
+        calls open a pool or connection of their own, or do not speak h2."""
+        cg = self.start(self.mock, env={"CITEGATE_UPSTREAM_PROTOCOL": "h2"})
+        self.ask(cg, CHARGE, headers={"Authorization": "Bearer client-key"})
+        got = self.wait_recall(cg, PARAPHRASE, self.first_is(CHARGE))
+        self.assertEqual(got["ranking"], "semantic", got)
+        self.assertAlmostEqual(got["patterns"][0]["score"], 1.0, places=5)
+        calls = [r for r in self.mock.requests()
+                 if dict((n, v) for n, v in r["headers"]).get(":path") == "/v1/embeddings"]
+        inputs = [json.loads(r["body"])["input"] for r in calls]
+        self.assertIn(CHARGE, inputs)
+        self.assertIn(PARAPHRASE, inputs)
+        first = dict((n, v) for n, v in calls[inputs.index(CHARGE)]["headers"])
+        self.assertEqual(first.get("authorization"), "Bearer client-key")
+        self.assertEqual(first.get(":method"), "POST")
+        with open(self.stats) as f:
+            self.assertEqual(json.load(f)["connections"], 1)
+
+
 class Bounds(Base):
     """One slow endpoint (3 s per call) and a burst of finished answers."""
 

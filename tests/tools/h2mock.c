@@ -1,7 +1,8 @@
 /*
  * h2mock: an HTTP/2 (h2c, prior knowledge) mock upstream for the tests,
  * independent of citegate's own code. It answers every request with a
- * fixture file (X-Mock-Fixture, default azure_oyd_stream.sse), advertises
+ * fixture file (X-Mock-Fixture, default azure_oyd_stream.sse, or
+ * embeddings.json for a :path ending in /embeddings), advertises
  * --max-streams as SETTINGS_MAX_CONCURRENT_STREAMS, can reset a stream
  * (X-Mock-Fault: rst) and counts the connections it accepted into
  * --stats-file. With --events-file it appends one JSON line per RST_STREAM
@@ -218,6 +219,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     put(&st->req_headers, ",", 1);
     put_json_str(&st->req_headers, value, vl);
     put(&st->req_headers, "]", 1);
+    if (nl == 5 && memcmp(name, ":path", 5) == 0 && vl >= 11 &&
+        memcmp(value + vl - 11, "/embeddings", 11) == 0)
+        strcpy(st->fixture, "embeddings.json");
     if (nl == 14 && memcmp(name, "x-mock-fixture", 14) == 0 && vl < sizeof(st->fixture)) {
         memcpy(st->fixture, value, vl);
         st->fixture[vl] = 0;
