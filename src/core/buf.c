@@ -148,3 +148,44 @@ void *cg_grow(void *v, size_t n, size_t *cap, size_t first, size_t elem)
     *cap = *cap ? *cap * 2 : first;
     return cg_xrealloc(v, *cap * elem);
 }
+
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one
+ * (overlong forms, surrogates and code points above U+10FFFF included). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t len = c >= 0xC2 && c <= 0xDF   ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) || (c == 0xF0 && s[1] < 0x90) ||
+        (c == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return len;
+}
+
+void cg_utf8_repair(cg_buf_t *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, run = 0; /* run: valid bytes not yet copied, ending at i */
+    while (i < n) {
+        size_t len = utf8_seq(u + i, n - i);
+        if (len > 0) {
+            i += len;
+            run += len;
+            continue;
+        }
+        cg_buf_put(b, s + i - run, run);
+        cg_buf_puts(b, "\xEF\xBF\xBD");
+        run = 0;
+        i++;
+    }
+    cg_buf_put(b, s + i - run, run);
+}

@@ -31,57 +31,17 @@
 
 /* ---- the request -------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s[0..n), 0 if there is none: an
- * overlong form, a surrogate, a code point over U+10FFFF, a stray or missing
- * continuation byte. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t len;
-    if (c >= 0xC2 && c <= 0xDF)
-        len = 2;
-    else if (c >= 0xE0 && c <= 0xEF)
-        len = 3;
-    else if (c >= 0xF0 && c <= 0xF4)
-        len = 4;
-    else
-        return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    /* The second byte's range where the lead allows too much. */
-    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) ||
-        (c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] > 0x8F))
-        return 0;
-    return len;
-}
-
 /* "s[0..n)" escaped, each byte that starts no valid UTF-8 sequence replaced
  * by U+FFFD: endpoints refuse a body that is not UTF-8, and the text is a
  * user's question, which citegate never checked. */
 static void put_text(cg_buf_t *out, const char *s, size_t n)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0, run = 0; /* run: valid bytes not yet written, ending at i */
+    cg_buf_t clean = {0};
+    cg_utf8_repair(&clean, s, n);
     cg_buf_putc(out, '"');
-    while (i < n) {
-        size_t len = utf8_len(u + i, n - i);
-        if (len > 0) {
-            i += len;
-            run += len;
-            continue;
-        }
-        cg_json_put_escaped(out, s + i - run, run);
-        cg_buf_puts(out, "\xEF\xBF\xBD");
-        run = 0;
-        i++;
-    }
-    cg_json_put_escaped(out, s + i - run, run);
+    cg_json_put_escaped(out, clean.p ? clean.p : "", clean.len);
     cg_buf_putc(out, '"');
+    cg_buf_free(&clean);
 }
 
 void cg_embedding_request(cg_buf_t *out, const char *model, const char *text, size_t n)
