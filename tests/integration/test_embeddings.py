@@ -303,6 +303,29 @@ class Embeddings(Base):
         time.sleep(0.2)  # a second line, if any, would come with the next failures
         self.assertEqual(len(embeddings_lines(cg)) - at_start, 1, embeddings_lines(cg))
 
+    def test_endpoint_that_never_answers(self):
+        """The endpoint takes requests and never answers: a recall answers lexically within
+        about 1 s (it waits that long for its query's vector), the pattern's call is
+        abandoned after 10 s and the pattern is then found lexically, the abandoned calls
+        are counted, and SIGTERM with calls hanging exits at once. Fails if a recall waits
+        for the endpoint, a hung call holds its pattern for ever, or a drain waits for it."""
+        set_embeddings(self.mock, mode="hang")
+        cg = self.start(self.mock, env={"CITEGATE_SHUTDOWN_GRACE_MS": "30000"})
+        self.ask(cg, CHARGE)
+        t0 = time.monotonic()
+        got = self.recall(cg, "charge")
+        took = time.monotonic() - t0
+        self.assertEqual(got, {"patterns": [], "ranking": "lexical"})  # the pattern still waits
+        self.assertGreater(took, 0.8)
+        self.assertLess(took, 2.0)
+        got = self.wait_recall(cg, "charge", self.first_is(CHARGE), timeout=15)
+        self.assertEqual(got["ranking"], "lexical")
+        self.wait_metric(cg, FAILURES, lambda v: v >= 1)
+        self.ask(cg, REFUND)  # a call left hanging at shutdown
+        t0 = time.monotonic()
+        self.assertEqual(cg.stop(timeout=10), 0, cg.stderr()[-1500:])
+        self.assertLess(time.monotonic() - t0, 3.0)
+
     def test_malformed_and_base64_answers_fall_back(self):
         """A 200 whose body is cut JSON, or whose embedding is a base64 string instead of an
         array of floats, is a failed call: the pattern is stored without a vector, recall
