@@ -98,10 +98,12 @@ void cg_embed_failed(cg_embed_t *e, const char *why)
     if (e->unlogged)
         snprintf(more, sizeof(more), "; %llu more failures since the last report",
                  (unsigned long long)e->unlogged);
+    /* The path without its query: a query may carry a key. */
+    const char *path = e->w->embed_path;
     cg_log_warn(NULL,
-                "embeddings: %s (%s%s, model %s); patterns are kept without a vector and "
+                "embeddings: %s (%s%.*s, model %s); patterns are kept without a vector and "
                 "recall ranks lexically; answers are not affected%s",
-                why, up->target ? up->target->url.authority : "", e->w->embed_path,
+                why, up->target ? up->target->url.authority : "", (int)strcspn(path, "?"), path,
                 e->w->cfg->embeddings_model, more);
     e->last_log = now ? now : 1;
     e->unlogged = 0;

@@ -201,6 +201,18 @@ static bool at_upstream(const cg_worker_t *w, const cg_upstream_url_t *u)
            (u->base[bl] == '/' || u->base[bl] == '\0');
 }
 
+/* The path of the calls, with the URL's query (Azure's api-version=…). */
+static char *call_path(const char *path, const char *url)
+{
+    cg_buf_t b = {0};
+    cg_buf_puts(&b, path[0] ? path : "/");
+    const char *q = strchr(url, '?'), *frag = strchr(url, '#');
+    if (q && (frag == NULL || q < frag))
+        cg_buf_put(&b, q, strcspn(q, "#"));
+    cg_buf_putc(&b, '\0');
+    return b.p;
+}
+
 /* Where embedding calls go (SPEC §3 CITEGATE_EMBEDDINGS_URL): the
  * upstream's pool for {upstream}/v1/embeddings or a URL under it, else a
  * pool of their own. Without an endpoint recall stays lexical. */
@@ -226,12 +238,11 @@ static int setup_embeddings(cg_worker_t *w)
         return -1;
     }
     if (at_upstream(w, &u)) {
-        const char *rest = u.base + strlen(w->target.url.base);
         w->embed_upp = &w->up;
-        w->embed_path = cg_xstrndup(rest, strlen(rest));
+        w->embed_path = call_path(u.base + strlen(w->target.url.base), cfg->embeddings_url);
         return 0;
     }
-    w->embed_path = cg_xstrndup(u.base[0] ? u.base : "/", strlen(u.base[0] ? u.base : "/"));
+    w->embed_path = call_path(u.base, cfg->embeddings_url);
     u.base[0] = '\0'; /* the path is the call's own */
     w->embed_target.url = u;
     w->embed_target.name = "embeddings endpoint";

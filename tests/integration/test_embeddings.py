@@ -303,6 +303,25 @@ class Embeddings(Base):
         time.sleep(0.2)  # a second line, if any, would come with the next failures
         self.assertEqual(len(embeddings_lines(cg)) - at_start, 1, embeddings_lines(cg))
 
+    def test_url_with_a_path_and_query(self):
+        """CITEGATE_EMBEDDINGS_URL's path and query (an Azure deployment and its
+        api-version) are the calls' own, and a failure's log line leaves the query out.
+        Fails if the query is dropped (Azure would refuse every call) or logged."""
+        url = self.emb.url + "/openai/deployments/emb/embeddings?api-version=2024-02-01&sig=s3cr3t"
+        cg = self.start(self.mock, env={"CITEGATE_EMBEDDINGS_URL": url})
+        self.ask(cg, CHARGE)
+        self.wait_recall(cg, PARAPHRASE, self.first_is(CHARGE))
+        calls = calls_for(self.emb, CHARGE)
+        self.assertEqual(len(calls), 1)
+        self.assertEqual((calls[0]["path"], calls[0]["query"]),
+                         ("/openai/deployments/emb/embeddings", "api-version=2024-02-01&sig=s3cr3t"))
+        set_embeddings(self.emb, mode="status:503")
+        self.ask(cg, REFUND)
+        self.wait_metric(cg, FAILURES, lambda v: v >= 1)
+        self.assertTrue(H.wait_for(lambda: embeddings_lines(cg), 2.0), cg.stderr()[-1500:])
+        self.assertIn("/openai/deployments/emb/embeddings", embeddings_lines(cg)[0])
+        self.assertNotIn("s3cr3t", cg.stderr() + cg.stdout())
+
     def test_endpoint_that_never_answers(self):
         """The endpoint takes requests and never answers: a recall answers lexically within
         about 1 s (it waits that long for its query's vector), the pattern's call is
