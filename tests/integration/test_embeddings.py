@@ -25,6 +25,7 @@ import math
 import os
 import re
 import shutil
+import socket
 import sqlite3
 import tempfile
 import threading
@@ -331,6 +332,10 @@ class Embeddings(Base):
         set_embeddings(self.mock, mode="hang")
         cg = self.start(self.mock, env={"CITEGATE_SHUTDOWN_GRACE_MS": "30000"})
         self.ask(cg, CHARGE)
+        # an admin client that leaves while its recall waits for the vector: the recall
+        # is dropped when the wait ends (the sanitizer build checks nothing is used freed)
+        with socket.create_connection(("127.0.0.1", cg.admin_port), timeout=5) as s:
+            s.sendall(b"GET /v1/citations/patterns?q=gone HTTP/1.1\r\nHost: x\r\n\r\n")
         t0 = time.monotonic()
         got = self.recall(cg, "charge")
         took = time.monotonic() - t0
