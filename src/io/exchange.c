@@ -387,9 +387,8 @@ cg_exchange_t *cg_exchange_call(cg_worker_t *w, cg_reqmsg_t *msg, cg_upstream_t 
  * (SPEC §3: without CITEGATE_EMBEDDINGS_API_KEY, the tracked request's own). */
 static void keep_keys(cg_exchange_t *ex)
 {
-    const cg_config_t *cfg = ex->w->cfg;
-    if (!ex->transform || !cfg->embeddings_model || cfg->embeddings_api_key ||
-        !cfg->citation_tracking || !cfg->semantic_memory)
+    /* embed_upp: embeddings are on and have an endpoint (worker.c) */
+    if (!ex->transform || ex->w->embed_upp == NULL || ex->w->cfg->embeddings_api_key)
         return;
     static const char *const names[] = {"authorization", "api-key"};
     for (int i = 0; i < 2; i++) {
