@@ -85,7 +85,8 @@ static void call_free(cg_embed_call_t *c)
 
 /* ---- failures --------------------------------------------------------------- */
 
-void cg_embed_failed(cg_embed_t *e, const char *why)
+/* Counts one failure and logs it, at most once a minute per worker (SPEC §8). */
+static void failed(cg_embed_t *e, const char *why)
 {
     cg_metrics->embedding_failures++;
     uint64_t now = cg_now_ms(e->w);
@@ -198,7 +199,7 @@ static void deliver(cg_embed_call_t *c)
     if (ok)
         vec.model = cg_xstrndup(e->w->cfg->embeddings_model, strlen(e->w->cfg->embeddings_model));
     else
-        cg_embed_failed(e, why);
+        failed(e, why);
     if (c->cb)
         c->cb(c->ctx, ok ? &vec : NULL, ok ? NULL : why);
     cg_vector_free(&vec);
@@ -306,7 +307,7 @@ cg_embed_call_t *cg_embed_ask(cg_embed_t *e, const char *text, size_t n, const c
                               bool urgent, cg_embed_cb cb, void *ctx)
 {
     if (e->draining || e->queue.n >= CG_EMBED_QUEUE) {
-        cg_embed_failed(e, e->draining ? "citegate is shutting down"
+        failed(e, e->draining ? "citegate is shutting down"
                                        : "too many calls waiting (queue of 1024 full): dropped");
         return NULL;
     }

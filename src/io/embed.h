@@ -53,7 +53,4 @@ void cg_embed_drain(cg_embed_t *e);
  * never finished fail), then e is freed. NULL: no-op. */
 void cg_embed_free(cg_embed_t *e);
 
-/* Logs one failure, at most once a minute per worker (SPEC §8), and counts it. */
-void cg_embed_failed(cg_embed_t *e, const char *why);
-
 #endif

@@ -222,11 +222,17 @@ static void unlink_query(cg_tracking_t *t, cg_track_query_t *tq)
     tq->prev = tq->next = NULL;
 }
 
+/* Frees a query not linked in t->out. */
+static void drop_query(cg_track_query_t *tq)
+{
+    cg_query_free(&tq->job);
+    free(tq);
+}
+
 static void free_query(cg_tracking_t *t, cg_track_query_t *tq)
 {
     unlink_query(t, tq);
-    cg_query_free(&tq->job);
-    free(tq);
+    drop_query(tq);
 }
 
 void cg_tracking_stop(cg_worker_t *w)
@@ -467,8 +473,7 @@ static bool ask(cg_worker_t *w, cg_track_query_t *tq, int *status)
     cg_tracking_t *t = w->tracking;
     tq->job.deadline_ms = cg_store_now_ms() + CG_TRACKING_QUERY_STORE_MS;
     if (t->reader == NULL || !cg_reader_submit(t->reader, &tq->job)) {
-        cg_query_free(&tq->job);
-        free(tq);
+        drop_query(tq);
         unavailable(w, "too many queries waiting for the database");
         *status = 503;
         return false;
@@ -520,8 +525,7 @@ static void recall_with(cg_worker_t *w, cg_track_query_t *tq)
 {
     cg_tracking_t *t = w->tracking;
     if (tq->cb == NULL) { /* the admin client went away meanwhile */
-        cg_query_free(&tq->job);
-        free(tq);
+        drop_query(tq);
         return;
     }
     if (t->reader) {
@@ -538,8 +542,7 @@ static void recall_with(cg_worker_t *w, cg_track_query_t *tq)
     int status;
     recall_here(w, &r, &status, &body);
     tq->cb(tq->ctx, status, &body);
-    cg_query_free(&tq->job);
-    free(tq);
+    drop_query(tq);
 }
 
 static void on_query_vector(void *ctx, cg_vector_t *vec, const char *why)
@@ -592,10 +595,8 @@ cg_track_query_t *cg_tracking_patterns(cg_worker_t *w, const char *q, int k,
             tq = new_query(w, false, q, k, cb, ctx);
         return ask(w, tq, status) ? tq : NULL;
     }
-    if (tq) {
-        cg_query_free(&tq->job);
-        free(tq);
-    }
+    if (tq) /* its call was refused (counted): lexical, now */
+        drop_query(tq);
     cg_recall_t r = {q, k, NULL};
     recall_here(w, &r, status, body);
     return NULL;
