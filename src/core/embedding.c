@@ -7,7 +7,6 @@
 
 #include "citegate/json.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,12 +96,15 @@ static const char *element_value(const cg_json_t *j, int i, float *out)
     char tmp[MAX_NUMBER];
     memcpy(tmp, s.p, s.n);
     tmp[s.n] = '\0';
-    /* The JSON grammar checked above is what strtod reads in the C locale,
-     * the daemon's (it never calls setlocale). */
-    double v = strtod(tmp, NULL);
-    if (!isfinite(v) || fabs(v) > FLT_MAX)
+    /* The JSON grammar checked above is what strtof reads in the C locale,
+     * the daemon's (it never calls setlocale). strtof, not strtod and a
+     * cast: one rounding, so a value just above FLT_MAX that rounds to it
+     * (as FLT_MAX printed with %.9g does) is accepted, and a larger one
+     * comes back infinite instead of overflowing the cast. */
+    float v = strtof(tmp, NULL);
+    if (!isfinite(v))
         return "is out of a float's range";
-    *out = (float)v;
+    *out = v;
     return NULL;
 }
 

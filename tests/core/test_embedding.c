@@ -12,6 +12,7 @@
 #include "citegate/embedding.h"
 #include "citegate/json.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -371,6 +372,24 @@ static void test_parse_bad_elements(void **state)
     cg_buf_free(&b);
 }
 
+/* The largest float, printed as an endpoint prints it (%.9g rounds up past
+ * FLT_MAX), is the largest float again; only what rounds past it is refused. */
+static void test_parse_float_max_edge(void **state)
+{
+    (void)state;
+    char body[128];
+    snprintf(body, sizeof(body), "{\"data\":[{\"embedding\":[%.9g,-%.9g,3.4028234e38]}]}", (double)FLT_MAX,
+             (double)FLT_MAX);
+    cg_vector_t v = {0};
+    char err[160] = "";
+    assert_int_equal(parse_cstr(body, &v, err, sizeof(err)), 0);
+    assert_int_equal(v.dim, 3);
+    assert_true(v.v[0] == FLT_MAX && v.v[1] == -FLT_MAX && v.v[2] == FLT_MAX);
+    free(v.v);
+    /* FLT_MAX + half an ulp (2^103) rounds to infinity */
+    ASSERT_REFUSED("{\"data\":[{\"embedding\":[3.4028236e38]}]}", "embedding[0] is out of a float's range");
+}
+
 static void test_parse_body_bound(void **state)
 {
     (void)state;
@@ -470,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_parse_not_json),
         cmocka_unit_test(test_parse_wrong_shape),
         cmocka_unit_test(test_parse_bad_elements),
+        cmocka_unit_test(test_parse_float_max_edge),
         cmocka_unit_test(test_parse_body_bound),
         cmocka_unit_test(test_parse_reason_echoes_no_content),
         cmocka_unit_test(test_parse_cut_at_every_byte),
