@@ -70,9 +70,13 @@ async def paced_client(port, gaps):
 
 
 async def paused_client(port, stop):
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    sock = writer.get_extra_info("socket")
+    # The buffer is sized before connect (see tests/integration/harness.py
+    # slow_reader): sized after, the kernel drops data it offered room for.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
     writer.write(request(b"big.sse"))
     await writer.drain()
     await stop.wait()

@@ -72,6 +72,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def slow_reader(port, rcvbuf=16384, timeout=30):
+    """A client socket with a small receive buffer, so the kernel cannot
+    absorb an answer its reader leaves unread. The size is set before
+    connect, as tcp(7) asks: set after, the window already offered (from the
+    default buffer) outgrows the buffer, the kernel drops what it offered
+    room for, and the retransmission timer, backing off while the reader
+    pauses, stalls the stream for a minute and more after it reads again."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(timeout)
+    sock.connect(("127.0.0.1", port))
+    return sock
+
+
 def wait_for(pred, timeout, interval=0.02):
     """Poll pred() until it returns a truthy value or timeout; returns the last value."""
     deadline = time.monotonic() + timeout

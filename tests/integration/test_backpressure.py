@@ -4,7 +4,6 @@ bounded, and when the client reads again every byte arrives in order."""
 import json
 import os
 import shutil
-import socket
 import tempfile
 import time
 import unittest
@@ -53,9 +52,7 @@ class SlowClient(unittest.TestCase):
 
     def test_paused_client_bounds_memory_and_loses_nothing(self):
         base = rss_kib(self.cg.proc.pid)
-        sock = socket.create_connection(("127.0.0.1", self.cg.port), timeout=30)
-        # A small receive buffer so the kernel cannot absorb the answer either.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        sock = H.slow_reader(self.cg.port)
         body = json.dumps({"stream": True, "messages": [{"role": "user", "content": "hi"}]})
         sock.sendall(("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                       "X-Mock-Fixture: big.sse\r\nConnection: close\r\n"

@@ -117,8 +117,7 @@ class H2UpstreamSlowClient(Chain):
                                env={"CITEGATE_UPSTREAM_PROTOCOL": "h2"}).start()
 
     def test_paused_stream_leaves_neighbours_flowing(self):
-        slow = socket.create_connection(("127.0.0.1", self.front.port), timeout=30)
-        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        slow = H.slow_reader(self.front.port)
         slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"X-Mock-Fixture: big.sse\r\nConnection: close\r\nContent-Length: " +
                      str(len(BODY)).encode() + b"\r\n\r\n" + BODY)
