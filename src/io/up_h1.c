@@ -21,6 +21,7 @@
  * keepalive_timeout); the pool's sweep looks every SWEEP_MS. */
 #define IDLE_CLOSE_MS 60000
 #define SWEEP_MS      1000
+#define JOINED_KEEP   (64 * 1024) /* a larger joined buffer is given back */
 
 typedef struct h1pool h1pool_t;
 
@@ -33,6 +34,7 @@ typedef struct h1conn {
     struct h1conn *prev, *next; /* in the idle list */
     bool idle, reused, got_bytes, done;
     uint64_t idle_since;
+    cg_span_t body; /* this read's body bytes so far, while in one piece */
 } h1conn_t;
 
 struct h1pool {
@@ -43,6 +45,9 @@ struct h1pool {
     cg_defer_t serve; /* the queue is served at a safe point */
     uv_timer_t sweep; /* closes connections idle for IDLE_CLOSE_MS */
     bool draining;
+    /* A read's body pieces joined (the chunks of a chunked answer): one
+     * connection reads at a time, so one buffer serves the pool. */
+    cg_buf_t joined;
 };
 
 static llhttp_settings_t settings;
@@ -150,13 +155,35 @@ static int on_headers_complete(llhttp_t *lp)
     return u->ex->msg.method == HTTP_HEAD ? 1 : 0;
 }
 
+/* Body bytes are gathered over one read and handed on once (see
+ * deliver_body): a read that brings several chunks, one event each, then
+ * costs one transform call and one client write, not one per chunk. */
 static int on_body(llhttp_t *lp, const char *at, size_t n)
 {
     h1conn_t *u = lp->data;
     if (u->ex == NULL)
         return -1;
-    cg_ex_on_body(u->ex, at, n);
+    cg_buf_t *j = &u->pool->joined;
+    if (u->body.n == 0 && j->len == 0) {
+        u->body = cg_span(at, n); /* the read's first piece: no copy yet */
+        return 0;
+    }
+    if (j->len == 0)
+        cg_buf_put(j, u->body.p, u->body.n);
+    cg_buf_put(j, at, n);
     return 0;
+}
+
+static void deliver_body(h1conn_t *u)
+{
+    cg_buf_t *j = &u->pool->joined;
+    cg_span_t b = j->len ? cg_span(j->p, j->len) : u->body;
+    u->body = cg_span(NULL, 0);
+    if (b.n && u->ex)
+        cg_ex_on_body(u->ex, b.p, b.n);
+    j->len = 0;
+    if (j->cap > JOINED_KEEP)
+        cg_buf_free(j);
 }
 
 static int on_message_complete(llhttp_t *lp)
@@ -197,6 +224,9 @@ static void on_read(cg_conn_t *c, const char *data, size_t n)
     }
     u->got_bytes = true;
     enum llhttp_errno err = llhttp_execute(&u->parser, data, n);
+    deliver_body(u);
+    if (u->ex == NULL)
+        return; /* the exchange let go of this connection, which is closing */
     if (err == HPE_PAUSED && u->done) {
         complete(u);
         return;
@@ -384,6 +414,7 @@ static void pool_free(cg_upstream_t *up)
 {
     h1pool_t *p = pool_of(up);
     cg_defer_cancel(&p->serve);
+    cg_buf_free(&p->joined);
     free(p);
 }
 
