@@ -412,6 +412,83 @@ class OversizedEvent(unittest.TestCase):
         self.assertEqual(metric(self.cg, "sse_oversized_total"), 1)
 
 
+def chunk_sizes(body):
+    """The sizes of a chunked HTTP/1.1 body's chunks, the last (0) left out."""
+    sizes, i = [], 0
+    while i < len(body):
+        j = body.index(b"\r\n", i)
+        size = int(body[i:j], 16)
+        if size == 0:
+            break
+        sizes.append(size)
+        i = j + 2 + size + 2
+    return sizes
+
+
+class TinyChunks(unittest.TestCase):
+    """A hostile upstream sends its answer as one-byte chunks, thousands in
+    each read. llhttp reports them one by one; citegate hands one read's
+    chunks to the transformer and the client together, so the work and the
+    client's writes follow the reads, not the chunks or the events (a write
+    per event would be EVENTS chunks downstream). Every byte arrives, and a
+    neighbour is served meanwhile."""
+
+    EVENTS = 2000
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        cls.dir = tempfile.mkdtemp(prefix="cg-tiny-")
+        out = []
+        for i in range(cls.EVENTS):
+            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                     "choices": [{"index": 0, "delta": {"content": f" w{i}"}, "finish_reason": None}]}
+            out.append("data: " + json.dumps(chunk) + "\n\n")
+        out.append('data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+                   "data: [DONE]\n\n")
+        cls.body = "".join(out).encode()
+        with open(os.path.join(cls.dir, "tiny.sse"), "wb") as f:
+            f.write(cls.body)
+        cls.mock = H.MockUpstream(fixtures=cls.dir).start()
+        cls.cg = H.Citegate(upstream=cls.mock.url).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.cg.stop()
+        cls.cg.cleanup()
+        cls.mock.cleanup()
+        import shutil
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        if rc != 0:
+            raise AssertionError(f"citegate exited {H.describe_exit(rc)}")
+
+    def test_one_byte_chunks_cost_a_write_per_read(self):
+        body = json.dumps({"stream": True, "messages": [{"role": "user", "content": "hi"}]})
+        # 1-byte chunks (6 bytes each on the wire), written 1 MiB at a time.
+        head = ("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "X-Mock-Fixture: tiny.sse\r\nX-Mock-Split: 1\r\nX-Mock-Split-Wire: 1048576\r\n"
+                f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode()
+        with Neighbour(self.cg) as nb:
+            sock = socket.create_connection(("127.0.0.1", self.cg.port), timeout=30)
+            sock.sendall(head)
+            data = bytearray()
+            while True:
+                piece = sock.recv(1 << 16)
+                if not piece:
+                    break
+                data += piece
+            sock.close()
+        status, _, rest = bytes(data).partition(b"\r\n\r\n")
+        self.assertIn(b" 200 ", status.split(b"\r\n")[0])
+        # No reference in it: the answer comes through byte for byte.
+        self.assertEqual(H.dechunk(rest), self.body)
+        writes = len(chunk_sizes(rest))
+        self.assertLess(writes, self.EVENTS // 4,
+                        f"{writes} chunks downstream for {self.EVENTS} events in {len(self.body)} "
+                        "one-byte upstream chunks: not one write per read")
+        nb.check(self, 1.0)
+
+
 class NoCors(Case):
     def test_preflight_forwarded_when_unset(self):
         MOCK.reset()
