@@ -3,6 +3,10 @@
 
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* The straddle buffer's first size, and what it keeps between events. */
 #define SSE_FIRST_BUF 1024
 
@@ -91,13 +95,36 @@ static void fill_event(cg_sse_t *p, const char *base, size_t len, cg_sse_event_t
     ev->oversized = false;
 }
 
-/* Finds the first CR or LF in s[0..n). */
+/*
+ * Finds the first CR or LF in s[0..n). Lines are short (a field name and a
+ * value of tens to hundreds of bytes), so one pass that looks for both in
+ * 16 bytes at a time costs less than two memchr calls, whose setup
+ * outweighs their speed at these lengths.
+ */
+#if defined(__SSE2__)
+static const char *find_eol(const char *s, size_t n)
+{
+    const __m128i lf = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r');
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, lf), _mm_cmpeq_epi8(v, cr)));
+        if (m)
+            return s + i + __builtin_ctz(m);
+    }
+    for (; i < n; i++)
+        if (s[i] == '\n' || s[i] == '\r')
+            return s + i;
+    return NULL;
+}
+#else
 static const char *find_eol(const char *s, size_t n)
 {
     const char *lf = memchr(s, '\n', n);
     const char *cr = memchr(s, '\r', lf ? (size_t)(lf - s) : n);
     return cr ? cr : lf;
 }
+#endif
 
 /*
  * Is an event that has taken n bytes (its lead included) over the cap? Its

@@ -326,6 +326,37 @@ static void test_crlf(void **state)
     cg_sse_free(&p);
 }
 
+/* Line ends at every offset around the scan's 16-byte steps: a value of
+ * 0..49 bytes ended by LF, CR or CRLF, the event's terminator likewise, and
+ * the other line-end byte (or none) standing right after the value. */
+static void test_line_end_at_every_offset(void **state)
+{
+    (void)state;
+    static const char *const ends[] = {"\n", "\r", "\r\n"};
+    for (size_t vlen = 0; vlen < 50; vlen++) {
+        for (size_t e = 0; e < 3; e++) {
+            char value[64], in[160];
+            for (size_t i = 0; i < vlen; i++)
+                value[i] = (char)('a' + i % 26);
+            value[vlen] = '\0';
+            int n = snprintf(in, sizeof(in), "data: %s%s%sdata: x%s%s", value, ends[e], ends[e], ends[e],
+                             ends[e]);
+            cg_sse_t p;
+            cg_sse_init(&p, 1024);
+            cg_sse_event_t ev;
+            size_t first = 6 + vlen + 2 * strlen(ends[e]);
+            assert_int_equal(cg_sse_feed(&p, in, (size_t)n, &ev), (ssize_t)first);
+            assert_int_equal(ev.data.n, vlen);
+            assert_memory_equal(ev.data.p, value, vlen);
+            assert_int_equal(ev.ndata, 1);
+            assert_int_equal(ev.nother, 0);
+            assert_int_equal(cg_sse_feed(&p, in + first, (size_t)n - first, &ev), (ssize_t)((size_t)n - first));
+            ASSERT_SPAN(ev.data, "x");
+            cg_sse_free(&p);
+        }
+    }
+}
+
 static void test_mixed_line_ends(void **state)
 {
     (void)state;
@@ -1230,6 +1261,7 @@ int main(void)
         cmocka_unit_test(test_lf),
         cmocka_unit_test(test_cr),
         cmocka_unit_test(test_crlf),
+        cmocka_unit_test(test_line_end_at_every_offset),
         cmocka_unit_test(test_mixed_line_ends),
         cmocka_unit_test(test_split_crlf_lead),
         cmocka_unit_test(test_split_crlf_lead_then_blank),
