@@ -397,7 +397,9 @@ static size_t plain_run(const char *p, size_t n, uint64_t *cp)
         e3 = w ^ (ones * 0xE3);
         if ((((bs - ones) & ~bs) | ((e3 - ones) & ~e3)) & highs)
             break;
-        c += 8 - (uint64_t)__builtin_popcountll(w & ~(w << 1) & highs);
+        /* continuation bytes, one high bit each, summed into the top byte
+         * (no popcnt instruction is assumed, and libgcc's costs a call) */
+        c += 8 - ((((w & ~(w << 1) & highs) >> 7) * ones) >> 56);
     }
     for (; i < n; i++) {
         unsigned char b = (unsigned char)p[i];
