@@ -86,6 +86,18 @@ def slow_reader(port, rcvbuf=16384, timeout=30):
     return sock
 
 
+def read_to_eof(sock):
+    """Everything sock receives until the peer closes; closes sock."""
+    data = bytearray()
+    while True:
+        piece = sock.recv(1 << 16)
+        if not piece:
+            break
+        data += piece
+    sock.close()
+    return bytes(data)
+
+
 def wait_for(pred, timeout, interval=0.02):
     """Poll pred() until it returns a truthy value or timeout; returns the last value."""
     deadline = time.monotonic() + timeout

@@ -61,14 +61,7 @@ class SlowClient(unittest.TestCase):
         paused = rss_kib(self.cg.proc.pid)
         self.assertLess(paused - base, 4096,
                         f"citegate grew {paused - base} KiB while its client was not reading")
-        data = bytearray()
-        while True:
-            chunk = sock.recv(1 << 16)
-            if not chunk:
-                break
-            data += chunk
-        sock.close()
-        head, _, rest = bytes(data).partition(b"\r\n\r\n")
+        head, _, rest = H.read_to_eof(sock).partition(b"\r\n\r\n")
         self.assertIn(b"200 OK", head.split(b"\r\n")[0])
         out = H.dechunk(rest)
         # No reference in the answer: every upstream byte comes through unchanged.

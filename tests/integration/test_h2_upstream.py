@@ -131,14 +131,7 @@ class H2UpstreamSlowClient(Chain):
             self.assertEqual(client_view.view(out.decode())["content"], exp["content"])
         _, _, metrics = H.request(self.front.admin_port, "GET", "/metrics")
         self.assertRegex(metrics.decode(), r'citegate_upstream_connections\{protocol="h2"\} 1')
-        data = bytearray()
-        while True:
-            chunk = slow.recv(1 << 16)
-            if not chunk:
-                break
-            data += chunk
-        slow.close()
-        body = bytes(data).partition(b"\r\n\r\n")[2]
+        body = H.read_to_eof(slow).partition(b"\r\n\r\n")[2]
         out = H.dechunk(body)
         self.assertEqual(bytes(out), self.big)
 

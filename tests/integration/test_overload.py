@@ -375,23 +375,24 @@ class Cors(Case):
         self.assertIsNone(headers.get("Access-Control-Allow-Origin"))
 
 
-class OversizedEvent(unittest.TestCase):
-    """SPEC §6 rule 6: an event over CITEGATE_MAX_EVENT_BYTES goes through unchanged and is
-    counted; the events around it are still transformed."""
+class OwnFixtures(unittest.TestCase):
+    """A case with its own mock upstream serving the answers fixtures()
+    returns ({file name: bytes}) and its own citegate with env."""
+    env = {}
+
+    @classmethod
+    def fixtures(cls):
+        raise NotImplementedError
 
     @classmethod
     def setUpClass(cls):
         import tempfile
-        cls.dir = tempfile.mkdtemp(prefix="cg-oversized-")
-        events = H.fixture_bytes("azure_oyd_stream.sse").split(b"\n\n")
-        big = (b'data: {"id":"big","choices":[{"index":0,"delta":{"content":" ' + b"x" * 6000 +
-               b'"},"finish_reason":null}]}')
-        cls.big = big
-        with open(os.path.join(cls.dir, "oversized.sse"), "wb") as f:
-            f.write(b"\n\n".join(events[:2] + [big] + events[2:]))
+        cls.dir = tempfile.mkdtemp(prefix="cg-own-")
+        for name, data in cls.fixtures().items():
+            with open(os.path.join(cls.dir, name), "wb") as f:
+                f.write(data)
         cls.mock = H.MockUpstream(fixtures=cls.dir).start()
-        # Above the context event (about 2 KB), below the big one (6 KB).
-        cls.cg = H.Citegate(upstream=cls.mock.url, env={"CITEGATE_MAX_EVENT_BYTES": "4096"}).start()
+        cls.cg = H.Citegate(upstream=cls.mock.url, env=dict(cls.env)).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -402,6 +403,20 @@ class OversizedEvent(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
         if rc != 0:
             raise AssertionError(f"citegate exited {H.describe_exit(rc)}")
+
+
+class OversizedEvent(OwnFixtures):
+    """SPEC §6 rule 6: an event over CITEGATE_MAX_EVENT_BYTES goes through unchanged and is
+    counted; the events around it are still transformed."""
+    # Above the context event (about 2 KB), below the big one (6 KB).
+    env = {"CITEGATE_MAX_EVENT_BYTES": "4096"}
+    big = (b'data: {"id":"big","choices":[{"index":0,"delta":{"content":" ' + b"x" * 6000 +
+           b'"},"finish_reason":null}]}')
+
+    @classmethod
+    def fixtures(cls):
+        events = H.fixture_bytes("azure_oyd_stream.sse").split(b"\n\n")
+        return {"oversized.sse": b"\n\n".join(events[:2] + [cls.big] + events[2:])}
 
     def test_oversized_event_forwarded_and_counted(self):
         status, _, body = chat(self.cg, headers={"X-Mock-Fixture": "oversized.sse"})
@@ -425,7 +440,7 @@ def chunk_sizes(body):
     return sizes
 
 
-class TinyChunks(unittest.TestCase):
+class TinyChunks(OwnFixtures):
     """A hostile upstream sends its answer as one-byte chunks, thousands in
     each read. llhttp reports them one by one; citegate hands one read's
     chunks to the transformer and the client together, so the work and the
@@ -436,9 +451,7 @@ class TinyChunks(unittest.TestCase):
     EVENTS = 2000
 
     @classmethod
-    def setUpClass(cls):
-        import tempfile
-        cls.dir = tempfile.mkdtemp(prefix="cg-tiny-")
+    def fixtures(cls):
         out = []
         for i in range(cls.EVENTS):
             chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
@@ -447,20 +460,7 @@ class TinyChunks(unittest.TestCase):
         out.append('data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
                    "data: [DONE]\n\n")
         cls.body = "".join(out).encode()
-        with open(os.path.join(cls.dir, "tiny.sse"), "wb") as f:
-            f.write(cls.body)
-        cls.mock = H.MockUpstream(fixtures=cls.dir).start()
-        cls.cg = H.Citegate(upstream=cls.mock.url).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.cg.stop()
-        cls.cg.cleanup()
-        cls.mock.cleanup()
-        import shutil
-        shutil.rmtree(cls.dir, ignore_errors=True)
-        if rc != 0:
-            raise AssertionError(f"citegate exited {H.describe_exit(rc)}")
+        return {"tiny.sse": cls.body}
 
     def test_one_byte_chunks_cost_a_write_per_read(self):
         body = json.dumps({"stream": True, "messages": [{"role": "user", "content": "hi"}]})
@@ -471,14 +471,8 @@ class TinyChunks(unittest.TestCase):
         with Neighbour(self.cg) as nb:
             sock = socket.create_connection(("127.0.0.1", self.cg.port), timeout=30)
             sock.sendall(head)
-            data = bytearray()
-            while True:
-                piece = sock.recv(1 << 16)
-                if not piece:
-                    break
-                data += piece
-            sock.close()
-        status, _, rest = bytes(data).partition(b"\r\n\r\n")
+            data = H.read_to_eof(sock)
+        status, _, rest = data.partition(b"\r\n\r\n")
         self.assertIn(b" 200 ", status.split(b"\r\n")[0])
         # No reference in it: the answer comes through byte for byte.
         self.assertEqual(H.dechunk(rest), self.body)
