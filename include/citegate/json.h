@@ -10,6 +10,8 @@
 
 #include "citegate/common.h"
 
+#include <string.h>
+
 #ifndef JSMN_PARENT_LINKS
 #define JSMN_PARENT_LINKS
 #endif
@@ -76,6 +78,28 @@ size_t cg_json_unescape(const char *s, size_t n, char *out);
  * neither an escape nor a UTF-8 sequence (p must start at a clean point);
  * when no such point lies within max, the end of the first character. */
 size_t cg_json_safe_cut(const char *p, size_t n, size_t max);
+/* Length of the run at p[0..n) before the first byte that stops a JSON
+ * string scan: '"', '\\' or NUL (where jsmn stops). Eight bytes at a time,
+ * inline: the strings it serves (deltas, keys) are too short for memchr
+ * or a call to pay. Relies on little-endian loads, as the targets are. */
+static inline size_t cg_json_plain_len(const char *p, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        uint64_t q = v ^ (ones * '"'), bs = v ^ (ones * '\\');
+        /* a zero byte of v, q or bs sets its high bit; only bytes above a
+         * true zero can be set falsely, so the lowest set bit is exact */
+        uint64_t m = (((v - ones) & ~v) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs;
+        if (m)
+            return i + ((size_t)__builtin_ctzll(m) >> 3);
+    }
+    while (i < n && p[i] != '"' && p[i] != '\\' && p[i] != '\0')
+        i++;
+    return i;
+}
 /* Appends s[0..n) escaped for a JSON string, without quotes. */
 void cg_json_put_escaped(cg_buf_t *b, const char *s, size_t n);
 /* Appends "s" with quotes. */

@@ -926,29 +926,10 @@ static const char *skip_ws(const char *p, const char *e)
     return p;
 }
 
-/* The bytes of the 8 at p that stop a string scan ('"', '\\', NUL) as
- * high bits; the lowest one is exact (little-endian loads). */
-static uint64_t stops(const char *p)
-{
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    uint64_t v;
-    memcpy(&v, p, 8);
-    uint64_t q = v ^ (ones * '"'), bs = v ^ (ones * '\\');
-    return (((v - ones) & ~v) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs;
-}
-
-/* The first byte at or after p that stops a string scan, or e. Eight bytes
- * at a time: the strings here are too short for memchr to pay. */
+/* The first byte at or after p that stops a string scan, or e. */
 static const char *next_stop(const char *p, const char *e)
 {
-    for (; e - p >= 8; p += 8) {
-        uint64_t m = stops(p);
-        if (m)
-            return p + (__builtin_ctzll(m) >> 3);
-    }
-    while (p < e && *p != '"' && *p != '\\' && *p != '\0')
-        p++;
-    return p;
+    return p + cg_json_plain_len(p, (size_t)(e - p));
 }
 
 /* Just past the string that opens at p, or NULL when it is not valid (a NUL
