@@ -41,10 +41,28 @@ typedef struct cg_json {
     unsigned max;
 } cg_json_t;
 
+/*
+ * Token memory that parsers take turns with. An event's tokens are needed
+ * only while that event is handled, so one store per worker serves all of
+ * its streams, and a stream keeps no tokens between calls: borrow before
+ * parsing, give back when the event is done. A parser that borrows while
+ * the store is lent starts from nothing, and the larger array is kept.
+ */
+typedef struct cg_json_store {
+    jsmntok_t *tok;
+    unsigned cap;
+} cg_json_store_t;
+
+/* Tokens a store keeps between events; a larger event's peak is given up. */
+#define CG_JSON_STORE_KEEP 4096
+
 void cg_json_init(cg_json_t *j, unsigned max_tokens);
 void cg_json_free(cg_json_t *j);
-/* Gives back token memory above `keep` tokens (after an unusually large value). */
-void cg_json_trim(cg_json_t *j, unsigned keep);
+/* j must hold no tokens of its own (cg_json_init, or given back). */
+void cg_json_borrow(cg_json_t *j, cg_json_store_t *s);
+/* j's tokens, grown or not, go back to s; j is empty after. */
+void cg_json_give_back(cg_json_t *j, cg_json_store_t *s);
+void cg_json_store_free(cg_json_store_t *s);
 
 /* Parses exactly one JSON object or array (surrounding whitespace allowed);
  * a bare scalar is CG_JSON_E_INVALID, as no caller has a use for one. */

@@ -10,12 +10,14 @@
  * before feeding more.
  *
  * Memory per stream is bounded: the SSE tokenizer's straddle buffer
- * (max_event), the JSON token array (CG_XFORM_MAX_TOKENS), the citation
+ * (max_event), the citation
  * table (see cite.h; and a url hash of 8 bytes per annotation-sourced
  * citation), at most CG_XFORM_MAX_CHOICES reference finders and
  * CG_XFORM_MAX_REFS distinct references, and the profile's own state (each
- * profile states its bound). The arena grows with one call's input only and
- * is trimmed between calls, and so do the blocks that keep a dialect view's
+ * profile states its bound). A stream keeps no JSON tokens: each call
+ * borrows the cg_out_t's (up to CG_XFORM_MAX_TOKENS for one event, at most
+ * CG_JSON_STORE_KEEP kept between calls). The arena grows with one call's
+ * input only and is trimmed between calls, and so do the blocks that keep a dialect view's
  * chunks for the call's output. An event over max_event is never held: it goes
  * out unchanged as it streams in, and the events around it are transformed
  * as usual (SPEC §6 rule 6). A profile that holds the stream holds at most
@@ -27,6 +29,7 @@
 #include "citegate/cite.h"
 #include "citegate/common.h"
 #include "citegate/dialect.h"
+#include "citegate/json.h"
 #include "citegate/profile.h"
 #include "citegate/ref.h"
 #include "citegate/request.h"
@@ -56,10 +59,14 @@ typedef struct cg_out_seg {
     size_t n;
 } cg_out_seg_t;
 
+/* What a call writes, and the scratch it works in. A caller that keeps one
+ * per worker for all its streams (calls never nest) pays for the arena's
+ * and the tokens' growth once, not per stream. */
 typedef struct cg_out {
     cg_out_seg_t *seg;
     size_t nseg, cap;
     cg_buf_t arena;
+    cg_json_store_t toks[2]; /* the transformer's and the dialect view's */
 } cg_out_t;
 
 void cg_out_free(cg_out_t *o);

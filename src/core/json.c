@@ -24,13 +24,40 @@ void cg_json_free(cg_json_t *j)
     j->ntok = 0;
 }
 
-void cg_json_trim(cg_json_t *j, unsigned keep)
+void cg_json_borrow(cg_json_t *j, cg_json_store_t *s)
 {
-    if (j->cap > keep) {
-        j->tok = cg_xrealloc(j->tok, keep * sizeof(jsmntok_t));
-        j->cap = keep;
-        j->ntok = 0;
+    j->tok = s->tok;
+    j->cap = s->cap;
+    j->ntok = 0;
+    s->tok = NULL;
+    s->cap = 0;
+}
+
+void cg_json_give_back(cg_json_t *j, cg_json_store_t *s)
+{
+    jsmntok_t *tok = j->tok;
+    unsigned cap = j->cap;
+    j->tok = NULL;
+    j->cap = 0;
+    j->ntok = 0;
+    if (cap > CG_JSON_STORE_KEEP) {
+        tok = cg_xrealloc(tok, CG_JSON_STORE_KEEP * sizeof(jsmntok_t));
+        cap = CG_JSON_STORE_KEEP;
     }
+    if (cap <= s->cap) {
+        free(tok); /* a nested borrower's: the store's own is larger */
+        return;
+    }
+    free(s->tok);
+    s->tok = tok;
+    s->cap = cap;
+}
+
+void cg_json_store_free(cg_json_store_t *s)
+{
+    free(s->tok);
+    s->tok = NULL;
+    s->cap = 0;
 }
 
 static bool is_ws(char c)

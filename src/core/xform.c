@@ -25,6 +25,8 @@ void cg_out_free(cg_out_t *o)
 {
     free(o->seg);
     cg_buf_free(&o->arena);
+    cg_json_store_free(&o->toks[0]);
+    cg_json_store_free(&o->toks[1]);
     memset(o, 0, sizeof(*o));
 }
 
@@ -73,6 +75,20 @@ static void out_end(cg_out_t *o)
         if (o->seg[i].p == NULL)
             o->seg[i].p = o->arena.p + o->seg[i].off;
     }
+}
+
+/* Every call writes to out and parses with its tokens (cg_out_t). */
+static void call_begin(cg_xform_t *x, cg_out_t *out)
+{
+    out_begin(out);
+    x->out = out;
+    cg_json_borrow(&x->json, &out->toks[0]);
+}
+
+static void call_end(cg_xform_t *x)
+{
+    cg_json_give_back(&x->json, &x->out->toks[0]);
+    out_end(x->out);
 }
 
 /* --- Configuration -------------------------------------------------------- */
@@ -1124,16 +1140,10 @@ static void on_late_event(cg_xform_t *x, const cg_sse_event_t *ev)
     end_rewrite(x);
 }
 
-/* A context event may need thousands of tokens, and a hostile one thousands
- * of cuts; chunks after it need few (or none, on the template path): don't
- * keep the peak. */
+/* A hostile event may need thousands of cuts; chunks after it need few:
+ * don't keep the peak. */
 static void trim_peaks(cg_xform_t *x)
 {
-    /* A context event needs hundreds of tokens, a content chunk a few
-     * dozen: the array goes back to its first size once a small event
-     * follows, so thousands of streams do not each keep a peak. */
-    if (x->json.cap > CG_JSON_FIRST_TOKENS && x->json.ntok <= CG_JSON_FIRST_TOKENS)
-        cg_json_trim(&x->json, CG_JSON_FIRST_TOKENS);
     if (x->cuts_cap > 64) {
         free(x->cuts);
         x->cuts = NULL;
@@ -1161,10 +1171,7 @@ static void on_event(cg_xform_t *x, const cg_sse_event_t *ev)
         end_stream(x, false);
         pass_raw(x, ev);
     } else if (!x->cfg.profile->content && fast_event(x, ev)) {
-        /* The template fast path fed the finder. While chunks match it no
-         * event is parsed, so the tokens need not stay with the stream. */
-        cg_json_free(&x->json);
-        return;
+        return; /* the template fast path fed the finder */
     } else if (parse_event(x, ev)) {
         on_json_event(x, ev);
     } else {
@@ -1286,18 +1293,17 @@ static void replay_held(cg_xform_t *x)
 
 int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
 {
-    out_begin(out);
+    call_begin(x, out);
     reset_kept(x);
-    x->out = out;
     x->put = put_data_ev;
     if (x->view == NULL && (!x->cfg.profile->transforms || x->stats.passthrough)) {
         cg__emit_span(out, in, len);
-        out_end(out);
+        call_end(x);
         return 0;
     }
     if (x->cfg.profile->holds_stream && x->view == NULL) {
         hold_feed(x, in, len);
-        out_end(out);
+        call_end(x);
         return 0;
     }
     size_t pos = 0;
@@ -1323,15 +1329,14 @@ int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
         }
         pos += (size_t)r;
     }
-    out_end(out);
+    call_end(x);
     return 0;
 }
 
 int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
 {
-    out_begin(out);
+    call_begin(x, out);
     reset_kept(x);
-    x->out = out;
     cg_span_t pending = cg_sse_pending(&x->sse);
     if (x->sse.lead && pending.n && x->last_raw && !x->stats.passthrough && !x->view)
         cg__emit_copy(out, pending.p, x->sse.lead); /* the LF that ends the last event */
@@ -1366,7 +1371,7 @@ int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
             x->stats.events_out++;
         }
     }
-    out_end(out);
+    call_end(x);
     return 0;
 }
 
@@ -1379,8 +1384,7 @@ static void put_body(cg_xform_t *x, const char *p, size_t n)
 
 int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
 {
-    out_begin(out);
-    x->out = out;
+    call_begin(x, out);
     x->put = put_body;
     x->body_mode = true;
     x->data_stable = x->ev_stable = true;
@@ -1391,7 +1395,7 @@ int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
         if (x->view->body == NULL || x->view->body(x, x->view_state, body, len, &x->dbody) != 0) {
             x->stats.malformed++;
             cg__emit_span(out, body, len);
-            out_end(out);
+            call_end(x);
             return -1;
         }
         body = x->dbody.p;
@@ -1399,13 +1403,13 @@ int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
     }
     if (!p->transforms) {
         cg__emit_span(out, body, len);
-        out_end(out);
+        call_end(x);
         return 0;
     }
     if (cg_json_parse(j, body, len) != CG_JSON_OK || j->tok[0].type != JSMN_OBJECT) {
         x->stats.malformed++;
         cg__emit_span(out, body, len);
-        out_end(out);
+        call_end(x);
         return -1;
     }
     learn_meta(x, j);
@@ -1422,7 +1426,7 @@ int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
         p->body_end(x, members > 0);
     cg__emit_data_until(x, len);
     x->ended = true;
-    out_end(out);
+    call_end(x);
     return 0;
 }
 

@@ -144,6 +144,13 @@ void cg__xform_chunk_end(cg_xform_t *x);
  * the same bytes, but written at once instead of parsed back (most of a
  * view's chunks are these). */
 void cg__xform_content(cg_xform_t *x, size_t index, cg_span_t raw);
+/* The tokens a view parses its upstream's event with: borrowed from the
+ * call's cg_out_t (cg_json_borrow) and given back before the view's hook
+ * returns, so that a stream keeps none between calls. */
+static inline cg_json_store_t *cg__xform_view_tokens(cg_xform_t *x)
+{
+    return &x->out->toks[1];
+}
 /* Appends the members "id", "object", "created" and "model" of the
  * stream's chunks (no braces). */
 void cg__xform_chunk_meta(const cg_xform_t *x, cg_buf_t *b);

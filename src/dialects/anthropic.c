@@ -29,9 +29,8 @@
  * <source> that the document was made of (dreq->doc_ids); any other source
  * gets the next free number.
  *
- * State per stream, bounded: the tokens of one upstream event (their
- * capacity is kept, up to CG_XFORM_MAX_TOKENS, trimmed after a large
- * event); at most CG_CITE_MAX sources (a URL key is kept to
+ * State per stream, bounded (the tokens of an upstream event are the
+ * call's, borrowed while it is read): at most CG_CITE_MAX sources (a URL key is kept to
  * CG_CITE_MAX_FIELD bytes; further sources are not cited); at most
  * BLOCK_REFS distinct sources per text block (further ones get no
  * reference); a text_delta template of at most TPL_MAX bytes; decoded
@@ -125,11 +124,13 @@ static double count(const cg_json_t *j, int tok, double dflt)
     return dflt;
 }
 
-/* Parses an event's data into s->json; false when it is not a JSON object. */
-static bool parse(state_t *s, const cg_sse_event_t *ev)
+/* Parses an event's data into s->json, with tokens borrowed until
+ * give_back(); false when it is not a JSON object. */
+static bool parse(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
 {
     if (s->json.max == 0)
         cg_json_init(&s->json, CG_XFORM_MAX_TOKENS);
+    cg_json_borrow(&s->json, cg__xform_view_tokens(x));
     cg_span_t d = ev->data;
     if (ev->ndata > 1) {
         /* Data lines join with LF, white space to JSON but a line end in
@@ -142,6 +143,11 @@ static bool parse(state_t *s, const cg_sse_event_t *ev)
         d = cg_span(s->data.p, s->data.len);
     }
     return cg_json_parse(&s->json, d.p, d.n) == CG_JSON_OK && s->json.tok[0].type == JSMN_OBJECT;
+}
+
+static void give_back(cg_xform_t *x, state_t *s)
+{
+    cg_json_give_back(&s->json, cg__xform_view_tokens(x));
 }
 
 /* --- Writing chunks of our own ---------------------------------------------- */
@@ -524,15 +530,13 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
     }
     if (fast_text(x, s, ev))
         return;
-    if (!parse(s, ev)) {
+    if (parse(x, s, ev)) {
+        int type = cg_json_get(&s->json, 0, "type");
+        dispatch(x, s, ev, cg_json_is_str(&s->json, type) ? cg_json_raw(&s->json, type) : ev->type);
+    } else {
         x->stats.malformed++;
-        return;
     }
-    int type = cg_json_get(&s->json, 0, "type");
-    dispatch(x, s, ev, cg_json_is_str(&s->json, type) ? cg_json_raw(&s->json, type) : ev->type);
-    /* A large event must not pin its tokens for the rest of the stream. */
-    if (s->json.cap > 512)
-        cg_json_trim(&s->json, 128);
+    give_back(x, s);
 }
 
 /* The upstream ended without message_stop. After a stop_reason the stream
@@ -582,8 +586,10 @@ static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_
     cg_sse_event_t ev = {0};
     ev.data = cg_span(body, len);
     ev.ndata = 1;
-    if (!parse(s, &ev) || !is(&s->json, cg_json_get(&s->json, 0, "type"), "message"))
+    if (!parse(x, s, &ev) || !is(&s->json, cg_json_get(&s->json, 0, "type"), "message")) {
+        give_back(x, s);
         return -1;
+    }
     const cg_json_t *j = &s->json;
     int id = cg_json_get(j, 0, "id"), model = cg_json_get(j, 0, "model");
     cg__xform_meta(x, cg_json_is_str(j, id) ? raw_value(j, id) : cg_span(NULL, 0),
@@ -611,6 +617,7 @@ static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_
                           count(j, cg_json_get(j, usage, "output_tokens"), 0));
     }
     cg_buf_putc(chat, '}');
+    give_back(x, s);
     return 0;
 }
 

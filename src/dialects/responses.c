@@ -155,13 +155,20 @@ static void state_free(void *state)
     free(s->seen);
 }
 
-static cg_json_t *json_of(rs_t *s)
+/* s->json, with tokens borrowed from the call until give_back(). */
+static cg_json_t *json_of(cg_xform_t *x, rs_t *s)
 {
     if (!s->json_ready) {
         cg_json_init(&s->json, CG_XFORM_MAX_TOKENS);
         s->json_ready = true;
     }
+    cg_json_borrow(&s->json, cg__xform_view_tokens(x));
     return &s->json;
+}
+
+static void give_back(cg_xform_t *x, rs_t *s)
+{
+    cg_json_give_back(&s->json, cg__xform_view_tokens(x));
 }
 
 static bool str_is(const cg_json_t *j, int tok, const char *lit)
@@ -1160,8 +1167,6 @@ static bool match_skeleton(const rs_t *s, cg_span_t d, flat_t *f)
 /* Gives back what one large event grew, once it is no longer used. */
 static void trim(rs_t *s)
 {
-    if (s->json.cap > 512)
-        cg_json_trim(&s->json, 128);
     cg_buf_t *bufs[] = {&s->hold, &s->text, &s->scratch};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (bufs[i]->len == 0 && bufs[i]->cap > BUF_KEEP)
@@ -1183,11 +1188,12 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
         on_delta(x, s, f.out, f.content, f.delta.p ? f.delta : cg_span("", 0));
         return;
     }
-    cg_json_t *j = json_of(s);
+    cg_json_t *j = json_of(x, s);
     if (cg_json_parse(j, ev->data.p, ev->data.n) != CG_JSON_OK || j->tok[0].type != JSMN_OBJECT)
         x->stats.malformed++;
     else
         on_json_event(x, s, j);
+    give_back(x, s);
     trim(s);
 }
 
@@ -1277,11 +1283,9 @@ static void put_error(const cg_json_t *j, int err, cg_buf_t *chat)
     cg_buf_puts(chat, "}}");
 }
 
-static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_buf_t *chat)
+static int body_of(cg_xform_t *x, rs_t *s, cg_json_t *j, cg_buf_t *chat)
 {
-    rs_t *s = state;
-    cg_json_t *j = json_of(s);
-    if (cg_json_parse(j, body, len) != CG_JSON_OK || j->tok[0].type != JSMN_OBJECT ||
+    if (j->ntok == 0 || j->tok[0].type != JSMN_OBJECT ||
         !str_is(j, cg_json_get(j, 0, "object"), "response"))
         return -1;
     s->body = true;
@@ -1294,6 +1298,15 @@ static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_
     read_parts(x, s, j, 0);
     put_chat(x, s, j, 0, chat);
     return 0;
+}
+
+static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_buf_t *chat)
+{
+    rs_t *s = state;
+    cg_json_t *j = json_of(x, s);
+    int rc = cg_json_parse(j, body, len) == CG_JSON_OK ? body_of(x, s, j, chat) : -1;
+    give_back(x, s);
+    return rc;
 }
 
 const cg_dialect_view_t cg__dialect_responses = {

@@ -182,23 +182,46 @@ static void test_parse_token_growth(void **state)
     free(js);
 }
 
-static void test_trim(void **state)
+/* Parsers take turns with one store's tokens: the array grows once, goes
+ * back after each event, and a peak above CG_JSON_STORE_KEEP is given up. */
+static void test_store(void **state)
 {
     (void)state;
     size_t len;
     char *js = int_array(300, &len);
-    cg_json_t j;
-    cg_json_init(&j, 4096);
-    assert_int_equal(cg_json_parse(&j, js, len), CG_JSON_OK);
-    assert_true(j.cap >= 301);
-    cg_json_trim(&j, 16);
-    assert_int_equal(j.cap, 16);
-    assert_int_equal(j.ntok, 0);
-    assert_int_equal(cg_json_parse(&j, "[true]", 6), CG_JSON_OK);
-    assert_int_equal(j.ntok, 2);
-    assert_int_equal(cg_json_parse(&j, js, len), CG_JSON_OK);
-    assert_int_equal(j.ntok, 301);
-    cg_json_free(&j);
+    cg_json_store_t st = {0};
+    cg_json_t a, b;
+    cg_json_init(&a, 1u << 16);
+    cg_json_init(&b, 1u << 16);
+    cg_json_borrow(&a, &st);
+    assert_int_equal(cg_json_parse(&a, js, len), CG_JSON_OK);
+    assert_int_equal(a.ntok, 301);
+    cg_json_give_back(&a, &st);
+    assert_null(a.tok);
+    assert_int_equal(a.ntok, 0); /* nothing to read once given back */
+    assert_true(st.cap >= 301);
+    const jsmntok_t *kept = st.tok;
+    cg_json_borrow(&b, &st);
+    assert_ptr_equal(b.tok, kept); /* the next parser needs no allocation */
+    assert_null(st.tok);
+    /* A nested borrower starts from nothing; the larger array stays. */
+    cg_json_borrow(&a, &st);
+    assert_int_equal(cg_json_parse(&a, "[true]", 6), CG_JSON_OK);
+    assert_int_equal(cg_json_parse(&b, js, len), CG_JSON_OK);
+    cg_json_give_back(&a, &st);
+    cg_json_give_back(&b, &st);
+    assert_ptr_equal(st.tok, kept);
+    free(js);
+    /* A peak above the keep is given up. */
+    js = int_array(CG_JSON_STORE_KEEP + 10, &len);
+    cg_json_borrow(&a, &st);
+    assert_int_equal(cg_json_parse(&a, js, len), CG_JSON_OK);
+    cg_json_give_back(&a, &st);
+    assert_int_equal(st.cap, CG_JSON_STORE_KEEP);
+    cg_json_store_free(&st);
+    assert_null(st.tok);
+    cg_json_free(&a);
+    cg_json_free(&b);
     free(js);
 }
 
@@ -620,7 +643,7 @@ int main(void)
         cmocka_unit_test(test_parse_truncated),
         cmocka_unit_test(test_parse_nul_byte),
         cmocka_unit_test(test_parse_token_growth),
-        cmocka_unit_test(test_trim),
+        cmocka_unit_test(test_store),
         cmocka_unit_test(test_parse_top_level_scalar),
         cmocka_unit_test(test_parse_not_json),
         cmocka_unit_test(test_get_skip),
