@@ -42,7 +42,7 @@ typedef struct cg_citation {
 
 typedef struct cg_cites {
     cg_citation_t *v;
-    size_t n;
+    size_t n, cap;
     cg_cites_kind_t kind;
 } cg_cites_t;
 

@@ -106,7 +106,7 @@ void cg_cites_free(cg_cites_t *c)
         citation_free(&c->v[i]);
     free(c->v);
     c->v = NULL;
-    c->n = 0;
+    c->n = c->cap = 0;
     c->kind = CG_CITES_NONE;
 }
 
@@ -117,7 +117,7 @@ static char *dup_or_null(const char *s)
 
 void cg_cites_copy(cg_cites_t *dst, const cg_cites_t *src)
 {
-    dst->n = src->n;
+    dst->n = dst->cap = src->n;
     dst->kind = src->kind;
     dst->v = src->n ? cg_xcalloc(src->n, sizeof(cg_citation_t)) : NULL;
     for (size_t i = 0; i < src->n; i++) {
@@ -138,11 +138,27 @@ static cg_citation_t *append(cg_cites_t *c)
 {
     if (c->n >= CG_CITE_MAX)
         return NULL;
-    c->v = cg_xrealloc(c->v, (c->n + 1) * sizeof(cg_citation_t));
+    c->v = cg_grow(c->v, c->n, &c->cap, 4, sizeof(cg_citation_t));
     cg_citation_t *x = &c->v[c->n++];
     memset(x, 0, sizeof(*x));
     x->id = (unsigned)c->n;
     return x;
+}
+
+/* url as cg_url_put_link writes it, escaped for a JSON string: the bytes it
+ * percent-encodes need no JSON escape, so runs between them are escaped as
+ * they are. */
+static void put_link_escaped(cg_buf_t *b, const char *url)
+{
+    for (;;) {
+        size_t run = strcspn(url, " ()<>");
+        cg_json_put_escaped(b, url, run);
+        url += run;
+        if (*url == '\0')
+            return;
+        char one[2] = {*url++, '\0'};
+        cg_url_put_link(b, one);
+    }
 }
 
 /* Fills the derived fields (title fallback, link, key) from the raw ones.
@@ -162,12 +178,10 @@ static void finish(cg_citation_t *c, const char *url_raw)
     if (c->content == NULL)
         c->content = cg_xstrndup("", 0);
     if (c->url) {
-        cg_buf_t tmp = {0}, esc = {0};
-        cg_url_put_link(&tmp, c->url);
-        cg_json_put_escaped(&esc, tmp.p, tmp.len);
-        cg_buf_putc(&esc, '\0');
-        c->link = esc.p;
-        cg_buf_free(&tmp);
+        cg_buf_t link = {0};
+        put_link_escaped(&link, c->url);
+        cg_buf_putc(&link, '\0');
+        c->link = link.p;
     }
     const char *base = c->filepath ? c->filepath : url_raw ? url_raw : c->title;
     cg_buf_t key = {0};

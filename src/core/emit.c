@@ -149,7 +149,7 @@ size_t cg__emit_each_cited(cg_xform_t *x, cg__cited_fn fn, void *arg)
     if (!x->cites_set || x->cites.n == 0)
         return 0;
     /* A citation both mentioned and referenced has two records: once. */
-    uint8_t *seen = cg_xcalloc(x->cites.n, 1);
+    uint8_t seen[CG_CITE_MAX] = {0};
     for (size_t i = 0; i < x->nrefs; i++) {
         if (!cg__refrec_cites(x, &x->refs[i]))
             continue;
@@ -161,6 +161,5 @@ size_t cg__emit_each_cited(cg_xform_t *x, cg__cited_fn fn, void *arg)
             fn(x, c, arg);
         n++;
     }
-    free(seen);
     return n;
 }
