@@ -14,7 +14,8 @@
  * repeated (different text each time) until the total is >= --mib MiB.
  *
  * Each answer is one transformer (new / feed per read / finish / free), fed
- * in reads of --read bytes (16 KiB, like socket reads). The memchr pass
+ * in reads of --read bytes (16 KiB, like socket reads); one cg_out_t serves
+ * every call, as one serves every stream of a worker. The memchr pass
  * counts '\n' over the same reads. Rounds alternate the two passes.
  *
  * Heap allocations are counted by wrapping malloc/calloc/realloc at link
@@ -438,11 +439,15 @@ static size_t out_bytes(const cg_out_t *o)
     return n;
 }
 
+/* One output for every call of every pass, as a worker keeps one for all its
+ * streams: its arena and tokens grow once, in the untimed first pass. */
+static cg_out_t worker_out;
 
 /* One transformer pass. If lat_ns/lat_ev are given, every feed is timed. */
 static xres_t xform_pass(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
                          double *lat_read, double *lat_ev, size_t *nlat_read, size_t *nlat_ev)
 {
+    cg_out_t *out = &worker_out;
     xres_t r = {0};
     uint64_t a_start = g_allocs;
     uint64_t t0 = now_ns();
@@ -451,13 +456,12 @@ static xres_t xform_pass(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg
         size_t len = in->off[a + 1] - in->off[a];
         cg_xform_t *x = new_xform(in, cfg);
         const cg_xform_stats_t *st = cg_xform_stats(x);
-        cg_out_t out = {0};
         size_t k = 0;
         for (size_t pos = 0; pos < len; pos += rd, k++) {
             size_t n = len - pos < rd ? len - pos : rd;
             uint64_t a0 = g_allocs, e0 = st->events_in;
             uint64_t f0 = lat_read ? now_ns() : 0;
-            cg_xform_feed(x, p + pos, n, &out);
+            cg_xform_feed(x, p + pos, n, out);
             if (lat_read) {
                 uint64_t dt = now_ns() - f0;
                 uint64_t ne = st->events_in - e0;
@@ -465,7 +469,7 @@ static xres_t xform_pass(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg
                 if (ne)
                     lat_ev[(*nlat_ev)++] = (double)dt / (double)ne;
             }
-            r.out_bytes += out_bytes(&out);
+            r.out_bytes += out_bytes(out);
             if (k >= 2) {
                 uint64_t na = g_allocs - a0, ne = st->events_in - e0;
                 r.allocs_steady += na;
@@ -482,10 +486,9 @@ static xres_t xform_pass(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg
                 }
             }
         }
-        cg_xform_finish(x, CG_END_EOF, &out);
-        r.out_bytes += out_bytes(&out);
+        cg_xform_finish(x, CG_END_EOF, out);
+        r.out_bytes += out_bytes(out);
         r.events += st->events_in;
-        cg_out_free(&out);
         cg_xform_free(x);
     }
     r.ns = now_ns() - t0;
@@ -989,6 +992,74 @@ static int bench_responses(size_t mib, size_t rd, size_t rounds, unsigned nev, b
     return bad;
 }
 
+/* --- Allocations per event ------------------------------------------------ */
+
+/*
+ * What an event costs in heap allocations, apart from what a stream costs:
+ * every allocation of an answer (new, feeds, finish, free), counted for
+ * answers of nev, 8 x nev and 64 x nev events generated alike. An
+ * allocation per event (or per one event in a hundred) adds eight times as
+ * much from 8x to 64x as from 1x to 8x. A per-stream buffer that doubles
+ * up to its largest size adds about as much at each step: the SSE buffer
+ * and the tokens of an upstream that repeats the whole answer in its last
+ * events (Responses' done events), one 8-byte record per annotation
+ * (Responses), the strings of each new source. Untimed.
+ */
+#define SLOPE_STEPS 3
+#define SLOPE_MIB   32
+
+typedef struct slope {
+    double per_answer[SLOPE_STEPS], events[SLOPE_STEPS];
+    double per_event; /* what an event adds from 8x to 64x */
+    bool per_stream;  /* the second step adds at most twice the first, not 8x */
+} slope_t;
+
+static void gen_rs_plain(cg_buf_t *b, unsigned nev, gen_totals_t *t)
+{
+    rs_totals_t r = {0};
+    (void)t;
+    gen_rs_answer(b, nev, false, &r);
+}
+
+static void gen_rs_markers(cg_buf_t *b, unsigned nev, gen_totals_t *t)
+{
+    rs_totals_t r = {0};
+    (void)t;
+    gen_rs_answer(b, nev, true, &r);
+}
+
+static slope_t alloc_slope(gen_fn gen, const cg_dialect_view_t *view, unsigned nev, size_t rd,
+                           const cg_xform_cfg_t *cfg)
+{
+    slope_t sl = {0};
+    for (int k = 0, scale = 1; k < SLOPE_STEPS; k++, scale *= 8) {
+        cg_buf_t buf = {0};
+        gen_totals_t gt = {0};
+        input_t in;
+        make_input(&in, &buf, (size_t)SLOPE_MIB << 20, nev * (unsigned)scale, rd, gen, &gt);
+        in.view = view;
+        xres_t r = xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
+        sl.per_answer[k] = (double)r.allocs_total / (double)in.nans;
+        sl.events[k] = (double)r.events / (double)in.nans;
+        free(in.off);
+        cg_buf_free(&buf);
+    }
+    double d1 = sl.per_answer[1] - sl.per_answer[0], d2 = sl.per_answer[2] - sl.per_answer[1];
+    sl.per_event = d2 / (sl.events[2] - sl.events[1]);
+    sl.per_stream = d2 <= 2.0 * d1 + 1.0; /* one of slack: answers differ a little */
+    return sl;
+}
+
+static void print_slope(const char *section, gen_fn gen, const cg_dialect_view_t *view,
+                        unsigned nev, size_t rd, const cg_xform_cfg_t *cfg)
+{
+    slope_t sl = alloc_slope(gen, view, nev, rd, cfg);
+    printf("%s: allocs_per_answer=%.1f/%.1f/%.1f at %.0f/%.0f/%.0f events "
+           "allocs_per_added_event=%.5f per_event_allocs %s\n",
+           section, sl.per_answer[0], sl.per_answer[1], sl.per_answer[2], sl.events[0],
+           sl.events[1], sl.events[2], sl.per_event, sl.per_stream ? "none: PASS" : "MISS");
+}
+
 /* --- Main ------------------------------------------------------------------ */
 
 static unsigned long parse_num(const char *opt, const char *v)
@@ -1216,9 +1287,31 @@ int main(int argc, char **argv)
         reseed(seed, 4);
         bad |= bench_responses(mib, rd, rounds, (unsigned)nev, true, &cfg);
     }
+    static const struct {
+        const char *section;
+        gen_fn gen;
+        cg_dialect_t dialect;
+    } slopes[] = {
+        {"core", gen_answer, CG_DIALECT_OPENAI},
+        {"anthropic", gen_anthropic_answer, CG_DIALECT_ANTHROPIC},
+        {"responses", gen_rs_plain, CG_DIALECT_RESPONSES},
+        {"responses_markers", gen_rs_markers, CG_DIALECT_RESPONSES},
+    };
+    for (size_t k = 0; k < sizeof(slopes) / sizeof(slopes[0]); k++) {
+        if (!want(only, slopes[k].section))
+            continue;
+        if (only == NULL && k == 0)
+            printf("\nheap allocations per answer of %zu, 8 x %zu and 64 x %zu events (all "
+                   "calls):\n",
+                   nev, nev, nev);
+        reseed(seed, 11 + k);
+        print_slope(slopes[k].section, slopes[k].gen, cg_dialect_view(slopes[k].dialect),
+                    (unsigned)nev, rd, &cfg);
+    }
     if (want(only, "core"))
         printf("core: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
                "allocs_per_event=%.4f\n",
                core.x_mbps, core.m_mbps, core.ratio, core.ns_ev, core.a_steady);
+    cg_out_free(&worker_out);
     return bad;
 }
