@@ -26,26 +26,30 @@ static inline void fz_collect(cg_buf_t *b, const cg_out_t *o)
     FZ_CHECK(b->len - before == cg_out_len(o));
 }
 
+/* Every call of every input writes to this one output, as every stream of
+ * a worker does: what a call leaves in it (arena, borrowed tokens) must
+ * never show in another's output. It lives as long as the process. */
+static cg_out_t fz_worker_out;
+
 /* Streams in[0..len) through x in reads cut by sp (NULL: one read), ends
  * at EOF and frees x. */
 static inline void fz_stream(fz_result_t *res, cg_xform_t *x, const uint8_t *in, size_t len,
                              fz_split_t *sp)
 {
     memset(res, 0, sizeof(*res));
-    cg_out_t out = {0};
+    cg_out_t *out = &fz_worker_out;
     size_t off = 0;
     do {
         size_t n = sp ? fz_split_next(sp, len - off) : len - off;
         char *read = fz_dup(in + off, n);
-        FZ_CHECK(cg_xform_feed(x, read, n, &out) == 0);
-        fz_collect(&res->out, &out);
+        FZ_CHECK(cg_xform_feed(x, read, n, out) == 0);
+        fz_collect(&res->out, out);
         free(read);
         off += n;
     } while (off < len);
-    FZ_CHECK(cg_xform_finish(x, CG_END_EOF, &out) == 0);
-    fz_collect(&res->out, &out);
+    FZ_CHECK(cg_xform_finish(x, CG_END_EOF, out) == 0);
+    fz_collect(&res->out, out);
     res->stats = *cg_xform_stats(x);
-    cg_out_free(&out);
     cg_xform_free(x);
 }
 
@@ -53,12 +57,10 @@ static inline void fz_stream(fz_result_t *res, cg_xform_t *x, const uint8_t *in,
  * goes to *b. Returns cg_xform_body's result. */
 static inline int fz_body(cg_buf_t *b, cg_xform_t *x, const uint8_t *in, size_t len)
 {
-    cg_out_t out = {0};
     char *body = fz_dup(in, len);
-    int rc = cg_xform_body(x, body, len, &out);
-    fz_collect(b, &out);
+    int rc = cg_xform_body(x, body, len, &fz_worker_out);
+    fz_collect(b, &fz_worker_out);
     free(body);
-    cg_out_free(&out);
     cg_xform_free(x);
     return rc;
 }
