@@ -1062,21 +1062,23 @@ static void split_long_contents(cg_xform_t *x, int choices)
     }
 }
 
+cg_span_t cg__xform_data_line(const cg_sse_event_t *ev, cg_buf_t *buf)
+{
+    if (ev->ndata <= 1)
+        return ev->data;
+    buf->len = 0;
+    cg_buf_put(buf, ev->data.p, ev->data.n);
+    for (size_t i = 0; i < buf->len; i++)
+        if (buf->p[i] == '\n')
+            buf->p[i] = ' ';
+    return cg_span(buf->p, buf->len);
+}
+
 /* Parses an event's data into x->json; false when it is not a JSON object. */
 static bool parse_event(cg_xform_t *x, const cg_sse_event_t *ev)
 {
-    cg_span_t data = ev->data;
     x->data_stable = ev->ndata == 1;
-    if (!x->data_stable) {
-        /* Several data lines join with LF, which is JSON white space: as
-         * one line of a rewritten event it must be a space. */
-        x->scratch.len = 0;
-        cg_buf_put(&x->scratch, data.p, data.n);
-        for (size_t i = 0; i < x->scratch.len; i++)
-            if (x->scratch.p[i] == '\n')
-                x->scratch.p[i] = ' ';
-        data = cg_span(x->scratch.p, x->scratch.len);
-    }
+    cg_span_t data = cg__xform_data_line(ev, &x->scratch);
     return cg_json_parse(&x->json, data.p, data.n) == CG_JSON_OK &&
            x->json.tok[0].type == JSMN_OBJECT;
 }

@@ -131,17 +131,7 @@ static bool parse(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
     if (s->json.max == 0)
         cg_json_init(&s->json, CG_XFORM_MAX_TOKENS);
     cg_json_borrow(&s->json, cg__xform_view_tokens(x));
-    cg_span_t d = ev->data;
-    if (ev->ndata > 1) {
-        /* Data lines join with LF, white space to JSON but a line end in
-         * what we write: a raw LF in a string would split our data line. */
-        s->data.len = 0;
-        cg_buf_put(&s->data, d.p, d.n);
-        for (size_t i = 0; i < s->data.len; i++)
-            if (s->data.p[i] == '\n')
-                s->data.p[i] = ' ';
-        d = cg_span(s->data.p, s->data.len);
-    }
+    cg_span_t d = cg__xform_data_line(ev, &s->data);
     return cg_json_parse(&s->json, d.p, d.n) == CG_JSON_OK && s->json.tok[0].type == JSMN_OBJECT;
 }
 

@@ -136,6 +136,7 @@ typedef struct rs {
     cg_buf_t text;    /* content released by the current event (body: all of it) */
     cg_buf_t anns;    /* body: the forwarded annotations */
     cg_buf_t scratch; /* decoded strings */
+    cg_buf_t lines;   /* an event's data lines joined on one line */
     keyed_t *keys;
     size_t nkeys, keys_cap;
     uint64_t *seen;
@@ -151,6 +152,7 @@ static void state_free(void *state)
     cg_buf_free(&s->text);
     cg_buf_free(&s->anns);
     cg_buf_free(&s->scratch);
+    cg_buf_free(&s->lines);
     free(s->keys);
     free(s->seen);
 }
@@ -1167,7 +1169,7 @@ static bool match_skeleton(const rs_t *s, cg_span_t d, flat_t *f)
 /* Gives back what one large event grew, once it is no longer used. */
 static void trim(rs_t *s)
 {
-    cg_buf_t *bufs[] = {&s->hold, &s->text, &s->scratch};
+    cg_buf_t *bufs[] = {&s->hold, &s->text, &s->scratch, &s->lines};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (bufs[i]->len == 0 && bufs[i]->cap > BUF_KEEP)
             cg_buf_free(bufs[i]);
@@ -1178,18 +1180,19 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
     rs_t *s = state;
     if (s->done || ev->ndata == 0 || cg_span_eq(ev->data, "[DONE]"))
         return;
+    cg_span_t data = cg__xform_data_line(ev, &s->lines);
     flat_t f;
-    if (match_skeleton(s, ev->data, &f)) {
+    if (match_skeleton(s, data, &f)) {
         on_delta(x, s, f.out, f.content, f.delta);
         return;
     }
-    if (read_flat(ev->data, &f)) {
-        keep_skeleton(s, ev->data, &f);
+    if (read_flat(data, &f)) {
+        keep_skeleton(s, data, &f);
         on_delta(x, s, f.out, f.content, f.delta.p ? f.delta : cg_span("", 0));
         return;
     }
     cg_json_t *j = json_of(x, s);
-    if (cg_json_parse(j, ev->data.p, ev->data.n) != CG_JSON_OK || j->tok[0].type != JSMN_OBJECT)
+    if (cg_json_parse(j, data.p, data.n) != CG_JSON_OK || j->tok[0].type != JSMN_OBJECT)
         x->stats.malformed++;
     else
         on_json_event(x, s, j);
