@@ -6,12 +6,14 @@ chat requests at once (the mock paces each answer so all N are open
 together), records citegate's RSS before and while they are open, then
 checks every client's content against the fixture's expected view.
 
-usage: bench/streams.py [--streams N] [--h2-upstream] [--citegate build/citegate]
+usage: bench/streams.py [--streams N] [--h2-upstream] [--dialect D] [--citegate build/citegate]
+With --dialect anthropic|responses the mock answers as that upstream (the
+answer of tests/fixtures/dialects/e2e/D_stream.sse) and citegate translates.
 With --h2-upstream a second citegate (profile off, an h2c server in front of
 the mock) is the upstream and the measured one speaks HTTP/2 to it; the
 number of upstream h2 connections it used is printed too.
 Prints RSS per open stream and a final line
-  streams: n=N ok=K lost=L rss_base_kib=B rss_open_kib=O per_stream_kib=P
+  streams: dialect=D n=N ok=K lost=L rss_base_kib=B rss_open_kib=O per_stream_kib=P
 """
 import argparse
 import asyncio
@@ -28,8 +30,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 import client_view  # noqa: E402
 
-FIXTURE = "azure_oyd_stream.sse"
-EXPECTED = os.path.join(ROOT, "tests", "fixtures", "expected", "azure_oyd_stream.openwebui.json")
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+# dialect: (the mock's answer, under FIXTURES; the client view it must give,
+# openwebui; the client's request, None: a one-line question)
+ANSWERS = {
+    "openai": ("azure_oyd_stream.sse", "expected/azure_oyd_stream.openwebui.json", None),
+    "anthropic": ("dialects/e2e/anthropic_stream.sse",
+                  "dialects/e2e/anthropic_stream.openwebui.json", "openwebui_rag_request.json"),
+    "responses": ("dialects/e2e/responses_stream.sse",
+                  "dialects/e2e/responses_stream.openwebui.json", "chat_request.json"),
+}
+
+
+def request_body(dialect):
+    """The streaming chat request the clients send."""
+    name = ANSWERS[dialect][2]
+    req = {"messages": [{"role": "user", "content": "hi"}]}
+    if name:
+        with open(os.path.join(FIXTURES, name)) as f:
+            req = json.load(f)
+    req["stream"] = True
+    return json.dumps(req).encode()
 
 
 def free_port():
@@ -70,12 +91,11 @@ def dechunk(rest):
     return bytes(out)
 
 
-async def one_stream(port, opened, release):
+async def one_stream(port, fixture, body, opened, release):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    body = json.dumps({"stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
     # Split 16 bytes, 25 ms apart: the answer takes ~6 s, so all streams overlap.
     writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"X-Mock-Fixture: " + FIXTURE.encode() + b"\r\nX-Mock-Split: 16\r\n"
+                 b"X-Mock-Fixture: " + fixture.encode() + b"\r\nX-Mock-Split: 16\r\n"
                  b"X-Mock-Delay-Ms: 25\r\nConnection: close\r\nContent-Length: " +
                  str(len(body)).encode() + b"\r\n\r\n" + body)
     await writer.drain()
@@ -106,7 +126,9 @@ async def run(args, cg_pid, port):
         if n_open == args.streams:
             all_open.set()
 
-    tasks = [asyncio.create_task(one_stream(port, opened, release)) for _ in range(args.streams)]
+    fixture, body = ANSWERS[args.dialect][0], request_body(args.dialect)
+    tasks = [asyncio.create_task(one_stream(port, fixture, body, opened, release))
+             for _ in range(args.streams)]
     try:
         await asyncio.wait_for(all_open.wait(), timeout=60)
     except asyncio.TimeoutError:
@@ -122,6 +144,7 @@ def main():
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--citegate", default=os.path.join(ROOT, "build", "citegate"))
     ap.add_argument("--h2-upstream", action="store_true")
+    ap.add_argument("--dialect", choices=sorted(ANSWERS), default="openai")
     ap.add_argument("--h2mock", help="path of build/tests/h2mock: use it (100 streams per "
                     "connection) as the h2 upstream, and add as many h2 client streams (h2load)")
     args = ap.parse_args()
@@ -134,12 +157,12 @@ def main():
     stats = os.path.join(tmp, "stats.json")
     if args.h2mock:
         args.h2_upstream = False
-        mock = subprocess.Popen([args.h2mock, "--fixtures", os.path.join(ROOT, "tests", "fixtures"),
+        mock = subprocess.Popen([args.h2mock, "--fixtures", FIXTURES,
                                  "--ready-file", ready, "--max-streams", "100", "--stats-file", stats,
                                  "--delay-ms", "400"])
     else:
         mock = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "tools", "mock_upstream.py"),
-                                 "--port", "0", "--fixtures", os.path.join(ROOT, "tests", "fixtures"),
+                                 "--port", "0", "--fixtures", FIXTURES,
                                  "--ready-file", ready], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(100):
         if os.path.exists(ready) and open(ready).read().strip():
@@ -161,6 +184,7 @@ def main():
     env = dict(os.environ, CITEGATE_LISTEN=f"127.0.0.1:{port}", CITEGATE_ADMIN_LISTEN=f"127.0.0.1:{aport}",
                CITEGATE_UPSTREAM=upstream,
                CITEGATE_UPSTREAM_PROTOCOL="h2" if args.h2_upstream or args.h2mock else "http1.1",
+               CITEGATE_UPSTREAM_DIALECT=args.dialect,
                CITEGATE_LOG_LEVEL="warn", ENABLE_SEMANTIC_MEMORY="false")
     # The defaults (1024 upstream connections, 1024 pending) carry 1,000
     # streams; only a larger run raises the cap.
@@ -198,7 +222,7 @@ def main():
         cg.wait(timeout=20)
         mock.terminate()
         mock.wait(timeout=5)
-    with open(EXPECTED) as f:
+    with open(os.path.join(FIXTURES, ANSWERS[args.dialect][1])) as f:
         want = json.load(f)
     ok = lost = 0
     for r in results:
@@ -206,18 +230,20 @@ def main():
             lost += 1
             continue
         v = client_view.view(r[1].decode("utf-8", "replace"))
-        if v["content"] == want["content"] and v["sources"] == want["sources"] and v["ends_with_done"]:
+        heads = [x["source"] for x in v["sources"]]
+        if (v["content"] == want["content"] and v["sources"] == want.get("sources", v["sources"])
+                and heads == want.get("source_heads", heads) and v["ends_with_done"]):
             ok += 1
         else:
             lost += 1
     per = (rss_open - base) / max(n_open, 1)
     print(f"citegate RSS: {base} KiB idle, {rss_open} KiB with {n_open} streams open "
           f"-> {per:.1f} KiB per open stream (HTTP/1.1 client, "
-          f"{'h2' if args.h2_upstream or args.h2mock else 'HTTP/1.1'} upstream, plaintext"
+          f"{'h2' if args.h2_upstream or args.h2mock else 'HTTP/1.1'} {args.dialect} upstream, plaintext"
           f"{'; as many h2 client streams open too' if args.h2mock else ''})")
     if args.h2_upstream:
         print(f"upstream h2 connections after the run: {h2conns}")
-    print(f"streams: n={args.streams} ok={ok} lost={lost} rss_base_kib={base} "
+    print(f"streams: dialect={args.dialect} n={args.streams} ok={ok} lost={lost} rss_base_kib={base} "
           f"rss_open_kib={rss_open} per_stream_kib={per:.1f}")
     return 0 if ok == args.streams else 1
 
