@@ -7,6 +7,7 @@
  */
 #include "dialect_run.h"
 #include "profiles.h"
+#include "view.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,23 +37,11 @@ static stream_t streams[] = {
 };
 #define NSTREAMS (sizeof(streams) / sizeof(streams[0]))
 
-static char *slurp(const char *rel, size_t *n)
+static char *fixture(const char *rel, size_t *n)
 {
     char path[512];
     snprintf(path, sizeof(path), "%s/%s", CG_FIXTURES, rel);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        fprintf(stderr, "cannot open %s\n", path);
-        abort();
-    }
-    cg_buf_t b = {0};
-    char tmp[4096];
-    size_t k;
-    while ((k = fread(tmp, 1, sizeof(tmp), f)) > 0)
-        cg_buf_put(&b, tmp, k);
-    fclose(f);
-    *n = b.len;
-    return b.p;
+    return read_file(path, n);
 }
 
 static int setup(void **state)
@@ -60,7 +49,7 @@ static int setup(void **state)
     (void)state;
     for (size_t i = 0; i < NSTREAMS; i++) {
         stream_t *s = &streams[i];
-        s->in = slurp(s->file, &s->n);
+        s->in = fixture(s->file, &s->n);
         dialect_case_init(&s->c, s->d, NULL, 0);
     }
     return 0;
