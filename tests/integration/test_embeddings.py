@@ -628,7 +628,7 @@ class Bounds(Base):
         return sorted(lat)[min(len(lat) - 1, int(0.99 * len(lat)))]
 
     def test_slow_endpoint_bounded_dropped_and_counted(self):
-        """The endpoint takes 3 s per call and 1100 answers finish within seconds: at most 8
+        """The endpoint takes 3 s per call and 2,000 answers finish within seconds: at most 8
         calls are in flight at once (the mock counts them), the queue of 1024 overflows and
         each answer beyond it is dropped and counted as a failure, every answer is 200 and
         complete, and the answers' p99 latency stays within 1.5x that of the same burst with
