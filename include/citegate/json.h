@@ -97,7 +97,8 @@ size_t cg_json_unescape(const char *s, size_t n, char *out);
  * when no such point lies within max, the end of the first character. */
 size_t cg_json_safe_cut(const char *p, size_t n, size_t max);
 /* Length of the run at p[0..n) before the first byte that stops a JSON
- * string scan: '"', '\\' or NUL (where jsmn stops). Eight bytes at a time,
+ * string scan: '"', '\\' or a control byte (below 0x20, NUL included),
+ * which JSON allows in a string only escaped. Eight bytes at a time,
  * inline: the strings it serves (deltas, keys) are too short for memchr
  * or a call to pay. Relies on little-endian loads, as the targets are. */
 static inline size_t cg_json_plain_len(const char *p, size_t n)
@@ -108,13 +109,14 @@ static inline size_t cg_json_plain_len(const char *p, size_t n)
         uint64_t v;
         memcpy(&v, p + i, 8);
         uint64_t q = v ^ (ones * '"'), bs = v ^ (ones * '\\');
-        /* a zero byte of v, q or bs sets its high bit; only bytes above a
-         * true zero can be set falsely, so the lowest set bit is exact */
-        uint64_t m = (((v - ones) & ~v) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs;
+        /* a byte below 0x20 of v, or a zero byte of q or bs, sets its high
+         * bit; only bytes above a true one can be set falsely (a borrow),
+         * so the lowest set bit is exact */
+        uint64_t m = (((v - ones * 0x20) & ~v) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs;
         if (m)
             return i + ((size_t)__builtin_ctzll(m) >> 3);
     }
-    while (i < n && p[i] != '"' && p[i] != '\\' && p[i] != '\0')
+    while (i < n && p[i] != '"' && p[i] != '\\' && (unsigned char)p[i] >= 0x20)
         i++;
     return i;
 }

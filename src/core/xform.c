@@ -868,18 +868,11 @@ static void save_template(cg_xform_t *x, const cg_sse_event_t *ev, int choices, 
  * quote), or -1 when there is none or an escape is invalid. */
 static ssize_t string_body(const char *s, size_t n)
 {
-    const char *q = memchr(s, '"', n);
-    if (q == NULL)
-        return -1;
-    if (memchr(s, '\\', (size_t)(q - s)) == NULL)
-        return q - s;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = cg_json_plain_len(s, n); i < n; i += cg_json_plain_len(s + i, n - i)) {
         if (s[i] == '"')
             return (ssize_t)i;
-        if (s[i] != '\\')
-            continue;
-        if (++i >= n)
-            return -1;
+        if (s[i] != '\\' || ++i >= n)
+            return -1; /* a raw control byte, or an escape cut short */
         if (s[i] == 'u') {
             for (int k = 1; k <= 4; k++)
                 if (i + k >= n || !isxdigit((unsigned char)s[i + k]))
@@ -888,6 +881,7 @@ static ssize_t string_body(const char *s, size_t n)
         } else if (!strchr("\"\\/bfnrt", s[i]) || s[i] == '\0') {
             return -1;
         }
+        i++;
     }
     return -1;
 }
@@ -1062,25 +1056,26 @@ static void split_long_contents(cg_xform_t *x, int choices)
     }
 }
 
-cg_span_t cg__xform_data_line(const cg_sse_event_t *ev, cg_buf_t *buf)
+bool cg__xform_parse_data(cg_json_t *j, const cg_sse_event_t *ev, cg_buf_t *buf)
 {
-    if (ev->ndata <= 1)
-        return ev->data;
-    buf->len = 0;
-    cg_buf_put(buf, ev->data.p, ev->data.n);
-    for (size_t i = 0; i < buf->len; i++)
-        if (buf->p[i] == '\n')
-            buf->p[i] = ' ';
-    return cg_span(buf->p, buf->len);
+    if (cg_json_parse(j, ev->data.p, ev->data.n) != CG_JSON_OK || j->tok[0].type != JSMN_OBJECT)
+        return false;
+    if (ev->ndata > 1) {
+        buf->len = 0;
+        cg_buf_put(buf, ev->data.p, ev->data.n);
+        for (size_t i = 0; i < buf->len; i++)
+            if (buf->p[i] == '\n')
+                buf->p[i] = ' ';
+        j->js = buf->p;
+    }
+    return true;
 }
 
 /* Parses an event's data into x->json; false when it is not a JSON object. */
 static bool parse_event(cg_xform_t *x, const cg_sse_event_t *ev)
 {
     x->data_stable = ev->ndata == 1;
-    cg_span_t data = cg__xform_data_line(ev, &x->scratch);
-    return cg_json_parse(&x->json, data.p, data.n) == CG_JSON_OK &&
-           x->json.tok[0].type == JSMN_OBJECT;
+    return cg__xform_parse_data(&x->json, ev, &x->scratch);
 }
 
 /* A rewritten event: its other lines as they came, then its data on one line. */

@@ -143,11 +143,12 @@ void cg__xform_chunk_end(cg_xform_t *x);
  * `{"id",…,"choices":[{"index":index,"delta":{"content":raw},"finish_reason":null}]}`,
  * the same bytes, but written at once instead of parsed back (most of a
  * view's chunks are these). */
-/* An event's data as one line of JSON text: several data lines join with
- * LF, white space to JSON but a line end in what we write (and a string
- * that held one would end our data line there), so they join with a space
- * here, in buf. One data line is returned as it is. */
-cg_span_t cg__xform_data_line(const cg_sse_event_t *ev, cg_buf_t *buf);
+/* Parses an event's data into j; false when it is not one JSON object.
+ * SSE joins several data lines with LF: white space between JSON tokens,
+ * and not JSON inside a string (a raw control byte). Whatever of it is
+ * written goes on one data line, so j then reads a copy in buf with each
+ * LF a space: the same length, so the tokens hold. */
+bool cg__xform_parse_data(cg_json_t *j, const cg_sse_event_t *ev, cg_buf_t *buf);
 void cg__xform_content(cg_xform_t *x, size_t index, cg_span_t raw);
 /* The tokens a view parses its upstream's event with: borrowed from the
  * call's cg_out_t (cg_json_borrow) and given back before the view's hook

@@ -131,8 +131,7 @@ static bool parse(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
     if (s->json.max == 0)
         cg_json_init(&s->json, CG_XFORM_MAX_TOKENS);
     cg_json_borrow(&s->json, cg__xform_view_tokens(x));
-    cg_span_t d = cg__xform_data_line(ev, &s->data);
-    return cg_json_parse(&s->json, d.p, d.n) == CG_JSON_OK && s->json.tok[0].type == JSMN_OBJECT;
+    return cg__xform_parse_data(&s->json, ev, &s->data);
 }
 
 static void give_back(cg_xform_t *x, state_t *s)
@@ -363,7 +362,7 @@ static bool string_bytes(const char *s, size_t n)
 {
     for (size_t i = cg_json_plain_len(s, n); i < n; i += cg_json_plain_len(s + i, n - i)) {
         if (s[i] != '\\' || ++i == n)
-            return false; /* a quote, a NUL, or an escape cut short */
+            return false; /* a quote, a raw control byte, or an escape cut short */
         if (s[i] == 'u') {
             for (int k = 1; k <= 4; k++)
                 if (i + k >= n || cg_hex_digit(s[i + k]) < 0)

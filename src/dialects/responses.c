@@ -136,7 +136,7 @@ typedef struct rs {
     cg_buf_t text;    /* content released by the current event (body: all of it) */
     cg_buf_t anns;    /* body: the forwarded annotations */
     cg_buf_t scratch; /* decoded strings */
-    cg_buf_t lines;   /* an event's data lines joined on one line */
+    cg_buf_t lines;   /* an event's data lines joined on one line (LF -> space) */
     keyed_t *keys;
     size_t nkeys, keys_cap;
     uint64_t *seen;
@@ -941,14 +941,14 @@ static const char *next_stop(const char *p, const char *e)
     return p + cg_json_plain_len(p, (size_t)(e - p));
 }
 
-/* Just past the string that opens at p, or NULL when it is not valid (a NUL
- * byte too: jsmn stops there). */
+/* Just past the string that opens at p, or NULL when it is not valid (a
+ * raw control byte, NUL included, too). */
 static const char *string_end(const char *p, const char *e)
 {
     for (p = next_stop(p + 1, e); p < e; p = next_stop(p + 1, e)) {
         if (*p == '"')
             return p + 1;
-        if (*p == '\0' || ++p == e)
+        if (*p != '\\' || ++p == e)
             return NULL;
         if (*p == 'u') { /* p is at the letter after a backslash */
             for (int k = 1; k <= 4; k++)
@@ -1180,19 +1180,18 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
     rs_t *s = state;
     if (s->done || ev->ndata == 0 || cg_span_eq(ev->data, "[DONE]"))
         return;
-    cg_span_t data = cg__xform_data_line(ev, &s->lines);
     flat_t f;
-    if (match_skeleton(s, data, &f)) {
+    if (match_skeleton(s, ev->data, &f)) {
         on_delta(x, s, f.out, f.content, f.delta);
         return;
     }
-    if (read_flat(data, &f)) {
-        keep_skeleton(s, data, &f);
+    if (read_flat(ev->data, &f)) {
+        keep_skeleton(s, ev->data, &f);
         on_delta(x, s, f.out, f.content, f.delta.p ? f.delta : cg_span("", 0));
         return;
     }
     cg_json_t *j = json_of(x, s);
-    if (cg_json_parse(j, data.p, data.n) != CG_JSON_OK || j->tok[0].type != JSMN_OBJECT)
+    if (!cg__xform_parse_data(j, ev, &s->lines))
         x->stats.malformed++;
     else
         on_json_event(x, s, j);

@@ -251,6 +251,43 @@ static void test_parse_not_json(void **state)
     assert_int_equal(PARSE_LIT("{\"a\":1,}", 64), CG_JSON_E_INVALID);
 }
 
+/* A raw control byte is JSON white space between tokens (TAB, LF, CR) and
+ * not JSON inside a string, a key's or a value's, where only its escape
+ * may stand (RFC 8259 §7; jsmn lets it through). */
+static void test_parse_raw_control_in_string(void **state)
+{
+    (void)state;
+    assert_int_equal(PARSE_LIT("{\"a\":\"x\ny\"}", 64), CG_JSON_E_INVALID);
+    assert_int_equal(PARSE_LIT("{\"a\":\"x\ty\"}", 64), CG_JSON_E_INVALID);
+    assert_int_equal(PARSE_LIT("[\"\x01\"]", 64), CG_JSON_E_INVALID);
+    assert_int_equal(PARSE_LIT("{\"a\x1f\":1}", 64), CG_JSON_E_INVALID);
+    assert_int_equal(PARSE_LIT("[\"abcdefghijklmnopq\x7f\\n\\u0001\"]", 64), CG_JSON_OK);
+    assert_int_equal(PARSE_LIT("{\t\"a\"\n:\r\"x\\ty\"}", 64), CG_JSON_OK);
+}
+
+/* The string scan stops at '"', '\\' and every byte below 0x20, wherever
+ * it stands in the eight-byte steps, and at nothing else. */
+static void test_plain_len_stops(void **state)
+{
+    (void)state;
+    const unsigned char stops[] = {'"', '\\', 0x00, 0x01, '\t', '\n', 0x1f};
+    const unsigned char plain[] = {' ', 0x7f, 0x80, 0xc3, 0xe3, 0xff, 'a'};
+    char buf[40];
+    for (size_t at = 0; at < 24; at++) {
+        for (size_t k = 0; k < sizeof(stops) * sizeof(plain); k++) {
+            memset(buf, plain[k / sizeof(stops)], sizeof(buf)); /* around the stop */
+            buf[at] = (char)stops[k % sizeof(stops)];
+            assert_int_equal(cg_json_plain_len(buf, sizeof(buf)), at);
+            assert_int_equal(cg_json_plain_len(buf, at), at); /* the run ends with n */
+        }
+        for (size_t k = 0; k < sizeof(plain); k++) {
+            memset(buf, plain[k], at);
+            memset(buf + at, 'y', sizeof(buf) - at);
+            assert_int_equal(cg_json_plain_len(buf, sizeof(buf)), sizeof(buf));
+        }
+    }
+}
+
 /* ---- navigation --------------------------------------------------------------- */
 
 static const char nested[] =
@@ -646,6 +683,8 @@ int main(void)
         cmocka_unit_test(test_store),
         cmocka_unit_test(test_parse_top_level_scalar),
         cmocka_unit_test(test_parse_not_json),
+        cmocka_unit_test(test_parse_raw_control_in_string),
+        cmocka_unit_test(test_plain_len_stops),
         cmocka_unit_test(test_get_skip),
         cmocka_unit_test(test_raw_begin_end),
         cmocka_unit_test(test_number),

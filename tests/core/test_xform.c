@@ -179,6 +179,51 @@ static void test_multiline_data_becomes_one_line(void **state)
     free(out);
 }
 
+/* A raw control byte inside a string is not JSON (only between tokens is
+ * TAB or LF white space): the event goes out byte for byte and is counted
+ * (rule 3), its reference unlinked, on the parse path and on the template
+ * path (after a chunk of the same shape), and with a string that spans two
+ * data lines, which must not become one line. */
+static void test_raw_control_in_string_not_json(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\t[doc1]\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"[doc1]\x01\"}}]}\n\n",
+        ("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\n"
+         "data: [doc1]\"}}]}\n\n"),
+    };
+    static const char good[] = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n";
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        for (int templated = 0; templated < 2; templated++) {
+            cg_buf_t in = {0};
+            cg_buf_puts(&in, templated ? good : "");
+            cg_buf_puts(&in, bad[i]);
+            cg_buf_putc(&in, '\0');
+            char *full = with_ctx(in.p);
+            cg_xform_cfg_t cfg;
+            cg_xform_cfg_default(&cfg, profile_named("openwebui"));
+            cg_xform_t *x = cg_xform_new(&cfg, NULL);
+            cg_out_t o = {0};
+            cg_buf_t out = {0};
+            cg_xform_feed(x, full, strlen(full), &o);
+            for (size_t k = 0; k < o.nseg; k++)
+                cg_buf_put(&out, o.seg[k].p, o.seg[k].n);
+            cg_buf_putc(&out, '\0');
+            if (strstr(out.p, bad[i]) == NULL)
+                fail_msg("case %zu%s not forwarded byte for byte:\n%s", i,
+                         templated ? " (template path)" : "", out.p);
+            assert_null(strstr(out.p, "](https://x.example/1)"));
+            assert_int_equal(cg_xform_stats(x)->malformed, 1);
+            cg_out_free(&o);
+            cg_xform_free(x);
+            cg_buf_free(&out);
+            free(full);
+            cg_buf_free(&in);
+        }
+    }
+}
+
 /* --- rule 4: upstream "event" members ----------------------------------------- */
 
 /* Runs s through profile `profile` in one read. */
@@ -1106,6 +1151,7 @@ int main(void)
         cmocka_unit_test(test_malformed_counted),
         cmocka_unit_test(test_rewrite_keeps_fields),
         cmocka_unit_test(test_multiline_data_becomes_one_line),
+        cmocka_unit_test(test_raw_control_in_string_not_json),
         cmocka_unit_test(test_event_key_removed),
         cmocka_unit_test(test_event_key_removed_with_content),
         cmocka_unit_test(test_event_key_never_in_template),

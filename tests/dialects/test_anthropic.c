@@ -174,11 +174,14 @@ static void test_broken_text_after_good_ones(void **state)
 }
 
 /* The parser stops at a NUL byte; so does the template path. */
-static void test_nul_in_text(void **state)
+static void test_control_bytes_in_text(void **state)
 {
     (void)state;
-    static const char in[] =
-        START TEXT(0, "one ") TEXT(0, "a\0b") TEXT(0, "c\\\0") TEXT(0, "two") MSG_STOP;
+    /* Every raw control byte is not JSON in a string, NUL, TAB and LF too
+     * (the last as a text spread over two data lines); the first "one "
+     * takes the parse path, the next ones the template path. */
+    static const char in[] = START TEXT(0, "one ") TEXT(0, "a\0b") TEXT(0, "c\\\0")
+        TEXT(0, "d\te") TEXT(0, "f\ndata: g") TEXT(0, "h\x1f") TEXT(0, "two") MSG_STOP;
     dialect_case_t c;
     dialect_case_init(&c, CG_DIALECT_ANTHROPIC, NULL, 0);
     cg_xform_cfg_t cfg;
@@ -186,8 +189,10 @@ static void test_nul_in_text(void **state)
     cg_buf_t out = {0};
     cg_xform_stats_t st;
     dialect_stream(&cfg, &c, in, sizeof(in) - 1, NULL, 0, &out, &st);
-    assert_int_equal(st.malformed, 2);
+    assert_int_equal(st.malformed, 5);
     assert_null(memchr(out.p, '\0', out.len));
+    assert_null(memchr(out.p, '\t', out.len));
+    assert_null(strstr(out.p, "data: g"));
     char *content = content_of(&out);
     assert_string_equal(content, "one two");
     free(content);
@@ -580,7 +585,7 @@ int main(void)
         cmocka_unit_test(test_spaced_and_multiline_data),
         cmocka_unit_test(test_only_text_deltas_are_content),
         cmocka_unit_test(test_broken_text_after_good_ones),
-        cmocka_unit_test(test_nul_in_text),
+        cmocka_unit_test(test_control_bytes_in_text),
         cmocka_unit_test(test_huge_text),
         cmocka_unit_test(test_finish_reasons),
         cmocka_unit_test(test_usage_chunk),

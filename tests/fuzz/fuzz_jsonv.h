@@ -6,8 +6,8 @@
  *
  * It checks the structure and the text between tokens (exactly one ',' or
  * ':' where the grammar needs one, white space elsewhere) and the grammar
- * of literals and numbers. Raw control bytes inside strings are not
- * checked: jsmn passes them and nothing in the core depends on it.
+ * of literals and numbers, and that no string holds a raw control byte
+ * (jsmn passes them; JSON allows them only escaped).
  */
 #ifndef CG_FUZZ_JSONV_H
 #define CG_FUZZ_JSONV_H
@@ -127,6 +127,9 @@ static inline const char *fz_json_invalid(const cg_json_t *j)
             if (ptype == JSMN_OBJECT &&
                 !fz_json_gap(j->js, cg_json_end(j, i), cg_json_begin(j, i + 1), ':', 1))
                 return "missing ':' after a key";
+            for (int k = t->start; k < t->end; k++)
+                if ((unsigned char)j->js[k] < 0x20)
+                    return "raw control byte in a string";
             break;
         case JSMN_PRIMITIVE:
             if (t->size != 0)
