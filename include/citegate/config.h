@@ -55,8 +55,18 @@ typedef struct cg_config {
     bool demo;
 } cg_config_t;
 
-/* Fills defaults, then the environment. On error returns -1 and writes one
- * line ("VARIABLE: problem") into err. */
+/* A command-line flag's value for its variable (SPEC §2). */
+typedef struct cg_config_flag {
+    const char *var, *value;
+} cg_config_flag_t;
+
+/* Fills defaults, then each variable from flags[0..nflags) (the last one
+ * of a variable wins) or else the environment: a flag wins over its
+ * variable, whose value is then not even read. On error returns -1 and
+ * writes one line ("VARIABLE: problem") into err. */
+int cg_config_load(cg_config_t *c, const cg_config_flag_t *flags, size_t nflags, char *err,
+                   size_t errlen);
+/* cg_config_load with no flags. */
 int cg_config_from_env(cg_config_t *c, char *err, size_t errlen);
 /* Applies one setting by its variable name (flags map onto these). */
 int cg_config_set(cg_config_t *c, const char *var, const char *value, char *err, size_t errlen);

@@ -100,12 +100,14 @@ static const struct {
     {"--profile", "CITEGATE_PROFILE"},
 };
 
-static int parse_args(int argc, char **argv, cg_config_t *cfg, bool *check, char *err, size_t el)
+/* The flags' values into out[0..*n) (room for argc), --demo and --check. */
+static int parse_args(int argc, char **argv, cg_config_flag_t *out, size_t *n, bool *demo,
+                      bool *check, char *err, size_t el)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--demo") == 0) {
-            cfg->demo = true;
+            *demo = true;
             continue;
         }
         if (strcmp(a, "--check") == 0) {
@@ -127,8 +129,7 @@ static int parse_args(int argc, char **argv, cg_config_t *cfg, bool *check, char
             snprintf(err, el, "%s needs a value", flags[k].flag);
             return -1;
         }
-        if (cg_config_set(cfg, flags[k].var, value, err, el) != 0)
-            return -1;
+        out[(*n)++] = (cg_config_flag_t){flags[k].var, value};
     }
     return 0;
 }
@@ -200,13 +201,19 @@ int cg_main_daemon(int argc, char **argv)
 {
     char err[512];
     cg_config_t cfg;
-    bool check = false;
-    if (cg_config_from_env(&cfg, err, sizeof(err)) != 0) {
+    bool demo = false, check = false;
+    cg_config_flag_t *given = cg_xcalloc((size_t)argc, sizeof(*given));
+    size_t ngiven = 0;
+    int rc = parse_args(argc, argv, given, &ngiven, &demo, &check, err, sizeof(err));
+    if (rc == 0)
+        rc = cg_config_load(&cfg, given, ngiven, err, sizeof(err));
+    free(given);
+    if (rc != 0) {
         fprintf(stderr, "citegate: %s\n", err);
         return 2;
     }
-    if (parse_args(argc, argv, &cfg, &check, err, sizeof(err)) != 0 ||
-        validate(&cfg, err, sizeof(err)) != 0) {
+    cfg.demo = demo;
+    if (validate(&cfg, err, sizeof(err)) != 0) {
         fprintf(stderr, "citegate: %s\n", err);
         cg_config_free(&cfg);
         return 2;
@@ -225,7 +232,7 @@ int cg_main_daemon(int argc, char **argv)
         fprintf(stderr, "citegate: cannot map metrics: %s\n", strerror(errno));
         return 1;
     }
-    int rc = cfg.workers == 1 ? cg_worker_run(&cfg, 0, ds) : supervise(&cfg, ds);
+    rc = cfg.workers == 1 ? cg_worker_run(&cfg, 0, ds) : supervise(&cfg, ds);
     free(ds);
     cg_config_free(&cfg);
     return rc;

@@ -123,17 +123,17 @@ static int run_stream(cg_xform_t *x, const cg_buf_t *in)
     return rc;
 }
 
-int cg_main_filter(int argc, char **argv)
+/* What the command line gives: flags for their variables into flags
+ * (room for argc), --request and --created. 0, -1 (error, said), or 1 (help). */
+typedef struct filter_args {
+    cg_config_flag_t *flags;
+    size_t nflags;
+    const char *request_path;
+    long long created;
+} filter_args_t;
+
+static int parse_filter_args(int argc, char **argv, filter_args_t *a)
 {
-    char err[512];
-    cg_config_t cfg;
-    if (cg_config_from_env(&cfg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "citegate filter: %s\n", err);
-        return 1;
-    }
-    const char *request_path = NULL;
-    long long created = (long long)time(NULL);
-    int rc = 1;
     for (int i = 1; i < argc; i++) {
         const char *var = NULL;
         if (strcmp(argv[i], "--profile") == 0)
@@ -146,33 +146,51 @@ int cg_main_filter(int argc, char **argv)
             var = "";
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
-            cg_config_free(&cfg);
-            return 0;
+            return 1;
         } else {
             fprintf(stderr, "citegate filter: unknown argument '%s'\n", argv[i]);
             usage(stderr);
-            goto done;
+            return -1;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "citegate filter: %s needs a value\n", argv[i]);
-            goto done;
+            return -1;
         }
         i++;
         if (strcmp(argv[i - 1], "--created") == 0) {
             char *end;
-            created = strtoll(argv[i], &end, 10);
+            a->created = strtoll(argv[i], &end, 10);
             if (*end != '\0' || end == argv[i]) {
                 fprintf(stderr, "citegate filter: --created needs a number of seconds\n");
-                goto done;
+                return -1;
             }
-        } else if (var[0] == '\0')
-            request_path = argv[i];
-        else if (cg_config_set(&cfg, var, argv[i], err, sizeof(err)) != 0) {
-            fprintf(stderr, "citegate filter: %s\n", err);
-            goto done;
+        } else if (var[0] == '\0') {
+            a->request_path = argv[i];
+        } else {
+            a->flags[a->nflags++] = (cg_config_flag_t){var, argv[i]};
         }
     }
+    return 0;
+}
 
+int cg_main_filter(int argc, char **argv)
+{
+    char err[512];
+    cg_config_t cfg;
+    filter_args_t a = {cg_xcalloc((size_t)argc, sizeof(cg_config_flag_t)), 0, NULL,
+                       (long long)time(NULL)};
+    int parsed = parse_filter_args(argc, argv, &a);
+    int loaded = parsed == 0 ? cg_config_load(&cfg, a.flags, a.nflags, err, sizeof(err)) : -1;
+    free(a.flags);
+    if (parsed != 0)
+        return parsed > 0 ? 0 : 1;
+    if (loaded != 0) {
+        fprintf(stderr, "citegate filter: %s\n", err);
+        return 1;
+    }
+    const char *request_path = a.request_path;
+    long long created = a.created;
+    int rc = 1;
     cg_xform_cfg_t xc;
     cg_config_xform(&cfg, &xc);
     cg_request_t req = {0};

@@ -335,11 +335,20 @@ int cg_config_set(cg_config_t *c, const char *var, const char *value, char *err,
     return -1;
 }
 
-int cg_config_from_env(cg_config_t *c, char *err, size_t errlen)
+static const char *value_of(const char *var, const cg_config_flag_t *flags, size_t nflags)
+{
+    for (size_t k = nflags; k-- > 0;)
+        if (strcmp(flags[k].var, var) == 0)
+            return flags[k].value;
+    return getenv(var);
+}
+
+int cg_config_load(cg_config_t *c, const cg_config_flag_t *flags, size_t nflags, char *err,
+                   size_t errlen)
 {
     memset(c, 0, sizeof(*c));
     for (size_t i = 0; i < NVARS; i++) {
-        const char *value = getenv(vars[i].name);
+        const char *value = value_of(vars[i].name, flags, nflags);
         if ((vars[i].def && apply(c, &vars[i], vars[i].def, err, errlen) != 0) ||
             (value && apply(c, &vars[i], value, err, errlen) != 0)) {
             cg_config_free(c);
@@ -347,6 +356,11 @@ int cg_config_from_env(cg_config_t *c, char *err, size_t errlen)
         }
     }
     return 0;
+}
+
+int cg_config_from_env(cg_config_t *c, char *err, size_t errlen)
+{
+    return cg_config_load(c, NULL, 0, err, errlen);
 }
 
 void cg_config_free(cg_config_t *c)

@@ -697,9 +697,40 @@ static void test_dsn_redact(void **state)
     redacts("host=db password=pw", "***");
 }
 
+/* SPEC §2: a flag wins over its variable, which is then not read at all
+ * (a bad value there is no error); the last of two flags wins. */
+static void test_flag_wins_over_variable(void **state)
+{
+    (void)state;
+    char err[256];
+    cg_config_t c;
+    clear_env(NULL);
+    assert_int_equal(setenv("CITEGATE_LISTEN", "bad", 1), 0);
+    assert_int_equal(setenv("CITEGATE_WORKERS", "abc", 1), 0);
+    const cg_config_flag_t flags[] = {
+        {"CITEGATE_LISTEN", "127.0.0.1:1"},
+        {"CITEGATE_WORKERS", "2"},
+        {"CITEGATE_LISTEN", "127.0.0.1:2"},
+    };
+    assert_int_equal(cg_config_load(&c, flags, 3, err, sizeof(err)), 0);
+    assert_string_equal(c.listen, "127.0.0.1:2");
+    assert_int_equal(c.workers, 2);
+    cg_config_free(&c);
+    /* Without the flag the variable is read, and refused. */
+    assert_int_equal(cg_config_load(&c, flags + 1, 1, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "CITEGATE_LISTEN"));
+    /* A bad flag value is named by its variable. */
+    const cg_config_flag_t bad = {"CITEGATE_WORKERS", "many"};
+    unsetenv("CITEGATE_LISTEN");
+    assert_int_equal(cg_config_load(&c, &bad, 1, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "CITEGATE_WORKERS"));
+    unsetenv("CITEGATE_WORKERS");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flag_wins_over_variable),
         cmocka_unit_test_setup(test_defaults, clear_env),
         cmocka_unit_test_setup(test_strings, clear_env),
         cmocka_unit_test_setup(test_numbers, clear_env),

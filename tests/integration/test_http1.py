@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 import threading
 import time
@@ -951,6 +952,25 @@ class CommandLine(unittest.TestCase):
                 self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
                 out = (p.stdout + p.stderr).decode(errors="replace")
                 self.assertTrue(any(var in line for line in out.splitlines()), out)
+
+    def test_flag_wins_over_its_variable(self):
+        """SPEC §2: a flag wins over its variable, so a bad value in the variable is
+        never read; the daemon starts on the flag's address."""
+        env = self.valid_env()
+        listen = f"127.0.0.1:{H.free_port()}"
+        env.update(CITEGATE_LISTEN="bad", CITEGATE_WORKERS="abc", CITEGATE_PROFILE="nope")
+        p = H.run_citegate(["--listen", listen, "--workers=1", "--profile", "openai", "--check"],
+                           env=env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        p = H.run_citegate(["--listen", listen, "--check"], env=env)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("CITEGATE_WORKERS", (p.stdout + p.stderr).decode(errors="replace"))
+        # `citegate filter` likewise
+        sse = b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
+        p = subprocess.run([H.citegate_bin(), "filter", "--profile", "off"], input=sse,
+                           env=dict(self.valid_env(), CITEGATE_PROFILE="nope"), capture_output=True,
+                           timeout=10)
+        self.assertEqual((p.returncode, p.stdout), (0, sse), p.stderr)
 
     def test_invalid_config_at_startup_exits_2(self):
         env = self.valid_env()
