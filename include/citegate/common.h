@@ -58,6 +58,9 @@ int cg_hex_digit(char c);
 /* Length of the longest prefix of s[0..n) that ends on a UTF-8 character boundary. */
 size_t cg_utf8_cut(const char *s, size_t n);
 
+/* Is s[0..n) valid UTF-8 (no overlong form, surrogate, code point over
+ * U+10FFFF, stray or missing continuation byte)? */
+bool cg_utf8_valid(const char *s, size_t n);
 /* Appends s[0..n) with each byte that starts no valid UTF-8 sequence (an
  * overlong form, a surrogate, a code point over U+10FFFF, a stray or
  * missing continuation byte) replaced by U+FFFD. */

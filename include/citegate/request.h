@@ -22,7 +22,8 @@ typedef struct cg_request {
 
 #define CG_REQUEST_MAX_TOOLS 256
 
-/* Reads a chat request body. Returns 0, or -1 if it is not a JSON object. */
+/* Reads a chat request body. Returns 0, or -1 if it is not a JSON object in
+ * UTF-8. */
 int cg_request_parse(cg_request_t *r, const char *body, size_t len, const cg_cite_opts_t *o);
 void cg_request_free(cg_request_t *r);
 

@@ -171,6 +171,24 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
+bool cg_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        uint64_t v;
+        if (i + 8 <= n && (memcpy(&v, u + i, 8), (v & 0x8080808080808080ull) == 0)) {
+            i += 8; /* eight ASCII bytes: most of a chat body */
+            continue;
+        }
+        size_t len = utf8_seq(u + i, n - i);
+        if (len == 0)
+            return false;
+        i += len;
+    }
+    return true;
+}
+
 void cg_utf8_repair(cg_buf_t *b, const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;

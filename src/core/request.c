@@ -164,7 +164,10 @@ int cg_request_parse(cg_request_t *r, const char *body, size_t len, const cg_cit
     cg_json_t j;
     cg_json_init(&j, 1u << 22);
     int rc = -1;
-    if (cg_json_parse(&j, body, len) != CG_JSON_OK || j.tok[0].type != JSMN_OBJECT)
+    /* JSON text between systems is UTF-8 (RFC 8259 §8.1); the upstream is
+     * one of them. */
+    if (!cg_utf8_valid(body, len) || cg_json_parse(&j, body, len) != CG_JSON_OK ||
+        j.tok[0].type != JSMN_OBJECT)
         goto out;
     int ds = cg_json_get(&j, 0, "data_sources");
     r->has_data_sources = cg_json_type(&j, ds) == JSMN_ARRAY && j.tok[ds].size > 0;

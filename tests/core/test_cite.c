@@ -187,6 +187,18 @@ static void test_request_parse(void **state)
     cg_request_free(&r);
     assert_int_equal(cg_request_parse(&r, "[1]", 3, &opts), -1);
     cg_request_free(&r);
+    /* Not UTF-8 (RFC 8259 §8.1): a stray continuation byte, an overlong form,
+     * a surrogate, a code point over U+10FFFF, a sequence cut short. */
+    static const char *const not_utf8[] = {"{\"a\":\"\x80\"}", "{\"a\":\"\xc0\xaf\"}",
+                                           "{\"a\":\"\xed\xa0\x80\"}", "{\"a\":\"\xf4\x90\x80\x80\"}",
+                                           "{\"a\":\"\xe3\x80\"}"};
+    for (size_t i = 0; i < sizeof(not_utf8) / sizeof(not_utf8[0]); i++) {
+        assert_int_equal(cg_request_parse(&r, not_utf8[i], strlen(not_utf8[i]), &opts), -1);
+        cg_request_free(&r);
+    }
+    static const char utf8[] = "{\"a\":\"caf\xc3\xa9 \xe3\x80\x90\xf0\x9f\x98\x80\"}";
+    assert_int_equal(cg_request_parse(&r, utf8, sizeof(utf8) - 1, &opts), 0);
+    cg_request_free(&r);
     assert_int_equal(cg_request_parse(&r, "{\"data_sources\":[{}]}", 21, &opts), 0);
     assert_true(r.has_data_sources);
     cg_request_free(&r);

@@ -433,7 +433,10 @@ class StreamingPlain(CitegateCase):
 
     def test_invalid_json_400_nothing_upstream(self):
         for path in TRANSFORMED_PATHS:
-            for bad in (b"{not json", b'{"messages": [}', b""):
+            # a raw control byte in a string, and bytes that are not UTF-8 (RFC 8259)
+            for bad in (b"{not json", b'{"messages": [}', b"", b'{"a":"x\x01y"}',
+                        b'{"a":"x\ny"}', b'{"a":"\xff\xfe"}', b'{"a":"\xc0\xaf"}',
+                        b'{"a":"\xed\xa0\x80"}'):
                 with self.subTest(path=path, body=bad):
                     st, hd, body = self.post(path, bad)
                     self.assertEqual(st, 400, body[:300])
