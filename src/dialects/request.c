@@ -658,8 +658,8 @@ int cg_dialect_request(cg_dialect_t d, const char *body, size_t len, const cg_re
     cg_json_t j;
     cg_json_init(&j, 1u << 22); /* as cg_request_parse: it accepts what we accept */
     ctx_t c = {.d = d, .j = &j, .last_user = -1, .out = &out->body};
-    if (cg_json_parse(&j, body, len) != CG_JSON_OK)
-        j.ntok = 0;
+    if (!cg_utf8_valid(body, len) || cg_json_parse(&j, body, len) != CG_JSON_OK)
+        j.ntok = 0; /* invalid_json, as cg_request_parse refuses it */
     int rc = translate(&c, body, len, req, model, out, err);
     if (rc != 0)
         cg_dialect_req_free(out);

@@ -623,6 +623,8 @@ static void test_invalid(void **state)
     expect_error("not json", "invalid_json", "");
     expect_error("[{\"role\":\"user\",\"content\":\"q\"}]", "invalid_json", "");
     expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]", "invalid_json", "");
+    /* not UTF-8, as cg_request_parse refuses it (RFC 8259 §8.1) */
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"q\xff\"}]}", "invalid_json", "");
     expect_error("{}", "missing_required_parameter", "messages");
     expect_error("{\"messages\":null}", "invalid_type", "messages");
     expect_error("{\"messages\":{\"role\":\"user\"}}", "invalid_type", "messages");
