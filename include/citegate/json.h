@@ -93,7 +93,8 @@ char *cg_json_strdup_nonempty(const cg_json_t *j, int i);
 /* Decodes JSON string escapes of s[0..n) into out (room for n bytes); returns the length. */
 size_t cg_json_unescape(const char *s, size_t n, char *out);
 /* A cut point at most max bytes into JSON string bytes p[0..n) that splits
- * neither an escape nor a UTF-8 sequence (p must start at a clean point);
+ * neither an escape, nor the two escapes of a surrogate pair, nor a UTF-8
+ * sequence (p must start at a clean point);
  * when no such point lies within max, the end of the first character. */
 size_t cg_json_safe_cut(const char *p, size_t n, size_t max);
 /* Length of the run at p[0..n) before the first byte that stops a JSON

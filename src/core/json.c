@@ -454,6 +454,41 @@ static bool needs_escape(unsigned char c)
     return c < 0x20 || c == '"' || c == '\\';
 }
 
+/* The value of the \\uXXXX escape at p[0..n), or -1 when there is none. */
+static long u_escape(const char *p, size_t n)
+{
+    if (n < 6 || p[0] != '\\' || p[1] != 'u')
+        return -1;
+    long v = 0;
+    for (int k = 2; k < 6; k++) {
+        int d = cg_hex_digit(p[k]);
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* Bytes of the character at p[0..n): an escape (a surrogate pair's two
+ * together: a half alone is no character to a client), or a UTF-8
+ * sequence with its continuation bytes. */
+static size_t char_len(const char *p, size_t n)
+{
+    size_t i;
+    long hi = u_escape(p, n);
+    if (hi >= 0xD800 && hi <= 0xDBFF) {
+        long lo = u_escape(p + 6, n - 6); /* hi is a whole escape: n >= 6 */
+        i = lo >= 0xDC00 && lo <= 0xDFFF ? 12 : 6;
+    } else if (p[0] == '\\') {
+        i = hi >= 0 ? 6 : 2;
+    } else {
+        i = 1;
+    }
+    while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80)
+        i++;
+    return i < n ? i : n;
+}
+
 size_t cg_json_safe_cut(const char *p, size_t n, size_t max)
 {
     if (n <= max)
@@ -461,12 +496,7 @@ size_t cg_json_safe_cut(const char *p, size_t n, size_t max)
     size_t i = 0, last = 0;
     while (i < n && i <= max) {
         last = i;
-        if (p[i] == '\\')
-            i += (i + 1 < n && p[i + 1] == 'u') ? 6 : 2;
-        else
-            i++;
-        while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80)
-            i++;
+        i += char_len(p + i, n - i);
     }
     return last ? last : (i < n ? i : n);
 }

@@ -439,7 +439,7 @@ static void note_head(cg_choice_t *ch, const char *p, size_t n)
     ch->headlen = (uint8_t)(ch->headlen + n);
 }
 
-static void split_room(cg_xform_t *x);
+static size_t split_room(cg_xform_t *x);
 
 /* Content bytes that go out as they came; the profile sees them first. */
 static void put_text(cg_xform_t *x, const char *p, size_t n, bool by_ref)
@@ -459,7 +459,7 @@ static void sink_text(void *ctx, const char *p, size_t n, bool stable)
 {
     cg_xform_t *x = ctx;
     while (n > 0) {
-        size_t take = x->splitting ? cg_json_safe_cut(p, n, CG_XFORM_SPLIT_CHUNK) : n;
+        size_t take = x->splitting ? cg_json_safe_cut(p, n, split_room(x)) : n;
         put_text(x, p, take, stable && x->content_stable);
         p += take;
         n -= take;
@@ -995,11 +995,19 @@ static bool may_overflow(cg_xform_t *x, size_t others, cg_span_t s)
 
 /* Opens a chunk of our own for the content being split, or closes a full one
  * and opens the next. */
-static void split_room(cg_xform_t *x)
+/* The longest character of a JSON string: an escaped surrogate pair. */
+#define SPLIT_MIN_ROOM 12
+
+/* Room left in the chunk that a split content is being written into. A new
+ * chunk opens when none is, or when the open one has no room for the
+ * longest character; pieces taken to the room keep each chunk's content
+ * under CG_XFORM_SPLIT_CHUNK plus one reference's link. */
+static size_t split_room(cg_xform_t *x)
 {
     cg_buf_t *a = &x->out->arena;
-    if (x->split_open && cg_out_len(x->out) - x->split_from < CG_XFORM_SPLIT_CHUNK)
-        return;
+    size_t fill = x->split_open ? cg_out_len(x->out) - x->split_from : 0;
+    if (x->split_open && fill + SPLIT_MIN_ROOM <= CG_XFORM_SPLIT_CHUNK)
+        return CG_XFORM_SPLIT_CHUNK - fill;
     if (x->split_open) {
         cg__emit_str(x->out, cg__emit_content_close);
         x->stats.events_out++;
@@ -1009,6 +1017,7 @@ static void split_room(cg_xform_t *x)
     cg__emit_arena_since(x->out, from);
     x->split_open = true;
     x->split_from = cg_out_len(x->out);
+    return CG_XFORM_SPLIT_CHUNK;
 }
 
 static void split_content(cg_xform_t *x, cg_choice_t *ch, size_t index, cg_span_t s, bool finished)

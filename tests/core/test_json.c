@@ -622,6 +622,26 @@ static void test_put_double(void **state)
     cg_buf_free(&b);
 }
 
+/* A cut never falls inside an escape, a surrogate pair's two escapes or a
+ * UTF-8 sequence; a lone half is one escape. */
+static void test_safe_cut_keeps_characters(void **state)
+{
+    (void)state;
+    static const char s[] = "ab\\ud83d\\ude00c\xe2\x98\x95\\u00e9\\ud83dx\\n";
+    /* offsets: a0 b1 pair 2..13 c14 cup 15..17 e-acute 18..23 lone 24..29 x30 \n 31..32 */
+    static const size_t at[] = {0, 1, 2, 14, 15, 18, 24, 30, 31, 33};
+    size_t n = sizeof(s) - 1;
+    for (size_t max = 1; max < n; max++) {
+        size_t cut = cg_json_safe_cut(s, n, max), want = 0;
+        for (size_t k = 0; k < sizeof(at) / sizeof(at[0]) && at[k] <= max; k++)
+            want = at[k];
+        if (cut != want)
+            fail_msg("max %zu: cut at %zu, want %zu", max, cut, want);
+    }
+    assert_int_equal(cg_json_safe_cut(s, n, n), n);
+    assert_int_equal(cg_json_safe_cut(s + 2, n - 2, 5), 12); /* the pair, though over max */
+}
+
 /* ---- cg_utf8_cut -------------------------------------------------------------- */
 
 static void test_utf8_cut(void **state)
@@ -694,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_put_escaped),
         cmocka_unit_test(test_escape_roundtrip),
         cmocka_unit_test(test_put_double),
+        cmocka_unit_test(test_safe_cut_keeps_characters),
         cmocka_unit_test(test_utf8_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

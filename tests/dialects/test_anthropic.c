@@ -200,6 +200,42 @@ static void test_control_bytes_in_text(void **state)
     dialect_case_free(&c);
 }
 
+/* The same with a text of three-byte characters and escaped surrogate
+ * pairs, whose cuts never land on the chunk size: no line passes 64 KiB,
+ * and no chunk ends inside a pair (each half alone is no character to a
+ * client). */
+static void test_huge_multibyte_text(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0}, text = {0}, want = {0}, out = {0};
+    static const char cups[] = "\xe2\x98\x95\xe2\x98\x95\xe2\x98\x95";
+    for (int i = 0; i < 9000; i++) {
+        cg_buf_puts(&text, i % 7 == 3 ? "\\ud83d\\ude00" : cups);
+        cg_buf_puts(&want, i % 7 == 3 ? "\xf0\x9f\x98\x80" : cups); /* as a client reads it */
+    }
+    cg_buf_puts(&in, START TEXT_START(0));
+    cg_buf_printf(&in, TEXT(0, "%.*s"), (int)text.len, text.p);
+    cg_buf_puts(&in, STOP(0) MSG_STOP);
+    cg_buf_putc(&in, '\0');
+    static const char *const profiles[] = {"openwebui", "markdown", "off"};
+    for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++) {
+        run(profiles[p], NULL, in.p, &out, NULL);
+        view_t v;
+        view_of_stream(&v, out.p, out.len);
+        if (v.max_line > CG_XFORM_LINE_MAX)
+            fail_msg("%s: a line of %zu bytes", profiles[p], v.max_line);
+        assert_null(strstr(out.p, "\\ud83d\""));          /* a chunk ends on a high half */
+        assert_null(strstr(out.p, "\"content\":\"\\ude00")); /* the next opens on a low one */
+        assert_int_equal(v.content[0].len, want.len);
+        assert_memory_equal(v.content[0].p, want.p, want.len);
+        view_free(&v);
+    }
+    cg_buf_free(&in);
+    cg_buf_free(&text);
+    cg_buf_free(&want);
+    cg_buf_free(&out);
+}
+
 /* SPEC §6 rule 5: a text delta far over 64 KiB goes out in several chunks,
  * none of whose lines passes 64 KiB, the text whole and a reference across
  * two deltas still found. */
@@ -587,6 +623,7 @@ int main(void)
         cmocka_unit_test(test_broken_text_after_good_ones),
         cmocka_unit_test(test_control_bytes_in_text),
         cmocka_unit_test(test_huge_text),
+        cmocka_unit_test(test_huge_multibyte_text),
         cmocka_unit_test(test_finish_reasons),
         cmocka_unit_test(test_usage_chunk),
         cmocka_unit_test(test_documents_are_request_sources),
