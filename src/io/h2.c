@@ -46,6 +46,7 @@ typedef struct cg_h2conn {
     size_t nstreams;
     unsigned n431;
     size_t block_wire;  /* bytes of the header block being received, on the wire */
+    bool heading;       /* a header block has begun and not yet ended */
     double budget;      /* control frames left (FLOOD_BURST at most) */
     uint64_t budget_at; /* when it was last refilled, ms */
     bool calm;          /* GOAWAY(ENHANCE_YOUR_CALM) is on its way */
@@ -78,6 +79,30 @@ static void flush_soon(cg_h2conn_t *h)
     cg_defer(&h->c->w->safe, &h->flush, on_flush);
 }
 
+/* A header block must end within the request timeout (SPEC §9, slowloris):
+ * nothing else can arrive on the connection while one is open. The clock
+ * that runs when it begins (since the connection went idle) keeps running;
+ * on a busy connection one starts. */
+static void head_begins(cg_h2conn_t *h)
+{
+    if (h->heading)
+        return;
+    h->heading = true;
+    if (h->c->deadline == 0)
+        cg_client_expect_request(h->c, true);
+}
+
+/* The block ended: a request head is complete (or nghttp2 dropped it). A
+ * connection with streams has no deadline; an idle one keeps its own. */
+static void head_ends(cg_h2conn_t *h)
+{
+    if (!h->heading)
+        return;
+    h->heading = false;
+    if (h->nstreams > 0)
+        cg_client_expect_request(h->c, false);
+}
+
 static void stream_free(cg_h2stream_t *st)
 {
     cg_h2conn_t *h = st->conn;
@@ -87,7 +112,7 @@ static void stream_free(cg_h2stream_t *st)
         h->streams = st->next;
     if (st->next)
         st->next->prev = st->prev;
-    if (--h->nstreams == 0)
+    if (--h->nstreams == 0 && !h->heading)
         cg_client_expect_request(h->c, true); /* idle: it may stay open so long */
     cg_reqmsg_free(&st->msg);
     cg_buf_free(&st->out);
@@ -223,7 +248,6 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
         h->streams->prev = st;
     h->streams = st;
     h->nstreams++;
-    cg_client_expect_request(h->c, false);
     nghttp2_session_set_stream_user_data(s, st->id, st);
     return 0;
 }
@@ -325,6 +349,8 @@ static void dispatch(cg_h2conn_t *h, cg_h2stream_t *st)
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
 {
     cg_h2conn_t *h = ud;
+    if (f->hd.type == NGHTTP2_HEADERS)
+        head_ends(h);
     if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
         !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
@@ -339,10 +365,16 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
 {
     (void)s;
     cg_h2conn_t *h = ud;
-    if (hd->type == NGHTTP2_HEADERS)
+    /* A frame other than CONTINUATION also ends a block nghttp2 dropped
+     * (refused stream) without a frame_recv for it. */
+    if (hd->type != NGHTTP2_CONTINUATION)
+        head_ends(h);
+    if (hd->type == NGHTTP2_HEADERS) {
         h->block_wire = hd->length;
-    else if (hd->type == NGHTTP2_CONTINUATION)
+        head_begins(h);
+    } else if (hd->type == NGHTTP2_CONTINUATION) {
         h->block_wire += hd->length;
+    }
     bool control =
         hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_CONTINUATION &&
         !(hd->type == NGHTTP2_DATA && (hd->length > 0 || (hd->flags & NGHTTP2_FLAG_END_STREAM)));
@@ -527,8 +559,9 @@ static void h2_shutdown(cg_client_t *c)
             cg_exchange_shutdown(st->ex);
 }
 
-/* An idle connection past its deadline: GOAWAY(NO_ERROR) says the client
- * may open a new one, then a FIN once it is written. */
+/* An idle connection, or one inside a header block, past its deadline:
+ * GOAWAY(NO_ERROR) says the client may open a new one, then a FIN once it
+ * is written. */
 static void h2_expire(cg_client_t *c)
 {
     cg_h2conn_t *h = c->h2;

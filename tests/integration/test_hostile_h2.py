@@ -94,10 +94,14 @@ class Neighbour:
         self.thread.join(10)
 
 
-class Hostile(unittest.TestCase):
+class Attacks(unittest.TestCase):
+    """One citegate (embedded demo upstream) for a class of attacks, and how to measure
+    a neighbour during one."""
+    env = {}
+
     @classmethod
     def setUpClass(cls):
-        cls.cg = H.Citegate(upstream=None, env={"CITEGATE_LOG_LEVEL": "error"}).start()
+        cls.cg = H.Citegate(upstream=None, env={"CITEGATE_LOG_LEVEL": "error", **cls.env}).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -129,6 +133,8 @@ class Hostile(unittest.TestCase):
         self.assertTrue(c.eof, "the hostile connection stayed open")
         return c.goaway
 
+
+class Hostile(Attacks):
     # --- HPACK bomb: one 4 KB table entry referenced thousands of times --------------
     def bomb(self):
         c = F.H2Client(self.cg.port)
@@ -228,6 +234,56 @@ class Hostile(unittest.TestCase):
         self.attacked(self.rapid_reset, 3)
         status, _, _ = self.cg.admin("GET", "/healthz")
         self.assertEqual(status, 200)
+
+
+class SlowHeads(Attacks):
+    """Slowloris over h2 (SPEC §9): a connection whose request head never completes is
+    closed at the request timeout, like an HTTP/1.1 one; a complete head whose body
+    trickles in is served."""
+    env = {"CITEGATE_REQUEST_TIMEOUT_MS": "1000"}
+
+    def partial_heads(self, n):
+        """n connections, each stuck inside a header block: half send a HEADERS frame
+        without END_HEADERS, half a HEADERS frame shorter than its declared length."""
+        conns = []
+        for i in range(n):
+            c = F.H2Client(self.cg.port)
+            c.wait_settings()
+            block = F.encode_headers(pseudo(c))
+            if i % 2:
+                c.send(F.frame(F.HEADERS, F.END_STREAM, 1, block))  # no END_HEADERS
+            else:
+                c.send(F.frame(F.HEADERS, F.END_STREAM | F.END_HEADERS, 1, block)[:9 + 10])
+            conns.append((c, time.monotonic()))
+        return conns
+
+    def test_partial_header_block_is_closed(self):
+        took = []
+
+        def attack():
+            for c, t in self.partial_heads(10):
+                c.read_until(lambda: c.eof, 5)
+                took.append(time.monotonic() - t if c.eof else None)
+                c.close()
+
+        self.attacked(attack, 1)
+        self.assertNotIn(None, took, "a connection inside a header block stayed open")
+        self.assertGreater(min(took), 0.7, took)  # the timeout, not a protocol error
+        self.assertLess(max(took), 2.5, took)
+
+    def test_slow_body_after_complete_head_is_served(self):
+        c = F.H2Client(self.cg.port)
+        c.wait_settings()
+        sid = new_stream(c)
+        c.send(F.headers(sid, pseudo(c)))
+        for i in range(0, len(BODY), len(BODY) // 4 + 1):  # over 2.4 s, > 2 timeouts
+            time.sleep(0.6)
+            c.send(F.data(sid, BODY[i:i + len(BODY) // 4 + 1]))
+        c.send(F.data(sid, b"", end_stream=True))
+        st = c.response(sid)
+        self.assertEqual(st.status, 200)
+        self.assertIn(b"X100", st.body)
+        c.close()
 
 
 if __name__ == "__main__":
