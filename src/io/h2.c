@@ -26,11 +26,6 @@
 #define MAX_HEADER_LIST 65536 /* SETTINGS_MAX_HEADER_LIST_SIZE we advertise */
 #define MAX_431         3     /* requests answered 431 before the connection goes */
 #define OUT_KEEP        2048  /* a drained stream buffer larger than this is given back */
-/* A header block decoding to more than this many times its wire size (and
- * past BOMB_FLOOR) is an HPACK bomb: one table entry referenced over and
- * over. Decoding stops there; a merely large block is answered 431. */
-#define BOMB_RATIO 4
-#define BOMB_FLOOR (4 * MAX_HEADER_LIST)
 /* Control frames (SETTINGS, PING, PRIORITY, WINDOW_UPDATE, RST_STREAM, empty
  * DATA) a connection may send: a bucket of FLOOD_BURST refilled at
  * FLOOD_RATE a second. Clients send a few; floods send millions. */
@@ -45,7 +40,6 @@ typedef struct cg_h2conn {
     cg_h2stream_t *streams;
     size_t nstreams;
     unsigned n431;
-    size_t block_wire;  /* bytes of the header block being received, on the wire */
     bool heading;       /* a header block has begun and not yet ended */
     double budget;      /* control frames left (FLOOD_BURST at most) */
     uint64_t budget_at; /* when it was last refilled, ms */
@@ -285,15 +279,12 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
     if (st == NULL || f->hd.type != NGHTTP2_HEADERS)
         return 0;
+    /* Beyond the SETTINGS_MAX_HEADER_LIST_SIZE we advertised, large or an
+     * HPACK bomb alike (SPEC §9): decoding stops here. */
     st->header_bytes += nl + vl + 32;
     if (st->header_bytes > MAX_HEADER_LIST) {
-        size_t wire = st->conn->block_wire;
-        if (st->header_bytes > BOMB_FLOOR && st->header_bytes > BOMB_RATIO * wire) {
-            calm(st->conn, "header block decoding far beyond its size (HPACK bomb)");
-            return NGHTTP2_ERR_CALLBACK_FAILURE;
-        }
-        st->reject = 431; /* kept no further; answered 431 */
-        return 0;
+        calm(st->conn, "header block decoding beyond SETTINGS_MAX_HEADER_LIST_SIZE");
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     if (nl == 7 && memcmp(name, ":method", 7) == 0) {
         st->msg.method = method_of(value, vl);
@@ -369,12 +360,8 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
      * (refused stream) without a frame_recv for it. */
     if (hd->type != NGHTTP2_CONTINUATION)
         head_ends(h);
-    if (hd->type == NGHTTP2_HEADERS) {
-        h->block_wire = hd->length;
+    if (hd->type == NGHTTP2_HEADERS)
         head_begins(h);
-    } else if (hd->type == NGHTTP2_CONTINUATION) {
-        h->block_wire += hd->length;
-    }
     bool control =
         hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_CONTINUATION &&
         !(hd->type == NGHTTP2_DATA && (hd->length > 0 || (hd->flags & NGHTTP2_FLAG_END_STREAM)));
