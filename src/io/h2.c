@@ -257,18 +257,35 @@ static void calm(cg_h2conn_t *h, const char *why)
     nghttp2_session_terminate_session(h->s, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
-static int method_of(const uint8_t *v, size_t n)
+/* RFC 9110 §5.6.2: token = 1*tchar. */
+static bool is_token(const uint8_t *v, size_t n)
 {
-    static const struct {
-        const char *name;
-        int method;
-    } map[] = {{"GET", HTTP_GET},        {"POST", HTTP_POST},     {"HEAD", HTTP_HEAD},
-               {"PUT", HTTP_PUT},        {"DELETE", HTTP_DELETE}, {"PATCH", HTTP_PATCH},
-               {"OPTIONS", HTTP_OPTIONS}};
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-        if (strlen(map[i].name) == n && memcmp(map[i].name, v, n) == 0)
-            return map[i].method;
-    return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum(v[i]) && (v[i] == 0 || strchr("!#$%&'*+-.^_`|~", v[i]) == NULL))
+            return false;
+    return n > 0;
+}
+
+/* Any token is a method, forwarded as is like over HTTP/1.1 (SPEC §4).
+ * The ones llhttp knows get its number, which the exchange compares
+ * (HEAD, POST, OPTIONS, ...); the others keep their name. */
+static void set_method(cg_reqmsg_t *m, const uint8_t *v, size_t n)
+{
+#define KNOWN(num, name, text)                                                                     \
+    if (n == sizeof(#text) - 1 && memcmp(v, #text, n) == 0) {                                      \
+        m->method = num;                                                                           \
+        return;                                                                                    \
+    }
+    HTTP_METHOD_MAP(KNOWN)
+#undef KNOWN
+    m->method = -1;
+    if (!is_token(v, n))
+        return;
+    m->method = CG_METHOD_OTHER;
+    m->method_name.len = 0;
+    cg_buf_put(&m->method_name, v, n);
+    cg_buf_putc(&m->method_name, '\0');
+    m->method_name.len--; /* the NUL stays behind it */
 }
 
 static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
@@ -287,7 +304,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     if (nl == 7 && memcmp(name, ":method", 7) == 0) {
-        st->msg.method = method_of(value, vl);
+        set_method(&st->msg, value, vl);
     } else if (nl == 5 && memcmp(name, ":path", 5) == 0) {
         cg_buf_put(&st->msg.url, value, vl);
     } else if (nl > 0 && name[0] == ':') {
