@@ -288,6 +288,20 @@ static void set_method(cg_reqmsg_t *m, const uint8_t *v, size_t n)
     m->method_name.len--; /* the NUL stays behind it */
 }
 
+/* A declared body beyond CITEGATE_MAX_REQUEST_BYTES is answered 413 as
+ * soon as the head is complete (SPEC §5, §11), as over HTTP/1.1. nghttp2
+ * has already checked that the value is a number. */
+static bool too_long(const cg_h2conn_t *h, const uint8_t *v, size_t n)
+{
+    unsigned long long len = 0;
+    for (size_t i = 0; i < n && isdigit(v[i]); i++) {
+        if (len > h->c->w->cfg->max_request_bytes)
+            return true;
+        len = len * 10 + (unsigned)(v[i] - '0');
+    }
+    return len > h->c->w->cfg->max_request_bytes;
+}
+
 static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
                      const uint8_t *value, size_t vl, uint8_t flags, void *ud)
 {
@@ -303,6 +317,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         calm(st->conn, "header block decoding beyond SETTINGS_MAX_HEADER_LIST_SIZE");
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
+    if (nl == 14 && memcmp(name, "content-length", 14) == 0 && too_long(st->conn, value, vl))
+        st->reject = 413;
     if (nl == 7 && memcmp(name, ":method", 7) == 0) {
         set_method(&st->msg, value, vl);
     } else if (nl == 5 && memcmp(name, ":path", 5) == 0) {
@@ -359,10 +375,13 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     cg_h2conn_t *h = ud;
     if (f->hd.type == NGHTTP2_HEADERS)
         head_ends(h);
-    if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
-        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
         return 0;
     cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    /* A declared body too large is answered at once; the rest is dropped. */
+    bool now = st && st->reject == 413 && f->hd.type == NGHTTP2_HEADERS;
+    if (!now && !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
     if (st && st->ex == NULL && !st->closed)
         dispatch(h, st);
     return 0;

@@ -92,6 +92,23 @@ class H2Clients(unittest.TestCase):
     def test_any_token_method_is_forwarded(self):
         echo_methods(self, self.plain.port)
 
+    def test_declared_body_too_large_gets_413_at_once(self):
+        # SPEC §5/§11: CITEGATE_MAX_REQUEST_BYTES is 8388608; the 413 comes when the head
+        # arrives, as over HTTP/1.1, not after a body the client need not send.
+        import h2frames as F
+        with F.H2Client(self.plain.port) as c:
+            c.wait_settings()
+            sid = c.next_sid
+            c.next_sid += 2
+            c.streams[sid] = F.Stream(sid)
+            c.send(F.headers(sid, [(":method", "POST"), (":scheme", "http"),
+                                   (":path", "/v1/chat/completions"), (":authority", c.authority),
+                                   ("content-type", "application/json"),
+                                   ("content-length", "8388609")]))
+            st = c.response(sid, timeout=3)
+            self.assertEqual(st.status, 413)
+            self.assertIn(b"request_too_large", bytes(st.body))
+
     def test_h2load_many_streams_none_fail(self):
         for scheme, port in (("http", self.plain.port), ("https", self.tls.port)):
             host = "127.0.0.1" if scheme == "http" else "localhost"
