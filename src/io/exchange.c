@@ -131,7 +131,7 @@ static void build_request(cg_exchange_t *ex, cg_span_t path_q)
     cg_reqmsg_t *m = &ex->msg;
     cg_upreq_t *r = &ex->upreq;
     const char *dialect_path = cg_dialect_path(ex->dialect);
-    r->method = llhttp_method_name((llhttp_method_t)m->method);
+    r->method = cg_reqmsg_method(m);
     cg_buf_puts(&r->target, UP(ex)->target ? UP(ex)->target->url.base : "");
     if (dialect_path)
         cg_buf_puts(&r->target, dialect_path); /* the client's query has no meaning there */
@@ -805,9 +805,7 @@ static void account(cg_exchange_t *ex)
         if (!ex->gone && !s->truncated && !s->passthrough && finished && w->on_answer)
             w->on_answer(ex);
     }
-    const char *method =
-        ex->msg.method >= 0 ? llhttp_method_name((llhttp_method_t)ex->msg.method) : "?";
-    cg_log_info(ex->rid, "%s %.*s -> %d in %llu ms, %zu upstream bytes", method,
+    cg_log_info(ex->rid, "%s %.*s -> %d in %llu ms, %zu upstream bytes", cg_reqmsg_method(&ex->msg),
                 (int)(ex->msg.url.len > 200 ? 200 : ex->msg.url.len),
                 ex->msg.url.p ? ex->msg.url.p : "", ex->status,
                 (unsigned long long)(cg_now_ms(w) - ex->t_start), ex->resp_bytes);

@@ -26,11 +26,6 @@
 #define MAX_HEADER_LIST 65536 /* SETTINGS_MAX_HEADER_LIST_SIZE we advertise */
 #define MAX_431         3     /* requests answered 431 before the connection goes */
 #define OUT_KEEP        2048  /* a drained stream buffer larger than this is given back */
-/* A header block decoding to more than this many times its wire size (and
- * past BOMB_FLOOR) is an HPACK bomb: one table entry referenced over and
- * over. Decoding stops there; a merely large block is answered 431. */
-#define BOMB_RATIO 4
-#define BOMB_FLOOR (4 * MAX_HEADER_LIST)
 /* Control frames (SETTINGS, PING, PRIORITY, WINDOW_UPDATE, RST_STREAM, empty
  * DATA) a connection may send: a bucket of FLOOD_BURST refilled at
  * FLOOD_RATE a second. Clients send a few; floods send millions. */
@@ -45,7 +40,7 @@ typedef struct cg_h2conn {
     cg_h2stream_t *streams;
     size_t nstreams;
     unsigned n431;
-    size_t block_wire;  /* bytes of the header block being received, on the wire */
+    bool heading;       /* a header block has begun and not yet ended */
     double budget;      /* control frames left (FLOOD_BURST at most) */
     uint64_t budget_at; /* when it was last refilled, ms */
     bool calm;          /* GOAWAY(ENHANCE_YOUR_CALM) is on its way */
@@ -78,6 +73,30 @@ static void flush_soon(cg_h2conn_t *h)
     cg_defer(&h->c->w->safe, &h->flush, on_flush);
 }
 
+/* A header block must end within the request timeout (SPEC §9, slowloris):
+ * nothing else can arrive on the connection while one is open. The clock
+ * that runs when it begins (since the connection went idle) keeps running;
+ * on a busy connection one starts. */
+static void head_begins(cg_h2conn_t *h)
+{
+    if (h->heading)
+        return;
+    h->heading = true;
+    if (h->c->deadline == 0)
+        cg_client_expect_request(h->c, true);
+}
+
+/* The block ended: a request head is complete (or nghttp2 dropped it). A
+ * connection with streams has no deadline; an idle one keeps its own. */
+static void head_ends(cg_h2conn_t *h)
+{
+    if (!h->heading)
+        return;
+    h->heading = false;
+    if (h->nstreams > 0)
+        cg_client_expect_request(h->c, false);
+}
+
 static void stream_free(cg_h2stream_t *st)
 {
     cg_h2conn_t *h = st->conn;
@@ -87,7 +106,7 @@ static void stream_free(cg_h2stream_t *st)
         h->streams = st->next;
     if (st->next)
         st->next->prev = st->prev;
-    if (--h->nstreams == 0)
+    if (--h->nstreams == 0 && !h->heading)
         cg_client_expect_request(h->c, true); /* idle: it may stay open so long */
     cg_reqmsg_free(&st->msg);
     cg_buf_free(&st->out);
@@ -223,7 +242,6 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
         h->streams->prev = st;
     h->streams = st;
     h->nstreams++;
-    cg_client_expect_request(h->c, false);
     nghttp2_session_set_stream_user_data(s, st->id, st);
     return 0;
 }
@@ -239,18 +257,49 @@ static void calm(cg_h2conn_t *h, const char *why)
     nghttp2_session_terminate_session(h->s, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
-static int method_of(const uint8_t *v, size_t n)
+/* RFC 9110 §5.6.2: token = 1*tchar. */
+static bool is_token(const uint8_t *v, size_t n)
 {
-    static const struct {
-        const char *name;
-        int method;
-    } map[] = {{"GET", HTTP_GET},        {"POST", HTTP_POST},     {"HEAD", HTTP_HEAD},
-               {"PUT", HTTP_PUT},        {"DELETE", HTTP_DELETE}, {"PATCH", HTTP_PATCH},
-               {"OPTIONS", HTTP_OPTIONS}};
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-        if (strlen(map[i].name) == n && memcmp(map[i].name, v, n) == 0)
-            return map[i].method;
-    return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum(v[i]) && (v[i] == 0 || strchr("!#$%&'*+-.^_`|~", v[i]) == NULL))
+            return false;
+    return n > 0;
+}
+
+/* Any token is a method, forwarded as is like over HTTP/1.1 (SPEC §4).
+ * The ones llhttp knows get its number, which the exchange compares
+ * (HEAD, POST, OPTIONS, ...); the others keep their name. */
+static void set_method(cg_reqmsg_t *m, const uint8_t *v, size_t n)
+{
+#define KNOWN(num, name, text)                                                                     \
+    if (n == sizeof(#text) - 1 && memcmp(v, #text, n) == 0) {                                      \
+        m->method = num;                                                                           \
+        return;                                                                                    \
+    }
+    HTTP_METHOD_MAP(KNOWN)
+#undef KNOWN
+    m->method = -1;
+    if (!is_token(v, n))
+        return;
+    m->method = CG_METHOD_OTHER;
+    m->method_name.len = 0;
+    cg_buf_put(&m->method_name, v, n);
+    cg_buf_putc(&m->method_name, '\0');
+    m->method_name.len--; /* the NUL stays behind it */
+}
+
+/* A declared body beyond CITEGATE_MAX_REQUEST_BYTES is answered 413 as
+ * soon as the head is complete (SPEC §5, §11), as over HTTP/1.1. nghttp2
+ * has already checked that the value is a number. */
+static bool too_long(const cg_h2conn_t *h, const uint8_t *v, size_t n)
+{
+    unsigned long long len = 0;
+    for (size_t i = 0; i < n && isdigit(v[i]); i++) {
+        if (len > h->c->w->cfg->max_request_bytes)
+            return true;
+        len = len * 10 + (unsigned)(v[i] - '0');
+    }
+    return len > h->c->w->cfg->max_request_bytes;
 }
 
 static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
@@ -261,18 +310,17 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
     if (st == NULL || f->hd.type != NGHTTP2_HEADERS)
         return 0;
+    /* Beyond the SETTINGS_MAX_HEADER_LIST_SIZE we advertised, large or an
+     * HPACK bomb alike (SPEC §9): decoding stops here. */
     st->header_bytes += nl + vl + 32;
     if (st->header_bytes > MAX_HEADER_LIST) {
-        size_t wire = st->conn->block_wire;
-        if (st->header_bytes > BOMB_FLOOR && st->header_bytes > BOMB_RATIO * wire) {
-            calm(st->conn, "header block decoding far beyond its size (HPACK bomb)");
-            return NGHTTP2_ERR_CALLBACK_FAILURE;
-        }
-        st->reject = 431; /* kept no further; answered 431 */
-        return 0;
+        calm(st->conn, "header block decoding beyond SETTINGS_MAX_HEADER_LIST_SIZE");
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
+    if (nl == 14 && memcmp(name, "content-length", 14) == 0 && too_long(st->conn, value, vl))
+        st->reject = 413;
     if (nl == 7 && memcmp(name, ":method", 7) == 0) {
-        st->msg.method = method_of(value, vl);
+        set_method(&st->msg, value, vl);
     } else if (nl == 5 && memcmp(name, ":path", 5) == 0) {
         cg_buf_put(&st->msg.url, value, vl);
     } else if (nl > 0 && name[0] == ':') {
@@ -325,10 +373,15 @@ static void dispatch(cg_h2conn_t *h, cg_h2stream_t *st)
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
 {
     cg_h2conn_t *h = ud;
-    if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
-        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    if (f->hd.type == NGHTTP2_HEADERS)
+        head_ends(h);
+    if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
         return 0;
     cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    /* A declared body too large is answered at once; the rest is dropped. */
+    bool now = st && st->reject == 413 && f->hd.type == NGHTTP2_HEADERS;
+    if (!now && !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
     if (st && st->ex == NULL && !st->closed)
         dispatch(h, st);
     return 0;
@@ -339,10 +392,12 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
 {
     (void)s;
     cg_h2conn_t *h = ud;
+    /* A frame other than CONTINUATION also ends a block nghttp2 dropped
+     * (refused stream) without a frame_recv for it. */
+    if (hd->type != NGHTTP2_CONTINUATION)
+        head_ends(h);
     if (hd->type == NGHTTP2_HEADERS)
-        h->block_wire = hd->length;
-    else if (hd->type == NGHTTP2_CONTINUATION)
-        h->block_wire += hd->length;
+        head_begins(h);
     bool control =
         hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_CONTINUATION &&
         !(hd->type == NGHTTP2_DATA && (hd->length > 0 || (hd->flags & NGHTTP2_FLAG_END_STREAM)));
@@ -527,8 +582,9 @@ static void h2_shutdown(cg_client_t *c)
             cg_exchange_shutdown(st->ex);
 }
 
-/* An idle connection past its deadline: GOAWAY(NO_ERROR) says the client
- * may open a new one, then a FIN once it is written. */
+/* An idle connection, or one inside a header block, past its deadline:
+ * GOAWAY(NO_ERROR) says the client may open a new one, then a FIN once it
+ * is written. */
 static void h2_expire(cg_client_t *c)
 {
     cg_h2conn_t *h = c->h2;

@@ -16,6 +16,7 @@ void cg_reqmsg_move(cg_reqmsg_t *to, cg_reqmsg_t *from)
 void cg_reqmsg_reset(cg_reqmsg_t *m)
 {
     m->url.len = 0;
+    m->method_name.len = 0;
     cg_hdrs_reset(&m->hdrs);
     m->body.len = 0;
 }
@@ -23,8 +24,16 @@ void cg_reqmsg_reset(cg_reqmsg_t *m)
 void cg_reqmsg_free(cg_reqmsg_t *m)
 {
     cg_buf_free(&m->url);
+    cg_buf_free(&m->method_name);
     cg_hdrs_free(&m->hdrs);
     cg_buf_free(&m->body);
+}
+
+const char *cg_reqmsg_method(const cg_reqmsg_t *m)
+{
+    if (m->method == CG_METHOD_OTHER)
+        return m->method_name.p;
+    return m->method >= 0 ? llhttp_method_name((llhttp_method_t)m->method) : "?";
 }
 
 const char *cg_status_text(int status)

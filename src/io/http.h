@@ -7,8 +7,12 @@
 /* A client request, as either protocol delivers it. An exchange takes it
  * over whole (cg_reqmsg_move), so nothing of it stays borrowed from a
  * connection that may go away. */
+/* A method llhttp has no number for: its name is in method_name. */
+#define CG_METHOD_OTHER 1000
+
 typedef struct cg_reqmsg {
-    int method;     /* llhttp_method_t; -1 when not one we know */
+    int method;           /* llhttp_method_t, CG_METHOD_OTHER, or -1 when not a method */
+    cg_buf_t method_name; /* NUL-terminated, with CG_METHOD_OTHER */
     cg_buf_t url;   /* path and query */
     cg_hdrs_t hdrs; /* without pseudo-headers */
     cg_buf_t body;
@@ -19,6 +23,8 @@ typedef struct cg_reqmsg {
 void cg_reqmsg_move(cg_reqmsg_t *to, cg_reqmsg_t *from);
 void cg_reqmsg_reset(cg_reqmsg_t *m);
 void cg_reqmsg_free(cg_reqmsg_t *m);
+/* The method as the client sent it ("?" when it is not one). */
+const char *cg_reqmsg_method(const cg_reqmsg_t *m);
 
 const char *cg_status_text(int status);
 /* Appends the OpenAI-style error body (SPEC §11). */

@@ -12,6 +12,25 @@ import client_view
 
 BODY = b'{"stream":true,"messages":[{"role":"user","content":"q"}]}'
 
+# Methods llhttp has no name for (QUERY, a made-up token) and some it has, forwarded as is
+# over h2 as over HTTP/1.1 (SPEC §4).
+METHODS = ("TRACE", "PROPFIND", "MKCOL", "QUERY", "X-Custom_1.v2")
+
+
+def echo_methods(test, port):
+    import json
+    import h2frames as F
+    with F.H2Client(port) as c:
+        c.wait_settings()
+        for method in METHODS:
+            with test.subTest(method=method):
+                body = b"payload-" + method.encode() if method in ("PROPFIND", "QUERY") else None
+                st = c.response(c.request(method, "/echo/m?x=1", body))
+                test.assertEqual(st.status, 200, bytes(st.body[:200]))
+                e = json.loads(bytes(st.body))
+                test.assertEqual((e["method"], e["path"], e["query"]), (method, "/echo/m", "x=1"))
+                test.assertEqual(e["body"], (body or b"").decode())
+
 
 class H2Clients(unittest.TestCase):
     @classmethod
@@ -69,6 +88,26 @@ class H2Clients(unittest.TestCase):
                                  {"X-Mock-Fixture": "azure_oyd_stream.sse"})
         self.assertEqual(st, 200)
         self.check(body.decode(), "azure_oyd_stream.openwebui.json")
+
+    def test_any_token_method_is_forwarded(self):
+        echo_methods(self, self.plain.port)
+
+    def test_declared_body_too_large_gets_413_at_once(self):
+        # SPEC §5/§11: CITEGATE_MAX_REQUEST_BYTES is 8388608; the 413 comes when the head
+        # arrives, as over HTTP/1.1, not after a body the client need not send.
+        import h2frames as F
+        with F.H2Client(self.plain.port) as c:
+            c.wait_settings()
+            sid = c.next_sid
+            c.next_sid += 2
+            c.streams[sid] = F.Stream(sid)
+            c.send(F.headers(sid, [(":method", "POST"), (":scheme", "http"),
+                                   (":path", "/v1/chat/completions"), (":authority", c.authority),
+                                   ("content-type", "application/json"),
+                                   ("content-length", "8388609")]))
+            st = c.response(sid, timeout=3)
+            self.assertEqual(st.status, 413)
+            self.assertIn(b"request_too_large", bytes(st.body))
 
     def test_h2load_many_streams_none_fail(self):
         for scheme, port in (("http", self.plain.port), ("https", self.tls.port)):

@@ -12,6 +12,7 @@ import unittest
 
 import harness as H
 import client_view
+from test_h2 import echo_methods
 
 BODY = b'{"stream":true,"messages":[{"role":"user","content":"q"}]}'
 
@@ -54,6 +55,9 @@ class H2Upstream(Chain):
                 got = client_view.view(out.decode())
                 for k in ("content", "sources", "ends_with_done", "ends_with_error_event"):
                     self.assertEqual(got[k], exp[k], f"{name} split {split}: {k}")
+
+    def test_any_token_method_through_an_h2_upstream(self):
+        echo_methods(self, self.front.port)  # h2 on both of the front's sides
 
     def test_streams_share_one_connection(self):
         p = subprocess.run(["h2load", "-n", "2000", "-c", "10", "-m", "10", "-d", self.req,
