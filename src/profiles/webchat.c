@@ -256,14 +256,35 @@ static void put_defs(const cg_xform_t *x, const webchat_choice_t *wc, cg_buf_t *
     cg_buf_free(&md);
 }
 
-static void put_claim(cg_buf_t *b, size_t pos, const cg_citation_t *c, bool text)
+/* How much of each Claim the entity carries. It must fit one SSE line
+ * (SPEC §6 rule 5): first everything, then without the snippets ("text"
+ * empty), then name and abstract cut short and no url, and as many claims
+ * as fit, for an answer that cites hundreds of sources with long links. */
+typedef enum claim_detail { CLAIM_FULL, CLAIM_NO_TEXT, CLAIM_BRIEF } claim_detail_t;
+
+#define BRIEF_MAX 60 /* characters of a brief claim's name and abstract */
+
+/* s, JSON-escaped, cut to BRIEF_MAX characters and "…" when longer. */
+static void put_brief(cg_buf_t *b, const char *s, size_t n)
+{
+    size_t keep = utf8_prefix(s, n, BRIEF_MAX);
+    cg_json_put_escaped(b, s, keep);
+    if (keep < n)
+        cg_buf_puts(b, "\xE2\x80\xA6");
+}
+
+static void put_claim(cg_buf_t *b, size_t pos, const cg_citation_t *c, claim_detail_t d)
 {
     cg_buf_printf(b,
                   "{\"@type\":\"Claim\",\"position\":\"%zu\",\"appearance\":"
-                  "{\"@type\":\"DigitalDocument\",\"name\":",
+                  "{\"@type\":\"DigitalDocument\",\"name\":\"",
                   pos);
-    cg_json_put_cstr(b, c->title);
-    if (c->link) {
+    if (d == CLAIM_BRIEF)
+        put_brief(b, c->title, strlen(c->title));
+    else
+        cg_json_put_escaped(b, c->title, strlen(c->title));
+    cg_buf_putc(b, '"');
+    if (c->link && d != CLAIM_BRIEF) {
         cg_buf_puts(b, ",\"url\":\"");
         cg_buf_puts(b, c->link); /* already escaped for JSON */
         cg_buf_putc(b, '"');
@@ -271,26 +292,35 @@ static void put_claim(cg_buf_t *b, size_t pos, const cg_citation_t *c, bool text
     cg_buf_puts(b, ",\"abstract\":\"");
     cg_buf_t abs = {0};
     put_abstract(c, &abs);
-    cg_json_put_escaped(b, abs.p, abs.len);
+    if (d == CLAIM_BRIEF)
+        put_brief(b, abs.p, abs.len);
+    else
+        cg_json_put_escaped(b, abs.p, abs.len);
     cg_buf_free(&abs);
     cg_buf_putc(b, '"');
     /* "text" is always there: Web Chat's citation dialog fails without it. */
     cg_buf_puts(b, ",\"text\":");
-    cg_json_put_cstr(b, text ? c->content : "");
+    cg_json_put_cstr(b, d == CLAIM_FULL ? c->content : "");
     cg_buf_puts(b, ",\"encodingFormat\":\"text/markdown\"}}");
 }
 
-/* The schema.org Message thing of the answer; "text" is optional. */
-static void put_message(const cg_xform_t *x, cg_buf_t *b, bool text)
+/* The schema.org Message thing of the answer. A brief one stops before the
+ * claim that would take it past `end` bytes of b. */
+static void put_message(const cg_xform_t *x, cg_buf_t *b, claim_detail_t d, size_t end)
 {
     const webchat_t *s = x->state;
     cg_buf_puts(b, "{\"@context\":\"https://schema.org\",\"@id\":\"\",\"@type\":\"Message\","
                    "\"type\":\"https://schema.org/Message\",\"keywords\":[\"AIGeneratedContent\"],"
                    "\"citation\":[");
     for (size_t pos = 1; pos <= s->pos.n; pos++) {
+        size_t before = b->len;
         if (pos > 1)
             cg_buf_putc(b, ',');
-        put_claim(b, pos, cg__webchat_position_cite(&s->pos, x, pos), text);
+        put_claim(b, pos, cg__webchat_position_cite(&s->pos, x, pos), d);
+        if (d == CLAIM_BRIEF && b->len > end) {
+            b->len = before;
+            break;
+        }
     }
     cg_buf_puts(b, "]}");
 }
@@ -318,12 +348,12 @@ static bool stream_end(cg_xform_t *x)
     cg__emit_chunk_open(x, b);
     cg_buf_puts(b, ",\"choices\":[],\"entities\":[");
     size_t entity = b->len;
-    put_message(x, b, true);
-    if (b->len - line > CG_XFORM_LINE_MAX - 64) {
-        /* Too long for one SSE line (SPEC §6): the snippets are emptied;
-         * name, url and abstract remain, so the badges still work. */
+    size_t end = line + CG_XFORM_LINE_MAX - 64; /* room for the closing bytes */
+    for (claim_detail_t d = CLAIM_FULL; d <= CLAIM_BRIEF; d++) {
         b->len = entity;
-        put_message(x, b, false);
+        put_message(x, b, d, end);
+        if (b->len <= end)
+            break;
     }
     cg_buf_puts(b, "]}\n\n");
     cg__emit_arena_since(o, from);
@@ -351,7 +381,7 @@ static void body_end(cg_xform_t *x, bool comma)
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
     cg_buf_puts(&o->arena, comma ? ",\"entities\":[" : "\"entities\":[");
-    put_message(x, &o->arena, true);
+    put_message(x, &o->arena, CLAIM_FULL, SIZE_MAX); /* a body has no line to fit */
     cg_buf_putc(&o->arena, ']');
     cg__emit_arena_since(o, from);
     x->stats.citations_emitted += s->pos.n;

@@ -239,6 +239,55 @@ static void test_webchat_escapes_titles_and_cuts_abstracts(void **state)
     cg_buf_free(&out);
 }
 
+/* SPEC §6 rule 5 for the entity chunk: 150 sources with 1 KB links and
+ * titles do not fit one line even without snippets; each Claim is then
+ * brief (name and abstract cut, no url), all 150 of them, and the
+ * definitions keep the full links. */
+static void test_webchat_many_long_sources_stay_one_line(void **state)
+{
+    (void)state;
+    enum { N = 150 };
+    cg_buf_t in = {0}, refs = {0}, out = {0};
+    cg_buf_puts(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}],"
+                     "\"search_results\":[");
+    for (int i = 1; i <= N; i++) {
+        cg_buf_printf(&in, "%s{\"title\":\"", i > 1 ? "," : "");
+        for (int k = 0; k < 100; k++)
+            cg_buf_puts(&in, "Title word ");
+        cg_buf_printf(&in, "%d\",\"url\":\"https://x.example/%d/", i, i);
+        for (int k = 0; k < 1000; k++)
+            cg_buf_putc(&in, 'p');
+        cg_buf_puts(&in, "\",\"snippet\":\"a snippet\"}");
+        cg_buf_printf(&refs, "[%d]", i);
+    }
+    cg_buf_puts(&in, "]}\n\n");
+    cg_buf_printf(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"}}]}\n\n",
+                  refs.p);
+    cg_buf_puts(&in, "data: [DONE]\n\n");
+    cg_buf_putc(&in, '\0');
+    view_t v;
+    run("webchat", in.p, NULL, &v, &out);
+    /* Every line but the upstream's own first event, which goes out unchanged. */
+    const char *first_end = strchr(out.p, '\n');
+    for (const char *l = first_end + 1, *e; *l; l = e + 1) {
+        e = strchr(l, '\n');
+        if ((size_t)(e - l) > CG_XFORM_LINE_MAX)
+            fail_msg("a line of %zu bytes: %.60s", (size_t)(e - l), l);
+    }
+    const char *ent = strstr(out.p, "\"entities\":[");
+    assert_non_null(ent);
+    size_t claims = 0;
+    for (const char *p = ent; (p = strstr(p, "{\"@type\":\"Claim\"")) != NULL; p++)
+        claims++;
+    assert_int_equal(claims, N);
+    assert_null(strstr(ent, "\"url\":")); /* brief claims */
+    assert_non_null(strstr(out.p, "[150]: https://x.example/150/pppp")); /* full definitions */
+    view_free(&v);
+    cg_buf_free(&in);
+    cg_buf_free(&refs);
+    cg_buf_free(&out);
+}
+
 static void test_webchat_nothing_cited_adds_nothing(void **state)
 {
     (void)state;
@@ -871,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_openai_body_annotations_in_message),
         cmocka_unit_test(test_webchat_renumbers_and_separates),
         cmocka_unit_test(test_webchat_escapes_titles_and_cuts_abstracts),
+        cmocka_unit_test(test_webchat_many_long_sources_stay_one_line),
         cmocka_unit_test(test_webchat_nothing_cited_adds_nothing),
         cmocka_unit_test(test_markdown_links_and_renumbering),
         cmocka_unit_test(test_markdown_sources_delta_before_done),
