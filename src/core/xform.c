@@ -1643,6 +1643,21 @@ void cg__xform_mention(cg_xform_t *x, size_t choice, unsigned n)
         p->mention(x, ch, c);
 }
 
+/* An upstream's error goes out on one line (SPEC §6 rule 5): its message
+ * and code, JSON strings with their quotes, are cut past these sizes. */
+#define ERROR_MESSAGE_MAX 8192
+#define ERROR_CODE_MAX    256
+
+static void put_capped_string(cg_buf_t *b, cg_span_t raw, size_t max)
+{
+    if (raw.n <= max + 2) {
+        cg_buf_put(b, raw.p, raw.n);
+        return;
+    }
+    cg_buf_put(b, raw.p, 1 + cg_json_safe_cut(raw.p + 1, raw.n - 2, max));
+    cg_buf_puts(b, "\xE2\x80\xA6\"");
+}
+
 void cg__xform_error(cg_xform_t *x, cg_span_t message, cg_span_t code)
 {
     if (x->ended)
@@ -1654,9 +1669,9 @@ void cg__xform_error(cg_xform_t *x, cg_span_t message, cg_span_t code)
     cg_out_t *o = x->out;
     size_t from = o->arena.len;
     cg_buf_puts(&o->arena, "data: {\"error\":{\"message\":");
-    cg_buf_put(&o->arena, message.p, message.n);
+    put_capped_string(&o->arena, message, ERROR_MESSAGE_MAX);
     cg_buf_puts(&o->arena, ",\"type\":\"upstream_error\",\"code\":");
-    cg_buf_put(&o->arena, code.p, code.n);
+    put_capped_string(&o->arena, code, ERROR_CODE_MAX);
     cg_buf_puts(&o->arena, "}}\n\n");
     cg__emit_arena_since(o, from);
     x->stats.events_out++;

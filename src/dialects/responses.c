@@ -656,6 +656,12 @@ static bool cover(rs_t *s, const ann_t *an, int64_t out, int64_t content, unsign
 }
 
 /* The client's chat annotation for a url_citation. */
+/* A forwarded annotation's line must stay under 64 KiB (SPEC §6 rule 5): a
+ * longer url is not forwarded (its citation still is, by the profile), a
+ * longer title is cut. */
+#define FORWARD_URL_MAX   16384
+#define FORWARD_TITLE_MAX 4096
+
 static void put_chat_annotation(cg_buf_t *b, const cg_json_t *j, const ann_t *an)
 {
     cg_buf_puts(b, "{\"type\":\"url_citation\",\"url_citation\":{\"url\":");
@@ -663,7 +669,12 @@ static void put_chat_annotation(cg_buf_t *b, const cg_json_t *j, const ann_t *an
     cg_buf_put(b, v.p, v.n);
     cg_buf_puts(b, ",\"title\":");
     v = value_or(j, an->title, "\"\"");
-    cg_buf_put(b, v.p, v.n);
+    if (v.n > FORWARD_TITLE_MAX + 2) {
+        cg_buf_put(b, v.p, 1 + cg_json_safe_cut(v.p + 1, v.n - 2, FORWARD_TITLE_MAX));
+        cg_buf_puts(b, "\xE2\x80\xA6\"");
+    } else {
+        cg_buf_put(b, v.p, v.n);
+    }
     if (an->ranged)
         cg_buf_printf(b, ",\"start_index\":%llu,\"end_index\":%llu", (unsigned long long)an->start,
                       (unsigned long long)an->end);
@@ -672,6 +683,8 @@ static void put_chat_annotation(cg_buf_t *b, const cg_json_t *j, const ann_t *an
 
 static void forward(cg_xform_t *x, rs_t *s, const cg_json_t *j, const ann_t *an)
 {
+    if (value_or(j, an->key, "\"\"").n > FORWARD_URL_MAX)
+        return;
     if (s->body) {
         if (s->anns.len)
             cg_buf_putc(&s->anns, ',');

@@ -502,6 +502,33 @@ static void test_error_event(void **state)
     cg_buf_free(&out);
 }
 
+/* An error whose message is 100 KB still goes out on one line under 64 KiB
+ * (SPEC §6 rule 5): the message is cut, whole characters, and marked. */
+static void test_huge_error_message_cut(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0}, out = {0};
+    cg_buf_puts(&in, START TEXT_START(0) TEXT(0, "Hi") "event: error\ndata: {\"type\":\"error\","
+                                                       "\"error\":{\"type\":\"overloaded_error\","
+                                                       "\"message\":\"");
+    for (int i = 0; i < 20000; i++)
+        cg_buf_puts(&in, "\xe2\x98\x95 \\u00e9");
+    cg_buf_puts(&in, "\"}}\n\n");
+    cg_buf_putc(&in, '\0');
+    run("openwebui", NULL, in.p, &out, NULL);
+    view_t v;
+    view_of_stream(&v, out.p, out.len);
+    if (v.max_line > CG_XFORM_LINE_MAX)
+        fail_msg("a line of %zu bytes", v.max_line);
+    const char *err = strstr(out.p, "data: {\"error\":{\"message\":\"\xe2\x98\x95 \\u00e9");
+    assert_non_null(err);
+    assert_non_null(strstr(err, "\xe2\x80\xa6\",\"type\":\"upstream_error\",\"code\":\"overloaded_error\"}}"));
+    assert_true(v.ends_error);
+    view_free(&v);
+    cg_buf_free(&in);
+    cg_buf_free(&out);
+}
+
 /* Nothing after message_stop is read, also where the profile holds the
  * stream (and so has not ended it when the view's [DONE] goes by). */
 static void test_nothing_after_message_stop(void **state)
@@ -633,6 +660,7 @@ int main(void)
         cmocka_unit_test(test_block_reference_bound),
         cmocka_unit_test(test_profiles_with_growing_citations),
         cmocka_unit_test(test_error_event),
+        cmocka_unit_test(test_huge_error_message_cut),
         cmocka_unit_test(test_nothing_after_message_stop),
         cmocka_unit_test(test_truncated_streams),
         cmocka_unit_test(test_body),

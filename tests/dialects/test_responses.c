@@ -330,6 +330,40 @@ static void test_annotation_run(void **state)
     run_close(&r);
 }
 
+/* A forwarded annotation stays under 64 KiB a line (SPEC §6 rule 5): a 10 KB
+ * title is cut to 4 KiB and marked, a 20 KB url is not forwarded (its
+ * citation still counts). */
+static void test_forwarded_annotation_capped(void **state)
+{
+    (void)state;
+    cg_buf_t ev = {0}, url = {0};
+    cg_buf_puts(&url, "https://a.example/");
+    for (int i = 0; i < 20000; i++)
+        cg_buf_putc(&url, 'u');
+    cg_buf_putc(&url, '\0');
+    cg_buf_puts(&ev, "data: {\"type\":\"response.output_text.annotation.added\",\"output_index\":0,"
+                     "\"content_index\":0,\"annotation\":{\"type\":\"url_citation\",\"url\":"
+                     "\"https://t.example/\",\"title\":\"");
+    for (int i = 0; i < 5000; i++)
+        cg_buf_puts(&ev, "\xc3\xa9");
+    cg_buf_puts(&ev, "\"}}\n\n");
+    run_t r;
+    run_open(&r, "openai", NULL);
+    run_feed_str(&r, created);
+    feed_delta(&r, "text");
+    run_feed(&r, ev.p, ev.len);
+    const char *t = strstr(r.last.p, "\"url\":\"https://t.example/\",\"title\":\"");
+    assert_non_null(t);
+    const char *q = strchr(t + 40, '"');
+    assert_true(q - (t + 40) <= 4096 + 3 && memcmp(q - 3, "\xe2\x80\xa6", 3) == 0);
+    feed_annotation(&r, 0, 4, url.p);
+    assert_null(strstr(r.last.p, "annotations"));
+    assert_int_equal(cg_xform_stats(r.x)->malformed, 0);
+    run_close(&r);
+    cg_buf_free(&ev);
+    cg_buf_free(&url);
+}
+
 /* Any other event deletes a marker no annotation covered. */
 static void test_other_event_deletes(void **state)
 {
@@ -619,6 +653,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_waits_behind_marker),
         cmocka_unit_test(test_annotation_run),
+        cmocka_unit_test(test_forwarded_annotation_capped),
         cmocka_unit_test(test_other_event_deletes),
         cmocka_unit_test(test_other_part_covers_nothing),
         cmocka_unit_test(test_marker_length_limit),
