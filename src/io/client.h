@@ -43,6 +43,10 @@ typedef struct cg_h1 {
     int reject;                       /* status to answer with instead of serving */
     int method;                       /* of the request being answered */
     bool keep_alive, http10, message_done, chunked;
+    /* The bytes llhttp is parsing, and the last byte before them that is
+     * not a space or tab: where a header value begins (obs-fold). */
+    const char *in;
+    char before;
     cg_defer_t next; /* parses the pending bytes at a safe point */
 } cg_h1_t;
 

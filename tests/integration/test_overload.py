@@ -311,6 +311,46 @@ class StrictHTTP1(Case):
         status, _, _ = self.cg.request("GET", "/v1/models")
         self.assertEqual(status, 200)
 
+    def raw_status_in_pieces(self, pieces):
+        """Like raw_status, each piece in its own read (the server sees the cut)."""
+        s = socket.create_connection(("127.0.0.1", self.cg.port), timeout=5)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        out = b""
+        try:
+            for p in pieces:
+                s.sendall(p)
+                time.sleep(0.05)
+            while b"\r\n" not in out:
+                d = s.recv(4096)
+                if not d:
+                    break
+                out += d
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            s.close()
+        return out.split(b"\r\n")[0]
+
+    def test_obs_fold_in_framing_headers_400(self):
+        """SPEC §4: obs-fold in Content-Length or Transfer-Encoding gets 400, whole or cut
+        anywhere around the fold, and a valid body behind it never goes upstream."""
+        body = H.chat_body(stream=False)
+        head = b"POST %s HTTP/1.1\r\nHost: a\r\n" % CHAT.encode()
+        cl = head + b"Content-Length:\r\n %d\r\n\r\n%s" % (len(body), body)
+        te = head + b"Transfer-Encoding:\r\n chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+        tab = head + b"Content-Length:\r\n\t%d\r\n\r\n%s" % (len(body), body)
+        MOCK.reset()
+        for name, data in {"CL": cl, "TE": te, "tab": tab}.items():
+            fold = data.index(b":\r\n") + 3
+            for cut in (None, fold, fold + 1):
+                with self.subTest(name, cut=cut):
+                    pieces = [data] if cut is None else [data[:cut], data[cut:]]
+                    self.assertEqual(self.raw_status_in_pieces(pieces), b"HTTP/1.1 400 Bad Request")
+        self.assertEqual(MOCK.requests(), [], "a folded request reached the upstream")
+        # an unfolded one is served, and a fold elsewhere is read as a space (RFC 9112 §5.2)
+        ok = head + b"X-A: b\r\n c\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        self.assertEqual(self.raw_status_in_pieces([ok]), b"HTTP/1.1 200 OK")
+
 
 class UpstreamInterim(Case):
     def test_101_and_102_are_502(self):
