@@ -43,6 +43,7 @@ typedef struct cg_h1 {
     int reject;                       /* status to answer with instead of serving */
     int method;                       /* of the request being answered */
     bool keep_alive, http10, message_done, chunked;
+    bool bodiless; /* the response has no body (HEAD, 204, 304) */
     /* The bytes llhttp is parsing, and the last byte before them that is
      * not a space or tab: where a header value begins (obs-fold). */
     const char *in;

@@ -97,7 +97,8 @@ static void h1_head(cg_exchange_t *ex, int status, const cg_hdrs_t *hd, long lon
 {
     cg_client_t *c = client_of(ex);
     cg_h1_t *h = h1_of(c);
-    h->chunked = !cg_status_no_body(status, h->method) && clen < 0;
+    h->bodiless = cg_status_no_body(status, h->method);
+    h->chunked = !h->bodiless && clen < 0;
     if (h->chunked && h->http10) {
         /* HTTP/1.0 has no chunked coding: the body ends with the connection. */
         h->chunked = false;
@@ -121,10 +122,14 @@ static void h1_head(cg_exchange_t *ex, int status, const cg_hdrs_t *hd, long lon
     cg_buf_free(&b);
 }
 
-/* Writes body bytes, as one chunk when chunked. */
+/* Writes body bytes, as one chunk when chunked. A response without a body
+ * drops them: the exchange writes its own error bodies whatever the method,
+ * and on HTTP/1.1 they would be read as the next response (RFC 9110 §9.3.2). */
 static void h1_data(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total)
 {
     cg_client_t *c = client_of(ex);
+    if (c->h1.bodiless)
+        return;
     if (!c->h1.chunked) {
         cg_conn_write(&c->conn, bufs, n);
         return;

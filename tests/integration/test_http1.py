@@ -88,6 +88,46 @@ def error_message(body):
         return ""
 
 
+def pipelined(port, requests, timeout=10):
+    """Sends the raw requests on one connection at once and reads to EOF (the last request
+    should close); returns the raw response bytes."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(b"".join(requests))
+        out = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                return out
+            out += d
+    finally:
+        s.close()
+
+
+def split_responses(raw, methods):
+    """Splits raw HTTP/1.1 responses by their framing (Content-Length, chunked, or none for
+    HEAD); returns [(status line, headers dict (lower-case names), body)]. Raises when the
+    bytes do not frame as responses."""
+    out = []
+    for method in methods:
+        head, sep, raw = raw.partition(b"\r\n\r\n")
+        if not sep or not head.startswith(b"HTTP/1.1 "):
+            raise ValueError(f"not a response head: {head[:80]!r}")
+        lines = head.decode("latin-1").split("\r\n")
+        hdrs = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
+        body = b""
+        if method != "HEAD" and "content-length" in hdrs:
+            n = int(hdrs["content-length"])
+            body, raw = raw[:n], raw[n:]
+        elif method != "HEAD" and hdrs.get("transfer-encoding") == "chunked":
+            end = raw.index(b"0\r\n\r\n") + 5
+            body, raw = H.dechunk(raw[:end]), raw[end:]
+        out.append((lines[0], hdrs, body))
+    if raw:
+        raise ValueError(f"bytes after the last response: {raw[:80]!r}")
+    return out
+
+
 class CitegateCase(unittest.TestCase):
     """Starts one citegate for the class with `env`. upstream: 'plain' (http mock), 'tls'
     (https://127.0.0.1:PORT), 'tls-localhost' (https://localhost:PORT), 'down' (a closed port)
@@ -556,6 +596,17 @@ class PassThroughPlain(CitegateCase):
         r, e = self.echo(body=big)
         self.assertEqual(len(e["body"]), len(big))
 
+    def test_head_error_has_no_body(self):
+        """RFC 9110 §9.3.2: citegate's own error to a HEAD has no body, so a pipelined
+        request behind it is answered in its own response."""
+        raw = pipelined(self.cg.port, [b"HEAD /a/../b HTTP/1.1\r\nHost: x\r\n\r\n",
+                                       b"GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"])
+        (l1, h1, _), (l2, _, b2) = split_responses(raw, ["HEAD", "GET"])
+        self.assertEqual(l1, "HTTP/1.1 400 Bad Request")
+        self.assertEqual(h1.get("content-type"), "application/json")
+        self.assertEqual(l2, "HTTP/1.1 200 OK", raw[:400])
+        self.assertEqual(json.loads(b2)["path"], "/echo")
+
 
 class AdminPlain(CitegateCase):
     def test_healthz_readyz(self):
@@ -823,6 +874,13 @@ class UpstreamDown(CitegateCase):
 
     def test_healthz_still_200(self):
         self.assertEqual(self.cg.admin("GET", "/healthz")[0], 200)
+
+    def test_head_502_has_no_body(self):
+        raw = pipelined(self.cg.port, [b"HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\n",
+                                       b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"])
+        (l1, _, _), (l2, _, b2) = split_responses(raw, ["HEAD", "GET"])
+        self.assertEqual((l1, l2), ("HTTP/1.1 502 Bad Gateway", "HTTP/1.1 502 Bad Gateway"), raw[:400])
+        self.assertTrue(is_openai_error(b2), b2[:300])
 
 
 class Workers(CitegateCase):
