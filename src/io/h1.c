@@ -67,23 +67,32 @@ static void response_done(cg_client_t *c)
     cg_conn_read_start(&c->conn);
 }
 
+static const cg_down_ops_t h1_down;
+
+static const char *reject_code(int status)
+{
+    switch (status) {
+    case 413: return "request_too_large";
+    case 431: return "headers_too_large";
+    default: return "bad_request";
+    }
+}
+
+/* Answers a request the parser refused, and closes. It goes through an
+ * exchange like any answer, so it carries X-Request-Id (the client's, when
+ * its header was read) and the CORS headers (SPEC §4). */
 static void reject(cg_client_t *c, int status, const char *msg)
 {
     cg_h1_t *h = h1_of(c);
     h->keep_alive = false;
     cg_conn_read_stop(&c->conn);
-    cg_metrics_request(c->admin ? CG_ROUTE_ADMIN : CG_ROUTE_OTHER, status);
-    cg_buf_t b = {0};
-    cg_error_json(&b, "invalid_request_error",
-                  status == 413   ? "request_too_large"
-                  : status == 431 ? "headers_too_large"
-                                  : "bad_request",
-                  msg);
-    send_simple(c, status, "application/json", b.p, b.len);
-    cg_buf_free(&b);
-    cg_log_info(NULL, "rejected request: %d %s", status, msg);
     cg_client_expect_request(c, true); /* a client that never reads this is closed */
-    response_done(c);
+    cg_exchange_t *ex = cg_exchange_new(c->w, &h->msg, &h1_down, c);
+    if (c->admin)
+        ex->route = CG_ROUTE_ADMIN;
+    cg_log_info(ex->rid, "rejected request: %d %s", status, msg);
+    h->ex = ex;
+    cg_exchange_reject(ex, status, reject_code(status), msg); /* done: response_done() */
 }
 
 /* --- the HTTP/1.1 side of an exchange ------------------------------------------- */
@@ -182,14 +191,26 @@ static int on_message_begin(llhttp_t *p)
 {
     cg_client_t *c = p->data;
     cg_reqmsg_reset(&c->h1.msg);
+    c->h1.msg.method = -1; /* until its method is read */
     c->h1.reject = 0;
     return 0;
 }
 
+/* The method, for an answer to a request refused before its end (a HEAD
+ * gets no body). */
+static int on_method_complete(llhttp_t *p)
+{
+    ((cg_client_t *)p->data)->h1.msg.method = p->method;
+    return 0;
+}
+
+/* Kept here, not as llhttp's error reason: llhttp replaces the reason
+ * on_headers_complete sets with its own "User callback error". */
 static int refuse(llhttp_t *p, int status, const char *why)
 {
-    ((cg_client_t *)p->data)->h1.reject = status;
-    llhttp_set_error_reason(p, why);
+    cg_h1_t *h = &((cg_client_t *)p->data)->h1;
+    h->reject = status;
+    h->why = why;
     return HPE_USER;
 }
 
@@ -344,12 +365,15 @@ static void parse(cg_client_t *c, const char *data, size_t n)
         return;
     }
     h->method = h->msg.method;
-    int status = h->reject ? h->reject : 400;
     const char *reason = llhttp_get_error_reason(&h->parser);
-    reject(c, status,
-           status == 400   ? (reason ? reason : "malformed HTTP request")
-           : status == 413 ? "request body too large"
-                           : "request headers too large");
+    if (h->reject == 413)
+        reject(c, 413, "request body too large");
+    else if (h->reject == 431)
+        reject(c, 431, "request headers too large");
+    else if (h->reject)
+        reject(c, h->reject, h->why);
+    else
+        reject(c, 400, reason ? reason : "malformed HTTP request");
 }
 
 static void h1_read(cg_client_t *c, const char *p, size_t n)
@@ -383,6 +407,7 @@ static void h1_start(cg_client_t *c)
     if (!settings.on_message_complete) {
         llhttp_settings_init(&settings);
         settings.on_message_begin = on_message_begin;
+        settings.on_method_complete = on_method_complete;
         settings.on_url = on_url;
         settings.on_header_field = on_header_field;
         settings.on_header_value = on_header_value;
