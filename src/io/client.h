@@ -42,6 +42,8 @@ typedef struct cg_h1 {
     struct cg_admin_wait *admin_wait; /* an admin answer that comes later */
     int reject;                       /* status to answer with instead of serving */
     const char *why;                  /* and why, for the error's message */
+    char version[3];                  /* the request line's, as read so far */
+    uint8_t version_len;
     int method;                       /* of the request being answered */
     bool keep_alive, http10, message_done, chunked;
     bool bodiless; /* the response has no body (HEAD, 204, 304) */

@@ -11,9 +11,11 @@
 #include "log.h"
 #include "metrics.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static llhttp_settings_t settings;
 
@@ -74,6 +76,7 @@ static const char *reject_code(int status)
     switch (status) {
     case 413: return "request_too_large";
     case 431: return "headers_too_large";
+    case 505: return "http_version_not_supported";
     default: return "bad_request";
     }
 }
@@ -193,6 +196,7 @@ static int on_message_begin(llhttp_t *p)
     cg_reqmsg_reset(&c->h1.msg);
     c->h1.msg.method = -1; /* until its method is read */
     c->h1.reject = 0;
+    c->h1.version_len = 0;
     return 0;
 }
 
@@ -221,6 +225,24 @@ static int on_url(llhttp_t *p, const char *at, size_t n)
         return refuse(p, 431, "request line too long");
     cg_buf_put(&m->url, at, n);
     return 0;
+}
+
+/* llhttp reads HTTP/0.9 and HTTP/2.0 as well, and calls a well-formed
+ * version it does not know malformed: citegate reads 1.0 and 1.1, and
+ * answers any other DIGIT.DIGIT with 505 (RFC 9110 §15.6.6). The version
+ * may come in pieces; it is whole at three bytes. */
+static int on_version(llhttp_t *p, const char *at, size_t n)
+{
+    cg_h1_t *h = &((cg_client_t *)p->data)->h1;
+    for (size_t i = 0; i < n && h->version_len < sizeof(h->version); i++)
+        h->version[h->version_len++] = at[i];
+    const char *v = h->version;
+    if (h->version_len < 3 || v[1] != '.' || !isdigit((unsigned char)v[0]) ||
+        !isdigit((unsigned char)v[2]))
+        return 0;
+    if (v[0] == '1' && (v[2] == '0' || v[2] == '1'))
+        return 0;
+    return refuse(p, 505, "only HTTP/1.0 and HTTP/1.1 are supported");
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t n)
@@ -270,13 +292,69 @@ static bool one_host(const cg_hdrs_t *h)
     return n == 1;
 }
 
+/* A reg-name's or an IP literal's byte (RFC 3986 §3.2.2). */
+static bool host_char(char ch)
+{
+    return isalnum((unsigned char)ch) || (ch && strchr("-._~%!$&'()*+,;=", ch));
+}
+
+/* RFC 9112 §3.2: Host is uri-host [":" port]; empty when the target has
+ * no authority. */
+static bool valid_host(cg_span_t v)
+{
+    size_t i = 0;
+    if (v.n > 0 && v.p[0] == '[') {
+        while (++i < v.n && v.p[i] != ']')
+            if (!host_char(v.p[i]) && v.p[i] != ':')
+                return false;
+        if (i++ == v.n)
+            return false;
+    } else {
+        while (i < v.n && host_char(v.p[i]))
+            i++;
+    }
+    if (i < v.n && v.p[i] == ':')
+        while (++i < v.n && isdigit((unsigned char)v.p[i]))
+            ;
+    return i == v.n;
+}
+
+/* RFC 9112 §3.2.2: a server MUST accept the absolute-form. Its scheme and
+ * authority are dropped (the upstream has its own), leaving the path and
+ * query the rest of citegate routes by. */
+static void origin_form(cg_buf_t *url)
+{
+    static const char *const schemes[] = {"http://", "https://", NULL};
+    size_t k = 0;
+    for (int i = 0; schemes[i] && k == 0; i++) {
+        size_t n = strlen(schemes[i]);
+        if (url->len >= n && strncasecmp(url->p, schemes[i], n) == 0)
+            k = n;
+    }
+    if (k == 0)
+        return;
+    while (k < url->len && url->p[k] != '/' && url->p[k] != '?')
+        k++;
+    cg_buf_t path = {0};
+    if (k == url->len || url->p[k] == '?')
+        cg_buf_putc(&path, '/');
+    cg_buf_put(&path, url->p + k, url->len - k);
+    cg_buf_free(url);
+    *url = path;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     cg_client_t *c = p->data;
+    cg_reqmsg_t *m = &c->h1.msg;
     cg_client_expect_request(c, false);
-    c->h1.msg.http10 = p->http_major == 1 && p->http_minor == 0;
-    if (p->http_minor >= 1 && !one_host(&c->h1.msg.hdrs))
+    m->http10 = p->http_major == 1 && p->http_minor == 0;
+    if (p->http_minor >= 1 && !one_host(&m->hdrs))
         return refuse(p, 400, "an HTTP/1.1 request needs exactly one Host header");
+    cg_span_t host = cg_hdrs_get(&m->hdrs, "host");
+    if (host.p && !valid_host(host))
+        return refuse(p, 400, "the Host header is not a host[:port]");
+    origin_form(&m->url);
     if (!c->admin && (p->flags & F_CONTENT_LENGTH) &&
         p->content_length > c->w->cfg->max_request_bytes)
         return refuse(p, 413, "body too large");
@@ -409,6 +487,7 @@ static void h1_start(cg_client_t *c)
         settings.on_message_begin = on_message_begin;
         settings.on_method_complete = on_method_complete;
         settings.on_url = on_url;
+        settings.on_version = on_version;
         settings.on_header_field = on_header_field;
         settings.on_header_value = on_header_value;
         settings.on_headers_complete = on_headers_complete;

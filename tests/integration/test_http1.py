@@ -596,6 +596,67 @@ class PassThroughPlain(CitegateCase):
         r, e = self.echo(body=big)
         self.assertEqual(len(e["body"]), len(big))
 
+    def raw_exchange(self, data):
+        """Sends one raw request (it should close) and returns (status line, body)."""
+        (line, _, body), = split_responses(pipelined(self.cg.port, [data]), ["GET"])
+        return line, body
+
+    def test_absolute_form_target(self):
+        """RFC 9112 §3.2.2: a server MUST accept the absolute-form; it is served as its path."""
+        req = H.chat_body(stream=False)
+        line, body = self.raw_exchange(
+            b"POST http://x/v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(req), req))
+        self.assertEqual(line, "HTTP/1.1 200 OK", body[:300])
+        self.assertIn(b"choices", body)
+        self.assertEqual(self.mock.requests()[-1]["path"], "/v1/chat/completions")
+        for target, path, query in ((b"http://x:8080/echo/y?a=1", "/echo/y", "a=1"),
+                                    (b"HTTPS://x/echo", "/echo", "")):
+            with self.subTest(target=target):
+                line, body = self.raw_exchange(b"GET %s HTTP/1.1\r\nHost: x\r\n"
+                                               b"Connection: close\r\n\r\n" % target)
+                self.assertEqual(line, "HTTP/1.1 200 OK", body[:300])
+                e = json.loads(body)
+                self.assertEqual((e["path"], e["query"]), (path, query))
+
+    def test_host_must_be_host_and_port(self):
+        """RFC 9112 §3.2: a Host that is not a valid host[:port] gets 400."""
+        for host in (b"a b", b"a:b", b"a:80:80", b"[::1", b"a/b", b"a@b"):
+            with self.subTest(host=host):
+                line, body = self.raw_exchange(b"GET /echo HTTP/1.1\r\nHost: %s\r\n"
+                                               b"Connection: close\r\n\r\n" % host)
+                self.assertEqual(line, "HTTP/1.1 400 Bad Request", body[:300])
+                self.assertIn("Host", error_message(body))
+        self.assertEqual(self.mock.requests(), [])
+        for host in (b"example.com:80", b"127.0.0.1", b"[::1]:8080", b"my-host_1.example", b""):
+            with self.subTest(host=host):
+                line, body = self.raw_exchange(b"GET /echo HTTP/1.1\r\nHost: %s\r\n"
+                                               b"Connection: close\r\n\r\n" % host)
+                self.assertEqual(line, "HTTP/1.1 200 OK", body[:300])
+
+    def test_other_http_versions_505(self):
+        """Only HTTP/1.0 and HTTP/1.1 are read here (RFC 9110 §15.6.6); a malformed version is a 400."""
+        for version in (b"HTTP/2.0", b"HTTP/0.9", b"HTTP/1.2", b"HTTP/3.0", b"HTTP/9.9"):
+            with self.subTest(version=version):
+                line, body = self.raw_exchange(b"GET /echo %s\r\nHost: x\r\n\r\n" % version)
+                self.assertEqual(line, "HTTP/1.1 505 HTTP Version Not Supported", body[:300])
+                self.assertTrue(is_openai_error(body), body)
+        for version in (b"HTTP/1.x", b"HTTP/11.1"):
+            with self.subTest(version=version):
+                line, _ = self.raw_exchange(b"GET /echo %s\r\nHost: x\r\n\r\n" % version)
+                self.assertEqual(line, "HTTP/1.1 400 Bad Request")
+        self.assertEqual(self.mock.requests(), [])
+        # the version cut between two reads
+        for minor, want in ((b"0", b"HTTP/1.1 505 "), (b"1", b"HTTP/1.1 200 ")):
+            with self.subTest(minor=minor):
+                s = socket.create_connection(("127.0.0.1", self.cg.port), timeout=10)
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                s.sendall(b"GET /echo HTTP/%s." % (b"2" if minor == b"0" else b"1"))
+                time.sleep(0.05)
+                s.sendall(minor + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+                self.assertTrue(s.recv(100).startswith(want))
+                s.close()
+
     def test_head_error_has_no_body(self):
         """RFC 9110 §9.3.2: citegate's own error to a HEAD has no body, so a pipelined
         request behind it is answered in its own response."""
