@@ -100,11 +100,12 @@ static void put_body(cg_exchange_t *ex, const cg_buf_t *body)
 }
 
 /* Request fields citegate does not forward: framing, routing, its own,
- * and what the upstream's dialect carries otherwise (the anthropic key). */
+ * and what the upstream's dialect carries otherwise (the anthropic key).
+ * Expect was answered by the client side: the body is here already. */
 static bool drop_request_header(const cg_exchange_t *ex, cg_span_t name)
 {
-    static const char *const ours[] = {"host", "content-length", "x-request-id",
-                                       "x-citegate-profile", NULL};
+    static const char *const ours[] = {
+        "host", "content-length", "x-request-id", "x-citegate-profile", "expect", NULL};
     if (cg_hdr_is_hop(&ex->msg.hdrs, name))
         return true;
     for (int i = 0; ours[i]; i++)

@@ -343,6 +343,20 @@ static void origin_form(cg_buf_t *url)
     *url = path;
 }
 
+/* RFC 9110 §10.1.1: a client that sent Expect: 100-continue waits for a
+ * 100 (curl, a second) before it sends the body. Called once the head is
+ * accepted: a refused request gets its final status instead. An HTTP/1.0
+ * client's expectation is ignored. */
+static void go_on(cg_client_t *c, const llhttp_t *p)
+{
+    bool body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length);
+    if (!body || c->h1.msg.http10 ||
+        !cg_span_ieq(cg_hdrs_get(&c->h1.msg.hdrs, "expect"), "100-continue"))
+        return;
+    uv_buf_t b = uv_buf_init("HTTP/1.1 100 Continue\r\n\r\n", 25);
+    cg_conn_write(&c->conn, &b, 1);
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     cg_client_t *c = p->data;
@@ -358,6 +372,7 @@ static int on_headers_complete(llhttp_t *p)
     if (!c->admin && (p->flags & F_CONTENT_LENGTH) &&
         p->content_length > c->w->cfg->max_request_bytes)
         return refuse(p, 413, "body too large");
+    go_on(c, p);
     return 0;
 }
 

@@ -657,6 +657,39 @@ class PassThroughPlain(CitegateCase):
                 self.assertTrue(s.recv(100).startswith(want))
                 s.close()
 
+    def test_expect_100_continue(self):
+        """RFC 9110 §10.1.1: 100 Continue before the body is read, or the final status at once
+        when the request is refused; the expectation is not forwarded (the body is buffered)."""
+        body = b'{"hello":"expect"}'
+        s = socket.create_connection(("127.0.0.1", self.cg.port), timeout=10)
+        try:
+            s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nConnection: close\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body))
+            s.settimeout(0.5)
+            self.assertEqual(s.recv(100), b"HTTP/1.1 100 Continue\r\n\r\n")
+            s.settimeout(10)
+            s.sendall(body)
+            raw = b""
+            while d := s.recv(65536):
+                raw += d
+        finally:
+            s.close()
+        (line, _, got), = split_responses(raw, ["POST"])
+        self.assertEqual(line, "HTTP/1.1 200 OK")
+        e = json.loads(got)
+        self.assertEqual(e["body"], body.decode())
+        self.assertNotIn("expect", [k.lower() for k, _ in e["headers"]])
+        # refused before the body: the final status, no 100
+        raw = pipelined(self.cg.port, [b"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                                       b"Content-Length: 999999999999\r\n\r\n"])
+        self.assertTrue(raw.startswith(b"HTTP/1.1 413 "), raw[:200])
+        # no body, or HTTP/1.0: no 100
+        for req in (b"GET /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n",
+                    b"POST /echo HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}"):
+            with self.subTest(req=req[:20]):
+                raw = pipelined(self.cg.port, [req])
+                self.assertTrue(raw.startswith(b"HTTP/1.1 200 "), raw[:200])
+
     def test_head_error_has_no_body(self):
         """RFC 9110 §9.3.2: citegate's own error to a HEAD has no body, so a pipelined
         request behind it is answered in its own response."""
