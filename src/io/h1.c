@@ -31,17 +31,20 @@ static size_t pending_max(const cg_client_t *c)
 
 /* --- responses ------------------------------------------------------------------- */
 
-static void send_simple(cg_client_t *c, int status, const char *ctype, const char *body, size_t len)
+/* An admin answer. */
+static void send_admin(cg_client_t *c, const cg_admin_resp_t *r)
 {
     cg_buf_t h = {0};
-    cg_buf_printf(&h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", status,
-                  cg_status_text(status), ctype, len);
+    cg_buf_printf(&h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", r->status,
+                  cg_status_text(r->status), r->ctype, r->body.len);
+    if (r->allow)
+        cg_buf_printf(&h, "Allow: %s\r\n", r->allow);
     if (!c->h1.keep_alive)
         cg_buf_puts(&h, "Connection: close\r\n");
     cg_buf_puts(&h, "\r\n");
     bool head = c->h1.method == HTTP_HEAD;
     uv_buf_t bufs[2] = {uv_buf_init(h.p, (unsigned)h.len),
-                        uv_buf_init((char *)body, (unsigned)len)};
+                        uv_buf_init(r->body.p, (unsigned)r->body.len)};
     cg_conn_write(&c->conn, bufs, head ? 1 : 2);
     cg_buf_free(&h);
 }
@@ -400,7 +403,7 @@ static void admin_answered(void *ctx, cg_admin_resp_t *r)
 {
     cg_client_t *c = ctx;
     c->h1.admin_wait = NULL;
-    send_simple(c, r->status, r->ctype, r->body.p, r->body.len);
+    send_admin(c, r);
     cg_buf_free(&r->body);
     response_done(c);
 }

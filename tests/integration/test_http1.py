@@ -713,6 +713,17 @@ class AdminPlain(CitegateCase):
         self.assertTrue(is_openai_error(body), body[:300])
         self.assertTrue(hd.get("Content-Type", "").startswith("application/json"))
 
+    def test_405_lists_allowed_methods(self):
+        """RFC 9110 §15.5.6: a 405 carries Allow."""
+        for method, path in (("POST", "/healthz"), ("DELETE", "/metrics"), ("PUT", "/v1/citations/stats")):
+            with self.subTest(method=method, path=path):
+                st, hd, body = self.cg.admin(method, path)
+                self.assertEqual(st, 405)
+                self.assertTrue(is_openai_error(body), body[:300])
+                self.assertEqual(hd.get("Allow"), "GET, HEAD")
+        st, hd, _ = self.cg.admin("GET", "/healthz")
+        self.assertIsNone(hd.get("Allow"))
+
     def test_metrics(self):
         self.cg.request("POST", "/v1/chat/completions", H.chat_body())
         st, hd, body = self.cg.admin("GET", "/metrics")
