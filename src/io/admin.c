@@ -159,6 +159,7 @@ cg_admin_wait_t *cg_admin_respond(cg_worker_t *w, int method, const char *url, s
     } else if (method != HTTP_GET && method != HTTP_HEAD) {
         error(r, 405, "invalid_request_error", "method_not_allowed",
               "admin endpoints answer GET only");
+        r->allow = "GET, HEAD"; /* RFC 9110 §15.5.6: a 405 lists them */
     } else if (which == 0) {
         cg_buf_puts(&r->body, "{\"status\":\"ok\"}");
     } else if (which == 1) {

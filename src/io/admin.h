@@ -10,6 +10,7 @@
 typedef struct cg_admin_resp {
     int status;
     const char *ctype;
+    const char *allow; /* the Allow header of a 405, else NULL */
     cg_buf_t body;
 } cg_admin_resp_t;
 

@@ -41,8 +41,16 @@ typedef struct cg_h1 {
     cg_exchange_t *ex;
     struct cg_admin_wait *admin_wait; /* an admin answer that comes later */
     int reject;                       /* status to answer with instead of serving */
+    const char *why;                  /* and why, for the error's message */
+    char version[3];                  /* the request line's, as read so far */
+    uint8_t version_len;
     int method;                       /* of the request being answered */
     bool keep_alive, http10, message_done, chunked;
+    bool bodiless; /* the response has no body (HEAD, 204, 304) */
+    /* The bytes llhttp is parsing, and the last byte before them that is
+     * not a space or tab: where a header value begins (obs-fold). */
+    const char *in;
+    char before;
     cg_defer_t next; /* parses the pending bytes at a safe point */
 } cg_h1_t;
 

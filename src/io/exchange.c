@@ -100,11 +100,12 @@ static void put_body(cg_exchange_t *ex, const cg_buf_t *body)
 }
 
 /* Request fields citegate does not forward: framing, routing, its own,
- * and what the upstream's dialect carries otherwise (the anthropic key). */
+ * and what the upstream's dialect carries otherwise (the anthropic key).
+ * Expect was answered by the client side: the body is here already. */
 static bool drop_request_header(const cg_exchange_t *ex, cg_span_t name)
 {
-    static const char *const ours[] = {"host", "content-length", "x-request-id",
-                                       "x-citegate-profile", NULL};
+    static const char *const ours[] = {
+        "host", "content-length", "x-request-id", "x-citegate-profile", "expect", NULL};
     if (cg_hdr_is_hop(&ex->msg.hdrs, name))
         return true;
     for (int i = 0; ours[i]; i++)
@@ -213,16 +214,21 @@ static void answer_preflight(cg_exchange_t *ex)
     finish(ex);
 }
 
+/* Notes the request's Origin when it is allowed. */
+static void note_origin(cg_exchange_t *ex)
+{
+    cg_span_t origin = cg_hdrs_get(&ex->msg.hdrs, "origin");
+    if (ex->cors_origin == NULL && cors_allowed(ex->w->cfg->cors_origins, origin))
+        ex->cors_origin = cg_xstrndup(origin.p, origin.n);
+}
+
 /* Notes the request's allowed Origin; true when it was a preflight, now
  * answered. */
 static bool cors(cg_exchange_t *ex)
 {
-    const char *list = ex->w->cfg->cors_origins;
-    if (list == NULL)
+    if (ex->w->cfg->cors_origins == NULL)
         return false;
-    cg_span_t origin = cg_hdrs_get(&ex->msg.hdrs, "origin");
-    if (cors_allowed(list, origin))
-        ex->cors_origin = cg_xstrndup(origin.p, origin.n);
+    note_origin(ex);
     if (ex->msg.method != HTTP_OPTIONS ||
         cg_hdrs_get(&ex->msg.hdrs, "access-control-request-method").p == NULL)
         return false;
@@ -264,6 +270,7 @@ static void respond_error(cg_exchange_t *ex, int status, const char *type, const
 
 void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const char *message)
 {
+    note_origin(ex); /* a refused request was not run: its answer has CORS all the same */
     respond_error(ex, status, "invalid_request_error", code, message);
 }
 

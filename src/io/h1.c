@@ -11,9 +11,11 @@
 #include "log.h"
 #include "metrics.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static llhttp_settings_t settings;
 
@@ -29,17 +31,20 @@ static size_t pending_max(const cg_client_t *c)
 
 /* --- responses ------------------------------------------------------------------- */
 
-static void send_simple(cg_client_t *c, int status, const char *ctype, const char *body, size_t len)
+/* An admin answer. */
+static void send_admin(cg_client_t *c, const cg_admin_resp_t *r)
 {
     cg_buf_t h = {0};
-    cg_buf_printf(&h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", status,
-                  cg_status_text(status), ctype, len);
+    cg_buf_printf(&h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", r->status,
+                  cg_status_text(r->status), r->ctype, r->body.len);
+    if (r->allow)
+        cg_buf_printf(&h, "Allow: %s\r\n", r->allow);
     if (!c->h1.keep_alive)
         cg_buf_puts(&h, "Connection: close\r\n");
     cg_buf_puts(&h, "\r\n");
     bool head = c->h1.method == HTTP_HEAD;
     uv_buf_t bufs[2] = {uv_buf_init(h.p, (unsigned)h.len),
-                        uv_buf_init((char *)body, (unsigned)len)};
+                        uv_buf_init(r->body.p, (unsigned)r->body.len)};
     cg_conn_write(&c->conn, bufs, head ? 1 : 2);
     cg_buf_free(&h);
 }
@@ -67,23 +72,33 @@ static void response_done(cg_client_t *c)
     cg_conn_read_start(&c->conn);
 }
 
+static const cg_down_ops_t h1_down;
+
+static const char *reject_code(int status)
+{
+    switch (status) {
+    case 413: return "request_too_large";
+    case 431: return "headers_too_large";
+    case 505: return "http_version_not_supported";
+    default: return "bad_request";
+    }
+}
+
+/* Answers a request the parser refused, and closes. It goes through an
+ * exchange like any answer, so it carries X-Request-Id (the client's, when
+ * its header was read) and the CORS headers (SPEC §4). */
 static void reject(cg_client_t *c, int status, const char *msg)
 {
     cg_h1_t *h = h1_of(c);
     h->keep_alive = false;
     cg_conn_read_stop(&c->conn);
-    cg_metrics_request(c->admin ? CG_ROUTE_ADMIN : CG_ROUTE_OTHER, status);
-    cg_buf_t b = {0};
-    cg_error_json(&b, "invalid_request_error",
-                  status == 413   ? "request_too_large"
-                  : status == 431 ? "headers_too_large"
-                                  : "bad_request",
-                  msg);
-    send_simple(c, status, "application/json", b.p, b.len);
-    cg_buf_free(&b);
-    cg_log_info(NULL, "rejected request: %d %s", status, msg);
     cg_client_expect_request(c, true); /* a client that never reads this is closed */
-    response_done(c);
+    cg_exchange_t *ex = cg_exchange_new(c->w, &h->msg, &h1_down, c);
+    if (c->admin)
+        ex->route = CG_ROUTE_ADMIN;
+    cg_log_info(ex->rid, "rejected request: %d %s", status, msg);
+    h->ex = ex;
+    cg_exchange_reject(ex, status, reject_code(status), msg); /* done: response_done() */
 }
 
 /* --- the HTTP/1.1 side of an exchange ------------------------------------------- */
@@ -97,7 +112,8 @@ static void h1_head(cg_exchange_t *ex, int status, const cg_hdrs_t *hd, long lon
 {
     cg_client_t *c = client_of(ex);
     cg_h1_t *h = h1_of(c);
-    h->chunked = !cg_status_no_body(status, h->method) && clen < 0;
+    h->bodiless = cg_status_no_body(status, h->method);
+    h->chunked = !h->bodiless && clen < 0;
     if (h->chunked && h->http10) {
         /* HTTP/1.0 has no chunked coding: the body ends with the connection. */
         h->chunked = false;
@@ -121,10 +137,14 @@ static void h1_head(cg_exchange_t *ex, int status, const cg_hdrs_t *hd, long lon
     cg_buf_free(&b);
 }
 
-/* Writes body bytes, as one chunk when chunked. */
+/* Writes body bytes, as one chunk when chunked. A response without a body
+ * drops them: the exchange writes its own error bodies whatever the method,
+ * and on HTTP/1.1 they would be read as the next response (RFC 9110 §9.3.2). */
 static void h1_data(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total)
 {
     cg_client_t *c = client_of(ex);
+    if (c->h1.bodiless)
+        return;
     if (!c->h1.chunked) {
         cg_conn_write(&c->conn, bufs, n);
         return;
@@ -177,14 +197,27 @@ static int on_message_begin(llhttp_t *p)
 {
     cg_client_t *c = p->data;
     cg_reqmsg_reset(&c->h1.msg);
+    c->h1.msg.method = -1; /* until its method is read */
     c->h1.reject = 0;
+    c->h1.version_len = 0;
     return 0;
 }
 
+/* The method, for an answer to a request refused before its end (a HEAD
+ * gets no body). */
+static int on_method_complete(llhttp_t *p)
+{
+    ((cg_client_t *)p->data)->h1.msg.method = p->method;
+    return 0;
+}
+
+/* Kept here, not as llhttp's error reason: llhttp replaces the reason
+ * on_headers_complete sets with its own "User callback error". */
 static int refuse(llhttp_t *p, int status, const char *why)
 {
-    ((cg_client_t *)p->data)->h1.reject = status;
-    llhttp_set_error_reason(p, why);
+    cg_h1_t *h = &((cg_client_t *)p->data)->h1;
+    h->reject = status;
+    h->why = why;
     return HPE_USER;
 }
 
@@ -197,6 +230,24 @@ static int on_url(llhttp_t *p, const char *at, size_t n)
     return 0;
 }
 
+/* llhttp reads HTTP/0.9 and HTTP/2.0 as well, and calls a well-formed
+ * version it does not know malformed: citegate reads 1.0 and 1.1, and
+ * answers any other DIGIT.DIGIT with 505 (RFC 9110 §15.6.6). The version
+ * may come in pieces; it is whole at three bytes. */
+static int on_version(llhttp_t *p, const char *at, size_t n)
+{
+    cg_h1_t *h = &((cg_client_t *)p->data)->h1;
+    for (size_t i = 0; i < n && h->version_len < sizeof(h->version); i++)
+        h->version[h->version_len++] = at[i];
+    const char *v = h->version;
+    if (h->version_len < 3 || v[1] != '.' || !isdigit((unsigned char)v[0]) ||
+        !isdigit((unsigned char)v[2]))
+        return 0;
+    if (v[0] == '1' && (v[2] == '0' || v[2] == '1'))
+        return 0;
+    return refuse(p, 505, "only HTTP/1.0 and HTTP/1.1 are supported");
+}
+
 static int on_header_field(llhttp_t *p, const char *at, size_t n)
 {
     if (cg_hdrs_on_field(&((cg_client_t *)p->data)->h1.msg.hdrs, at, n) != 0)
@@ -204,9 +255,33 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n)
     return 0;
 }
 
+static bool blank(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+/* Does the value piece at `at` begin on a continuation line? llhttp drops
+ * the CRLF of an obs-fold and hands on what follows as value bytes, so only
+ * the bytes before the piece tell. */
+static bool folded(const cg_h1_t *h, const char *at)
+{
+    const char *q = at;
+    while (q > h->in && blank(q[-1]))
+        q--;
+    return (q > h->in ? q[-1] : h->before) == '\n';
+}
+
 static int on_header_value(llhttp_t *p, const char *at, size_t n)
 {
-    if (cg_hdrs_on_value(&((cg_client_t *)p->data)->h1.msg.hdrs, at, n) != 0)
+    cg_h1_t *h = &((cg_client_t *)p->data)->h1;
+    cg_hdrs_t *hd = &h->msg.hdrs;
+    /* RFC 9112 §5.2 allows reading a fold as a space, but a folded framing
+     * header is how requests are smuggled past another parser (SPEC §4). */
+    if (hd->n > 0 && folded(h, at) &&
+        (cg_span_ieq(cg_hdr_name(hd, hd->n - 1), "content-length") ||
+         cg_span_ieq(cg_hdr_name(hd, hd->n - 1), "transfer-encoding")))
+        return refuse(p, 400, "obs-fold in Content-Length or Transfer-Encoding");
+    if (cg_hdrs_on_value(hd, at, n) != 0)
         return refuse(p, 431, "headers too large");
     return 0;
 }
@@ -220,16 +295,87 @@ static bool one_host(const cg_hdrs_t *h)
     return n == 1;
 }
 
+/* A reg-name's or an IP literal's byte (RFC 3986 §3.2.2). */
+static bool host_char(char ch)
+{
+    return isalnum((unsigned char)ch) || (ch && strchr("-._~%!$&'()*+,;=", ch));
+}
+
+/* RFC 9112 §3.2: Host is uri-host [":" port]; empty when the target has
+ * no authority. */
+static bool valid_host(cg_span_t v)
+{
+    size_t i = 0;
+    if (v.n > 0 && v.p[0] == '[') {
+        while (++i < v.n && v.p[i] != ']')
+            if (!host_char(v.p[i]) && v.p[i] != ':')
+                return false;
+        if (i++ == v.n)
+            return false;
+    } else {
+        while (i < v.n && host_char(v.p[i]))
+            i++;
+    }
+    if (i < v.n && v.p[i] == ':')
+        while (++i < v.n && isdigit((unsigned char)v.p[i]))
+            ;
+    return i == v.n;
+}
+
+/* RFC 9112 §3.2.2: a server MUST accept the absolute-form. Its scheme and
+ * authority are dropped (the upstream has its own), leaving the path and
+ * query the rest of citegate routes by. */
+static void origin_form(cg_buf_t *url)
+{
+    static const char *const schemes[] = {"http://", "https://", NULL};
+    size_t k = 0;
+    for (int i = 0; schemes[i] && k == 0; i++) {
+        size_t n = strlen(schemes[i]);
+        if (url->len >= n && strncasecmp(url->p, schemes[i], n) == 0)
+            k = n;
+    }
+    if (k == 0)
+        return;
+    while (k < url->len && url->p[k] != '/' && url->p[k] != '?')
+        k++;
+    cg_buf_t path = {0};
+    if (k == url->len || url->p[k] == '?')
+        cg_buf_putc(&path, '/');
+    cg_buf_put(&path, url->p + k, url->len - k);
+    cg_buf_free(url);
+    *url = path;
+}
+
+/* RFC 9110 §10.1.1: a client that sent Expect: 100-continue waits for a
+ * 100 (curl, a second) before it sends the body. Called once the head is
+ * accepted: a refused request gets its final status instead. An HTTP/1.0
+ * client's expectation is ignored. */
+static void go_on(cg_client_t *c, const llhttp_t *p)
+{
+    bool body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length);
+    if (!body || c->h1.msg.http10 ||
+        !cg_span_ieq(cg_hdrs_get(&c->h1.msg.hdrs, "expect"), "100-continue"))
+        return;
+    uv_buf_t b = uv_buf_init("HTTP/1.1 100 Continue\r\n\r\n", 25);
+    cg_conn_write(&c->conn, &b, 1);
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     cg_client_t *c = p->data;
+    cg_reqmsg_t *m = &c->h1.msg;
     cg_client_expect_request(c, false);
-    c->h1.msg.http10 = p->http_major == 1 && p->http_minor == 0;
-    if (p->http_minor >= 1 && !one_host(&c->h1.msg.hdrs))
+    m->http10 = p->http_major == 1 && p->http_minor == 0;
+    if (p->http_minor >= 1 && !one_host(&m->hdrs))
         return refuse(p, 400, "an HTTP/1.1 request needs exactly one Host header");
+    cg_span_t host = cg_hdrs_get(&m->hdrs, "host");
+    if (host.p && !valid_host(host))
+        return refuse(p, 400, "the Host header is not a host[:port]");
+    origin_form(&m->url);
     if (!c->admin && (p->flags & F_CONTENT_LENGTH) &&
         p->content_length > c->w->cfg->max_request_bytes)
         return refuse(p, 413, "body too large");
+    go_on(c, p);
     return 0;
 }
 
@@ -257,7 +403,7 @@ static void admin_answered(void *ctx, cg_admin_resp_t *r)
 {
     cg_client_t *c = ctx;
     c->h1.admin_wait = NULL;
-    send_simple(c, r->status, r->ctype, r->body.p, r->body.len);
+    send_admin(c, r);
     cg_buf_free(&r->body);
     response_done(c);
 }
@@ -290,10 +436,21 @@ static void dispatch(cg_client_t *c)
     cg_exchange_run(h->ex);
 }
 
+/* Remembers the last byte of data that is not blank, for folded(). */
+static void note_before(cg_h1_t *h, const char *data, size_t n)
+{
+    while (n > 0 && blank(data[n - 1]))
+        n--;
+    if (n > 0)
+        h->before = data[n - 1];
+}
+
 static void parse(cg_client_t *c, const char *data, size_t n)
 {
     cg_h1_t *h = h1_of(c);
+    h->in = data;
     enum llhttp_errno err = llhttp_execute(&h->parser, data, n);
+    note_before(h, data, n);
     if (err == HPE_OK)
         return;
     if (err == HPE_PAUSED && h->message_done) {
@@ -304,12 +461,15 @@ static void parse(cg_client_t *c, const char *data, size_t n)
         return;
     }
     h->method = h->msg.method;
-    int status = h->reject ? h->reject : 400;
     const char *reason = llhttp_get_error_reason(&h->parser);
-    reject(c, status,
-           status == 400   ? (reason ? reason : "malformed HTTP request")
-           : status == 413 ? "request body too large"
-                           : "request headers too large");
+    if (h->reject == 413)
+        reject(c, 413, "request body too large");
+    else if (h->reject == 431)
+        reject(c, 431, "request headers too large");
+    else if (h->reject)
+        reject(c, h->reject, h->why);
+    else
+        reject(c, 400, reason ? reason : "malformed HTTP request");
 }
 
 static void h1_read(cg_client_t *c, const char *p, size_t n)
@@ -343,7 +503,9 @@ static void h1_start(cg_client_t *c)
     if (!settings.on_message_complete) {
         llhttp_settings_init(&settings);
         settings.on_message_begin = on_message_begin;
+        settings.on_method_complete = on_method_complete;
         settings.on_url = on_url;
+        settings.on_version = on_version;
         settings.on_header_field = on_header_field;
         settings.on_header_value = on_header_value;
         settings.on_headers_complete = on_headers_complete;

@@ -89,6 +89,46 @@ def error_message(body):
         return ""
 
 
+def pipelined(port, requests, timeout=10):
+    """Sends the raw requests on one connection at once and reads to EOF (the last request
+    should close); returns the raw response bytes."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(b"".join(requests))
+        out = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                return out
+            out += d
+    finally:
+        s.close()
+
+
+def split_responses(raw, methods):
+    """Splits raw HTTP/1.1 responses by their framing (Content-Length, chunked, or none for
+    HEAD); returns [(status line, headers dict (lower-case names), body)]. Raises when the
+    bytes do not frame as responses."""
+    out = []
+    for method in methods:
+        head, sep, raw = raw.partition(b"\r\n\r\n")
+        if not sep or not head.startswith(b"HTTP/1.1 "):
+            raise ValueError(f"not a response head: {head[:80]!r}")
+        lines = head.decode("latin-1").split("\r\n")
+        hdrs = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
+        body = b""
+        if method != "HEAD" and "content-length" in hdrs:
+            n = int(hdrs["content-length"])
+            body, raw = raw[:n], raw[n:]
+        elif method != "HEAD" and hdrs.get("transfer-encoding") == "chunked":
+            end = raw.index(b"0\r\n\r\n") + 5
+            body, raw = H.dechunk(raw[:end]), raw[end:]
+        out.append((lines[0], hdrs, body))
+    if raw:
+        raise ValueError(f"bytes after the last response: {raw[:80]!r}")
+    return out
+
+
 class CitegateCase(unittest.TestCase):
     """Starts one citegate for the class with `env`. upstream: 'plain' (http mock), 'tls'
     (https://127.0.0.1:PORT), 'tls-localhost' (https://localhost:PORT), 'down' (a closed port)
@@ -560,6 +600,111 @@ class PassThroughPlain(CitegateCase):
         r, e = self.echo(body=big)
         self.assertEqual(len(e["body"]), len(big))
 
+    def raw_exchange(self, data):
+        """Sends one raw request (it should close) and returns (status line, body)."""
+        (line, _, body), = split_responses(pipelined(self.cg.port, [data]), ["GET"])
+        return line, body
+
+    def test_absolute_form_target(self):
+        """RFC 9112 §3.2.2: a server MUST accept the absolute-form; it is served as its path."""
+        req = H.chat_body(stream=False)
+        line, body = self.raw_exchange(
+            b"POST http://x/v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(req), req))
+        self.assertEqual(line, "HTTP/1.1 200 OK", body[:300])
+        self.assertIn(b"choices", body)
+        self.assertEqual(self.mock.requests()[-1]["path"], "/v1/chat/completions")
+        for target, path, query in ((b"http://x:8080/echo/y?a=1", "/echo/y", "a=1"),
+                                    (b"HTTPS://x/echo", "/echo", "")):
+            with self.subTest(target=target):
+                line, body = self.raw_exchange(b"GET %s HTTP/1.1\r\nHost: x\r\n"
+                                               b"Connection: close\r\n\r\n" % target)
+                self.assertEqual(line, "HTTP/1.1 200 OK", body[:300])
+                e = json.loads(body)
+                self.assertEqual((e["path"], e["query"]), (path, query))
+
+    def test_host_must_be_host_and_port(self):
+        """RFC 9112 §3.2: a Host that is not a valid host[:port] gets 400."""
+        for host in (b"a b", b"a:b", b"a:80:80", b"[::1", b"a/b", b"a@b"):
+            with self.subTest(host=host):
+                line, body = self.raw_exchange(b"GET /echo HTTP/1.1\r\nHost: %s\r\n"
+                                               b"Connection: close\r\n\r\n" % host)
+                self.assertEqual(line, "HTTP/1.1 400 Bad Request", body[:300])
+                self.assertIn("Host", error_message(body))
+        self.assertEqual(self.mock.requests(), [])
+        for host in (b"example.com:80", b"127.0.0.1", b"[::1]:8080", b"my-host_1.example", b""):
+            with self.subTest(host=host):
+                line, body = self.raw_exchange(b"GET /echo HTTP/1.1\r\nHost: %s\r\n"
+                                               b"Connection: close\r\n\r\n" % host)
+                self.assertEqual(line, "HTTP/1.1 200 OK", body[:300])
+
+    def test_other_http_versions_505(self):
+        """Only HTTP/1.0 and HTTP/1.1 are read here (RFC 9110 §15.6.6); a malformed version is a 400."""
+        for version in (b"HTTP/2.0", b"HTTP/0.9", b"HTTP/1.2", b"HTTP/3.0", b"HTTP/9.9"):
+            with self.subTest(version=version):
+                line, body = self.raw_exchange(b"GET /echo %s\r\nHost: x\r\n\r\n" % version)
+                self.assertEqual(line, "HTTP/1.1 505 HTTP Version Not Supported", body[:300])
+                self.assertTrue(is_openai_error(body), body)
+        for version in (b"HTTP/1.x", b"HTTP/11.1"):
+            with self.subTest(version=version):
+                line, _ = self.raw_exchange(b"GET /echo %s\r\nHost: x\r\n\r\n" % version)
+                self.assertEqual(line, "HTTP/1.1 400 Bad Request")
+        self.assertEqual(self.mock.requests(), [])
+        # the version cut between two reads
+        for minor, want in ((b"0", b"HTTP/1.1 505 "), (b"1", b"HTTP/1.1 200 ")):
+            with self.subTest(minor=minor):
+                s = socket.create_connection(("127.0.0.1", self.cg.port), timeout=10)
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                s.sendall(b"GET /echo HTTP/%s." % (b"2" if minor == b"0" else b"1"))
+                time.sleep(0.05)
+                s.sendall(minor + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+                self.assertTrue(s.recv(100).startswith(want))
+                s.close()
+
+    def test_expect_100_continue(self):
+        """RFC 9110 §10.1.1: 100 Continue before the body is read, or the final status at once
+        when the request is refused; the expectation is not forwarded (the body is buffered)."""
+        body = b'{"hello":"expect"}'
+        s = socket.create_connection(("127.0.0.1", self.cg.port), timeout=10)
+        try:
+            s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nConnection: close\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body))
+            s.settimeout(0.5)
+            self.assertEqual(s.recv(100), b"HTTP/1.1 100 Continue\r\n\r\n")
+            s.settimeout(10)
+            s.sendall(body)
+            raw = b""
+            while d := s.recv(65536):
+                raw += d
+        finally:
+            s.close()
+        (line, _, got), = split_responses(raw, ["POST"])
+        self.assertEqual(line, "HTTP/1.1 200 OK")
+        e = json.loads(got)
+        self.assertEqual(e["body"], body.decode())
+        self.assertNotIn("expect", [k.lower() for k, _ in e["headers"]])
+        # refused before the body: the final status, no 100
+        raw = pipelined(self.cg.port, [b"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                                       b"Content-Length: 999999999999\r\n\r\n"])
+        self.assertTrue(raw.startswith(b"HTTP/1.1 413 "), raw[:200])
+        # no body, or HTTP/1.0: no 100
+        for req in (b"GET /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n",
+                    b"POST /echo HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}"):
+            with self.subTest(req=req[:20]):
+                raw = pipelined(self.cg.port, [req])
+                self.assertTrue(raw.startswith(b"HTTP/1.1 200 "), raw[:200])
+
+    def test_head_error_has_no_body(self):
+        """RFC 9110 §9.3.2: citegate's own error to a HEAD has no body, so a pipelined
+        request behind it is answered in its own response."""
+        raw = pipelined(self.cg.port, [b"HEAD /a/../b HTTP/1.1\r\nHost: x\r\n\r\n",
+                                       b"GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"])
+        (l1, h1, _), (l2, _, b2) = split_responses(raw, ["HEAD", "GET"])
+        self.assertEqual(l1, "HTTP/1.1 400 Bad Request")
+        self.assertEqual(h1.get("content-type"), "application/json")
+        self.assertEqual(l2, "HTTP/1.1 200 OK", raw[:400])
+        self.assertEqual(json.loads(b2)["path"], "/echo")
+
 
 class AdminPlain(CitegateCase):
     def test_healthz_readyz(self):
@@ -571,6 +716,17 @@ class AdminPlain(CitegateCase):
         self.assertEqual(st, 404)
         self.assertTrue(is_openai_error(body), body[:300])
         self.assertTrue(hd.get("Content-Type", "").startswith("application/json"))
+
+    def test_405_lists_allowed_methods(self):
+        """RFC 9110 §15.5.6: a 405 carries Allow."""
+        for method, path in (("POST", "/healthz"), ("DELETE", "/metrics"), ("PUT", "/v1/citations/stats")):
+            with self.subTest(method=method, path=path):
+                st, hd, body = self.cg.admin(method, path)
+                self.assertEqual(st, 405)
+                self.assertTrue(is_openai_error(body), body[:300])
+                self.assertEqual(hd.get("Allow"), "GET, HEAD")
+        st, hd, _ = self.cg.admin("GET", "/healthz")
+        self.assertIsNone(hd.get("Allow"))
 
     def test_metrics(self):
         self.cg.request("POST", "/v1/chat/completions", H.chat_body())
@@ -827,6 +983,13 @@ class UpstreamDown(CitegateCase):
 
     def test_healthz_still_200(self):
         self.assertEqual(self.cg.admin("GET", "/healthz")[0], 200)
+
+    def test_head_502_has_no_body(self):
+        raw = pipelined(self.cg.port, [b"HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\n",
+                                       b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"])
+        (l1, _, _), (l2, _, b2) = split_responses(raw, ["HEAD", "GET"])
+        self.assertEqual((l1, l2), ("HTTP/1.1 502 Bad Gateway", "HTTP/1.1 502 Bad Gateway"), raw[:400])
+        self.assertTrue(is_openai_error(b2), b2[:300])
 
 
 class Workers(CitegateCase):

@@ -311,6 +311,46 @@ class StrictHTTP1(Case):
         status, _, _ = self.cg.request("GET", "/v1/models")
         self.assertEqual(status, 200)
 
+    def raw_status_in_pieces(self, pieces):
+        """Like raw_status, each piece in its own read (the server sees the cut)."""
+        s = socket.create_connection(("127.0.0.1", self.cg.port), timeout=5)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        out = b""
+        try:
+            for p in pieces:
+                s.sendall(p)
+                time.sleep(0.05)
+            while b"\r\n" not in out:
+                d = s.recv(4096)
+                if not d:
+                    break
+                out += d
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            s.close()
+        return out.split(b"\r\n")[0]
+
+    def test_obs_fold_in_framing_headers_400(self):
+        """SPEC §4: obs-fold in Content-Length or Transfer-Encoding gets 400, whole or cut
+        anywhere around the fold, and a valid body behind it never goes upstream."""
+        body = H.chat_body(stream=False)
+        head = b"POST %s HTTP/1.1\r\nHost: a\r\n" % CHAT.encode()
+        cl = head + b"Content-Length:\r\n %d\r\n\r\n%s" % (len(body), body)
+        te = head + b"Transfer-Encoding:\r\n chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+        tab = head + b"Content-Length:\r\n\t%d\r\n\r\n%s" % (len(body), body)
+        MOCK.reset()
+        for name, data in {"CL": cl, "TE": te, "tab": tab}.items():
+            fold = data.index(b":\r\n") + 3
+            for cut in (None, fold, fold + 1):
+                with self.subTest(name, cut=cut):
+                    pieces = [data] if cut is None else [data[:cut], data[cut:]]
+                    self.assertEqual(self.raw_status_in_pieces(pieces), b"HTTP/1.1 400 Bad Request")
+        self.assertEqual(MOCK.requests(), [], "a folded request reached the upstream")
+        # an unfolded one is served, and a fold elsewhere is read as a space (RFC 9112 §5.2)
+        ok = head + b"X-A: b\r\n c\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        self.assertEqual(self.raw_status_in_pieces([ok]), b"HTTP/1.1 200 OK")
+
 
 class UpstreamInterim(Case):
     def test_101_and_102_are_502(self):
@@ -373,6 +413,72 @@ class Cors(Case):
         status, headers, _ = chat(self.cg, headers={"Origin": "https://evil.example"})
         self.assertEqual(status, 200)
         self.assertIsNone(headers.get("Access-Control-Allow-Origin"))
+
+    def parse_response(self, raw):
+        head, _, body = raw.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        hdrs = H.Headers((k.strip(), v.strip()) for k, _, v in (l.partition(":") for l in lines[1:]))
+        return lines[0], hdrs, body
+
+    def raw_response(self, data):
+        """Sends data and reads the response to EOF (a refusal closes)."""
+        s = socket.create_connection(("127.0.0.1", self.cg.port), timeout=5)
+        out = b""
+        try:
+            s.sendall(data)
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                out += d
+        except ConnectionResetError:
+            pass
+        finally:
+            s.close()
+        return self.parse_response(out)
+
+    def test_parser_refusals_carry_request_id_and_cors(self):
+        """SPEC §4: X-Request-Id and, for an allowed Origin, CORS headers on every answer,
+        also the parser's own 400, 413 and 431; the 400 says what was wrong."""
+        o = b"Origin: https://app.example\r\n"
+        cases = {
+            "CL+TE": (400, b"POST %s HTTP/1.1\r\nHost: a\r\n%sX-Request-Id: rid-clte\r\n"
+                           b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", None),
+            "bad chunk": (400, b"POST %s HTTP/1.1\r\nHost: a\r\n%sX-Request-Id: rid-chunk\r\n"
+                               b"Transfer-Encoding: chunked\r\n\r\n3\r\nabcXX0\r\n\r\n", None),
+            "no Host": (400, b"POST %s HTTP/1.1\r\n%sX-Request-Id: rid-nohost\r\n"
+                             b"Content-Length: 2\r\n\r\n{}", "Host"),
+            "two Hosts": (400, b"GET %s HTTP/1.1\r\nHost: a\r\nHost: b\r\n%s"
+                               b"X-Request-Id: rid-twohosts\r\n\r\n", "Host"),
+            "413": (413, b"POST %s HTTP/1.1\r\nHost: a\r\n%sX-Request-Id: rid-413\r\n"
+                         b"Content-Length: 999999999999\r\n\r\n", None),
+            "413 no id": (413, b"POST %s HTTP/1.1\r\nHost: a\r\n%s"
+                               b"Content-Length: 999999999999\r\n\r\n", None),
+        }
+        MOCK.reset()
+        for name, (status, data, says) in cases.items():
+            with self.subTest(name):
+                line, hdrs, body = self.raw_response(data % (CHAT.encode(), o))
+                self.assertTrue(line.startswith("HTTP/1.1 %d " % status), line)
+                rid = re.search(rb"X-Request-Id: (\S+)\r\n", data)
+                if rid:
+                    self.assertEqual(hdrs.get("X-Request-Id"), rid.group(1).decode())
+                else:
+                    self.assertTrue(hdrs.get("X-Request-Id"), hdrs)
+                self.assertEqual(hdrs.get("Access-Control-Allow-Origin"), "https://app.example")
+                self.assertEqual(hdrs.get("Access-Control-Expose-Headers"), "X-Request-Id")
+                msg = json.loads(body)["error"]["message"]
+                self.assertNotIn("callback", msg)
+                if says:
+                    self.assertIn(says, msg)
+        # 431: the id and the Origin were read before the headers grew too large
+        status, raw = H.send_oversized(self.cg.port, b"GET /v1/models HTTP/1.1\r\nHost: a\r\n" + o
+                                       + b"X-Request-Id: rid-431\r\nX-Big: ", b"x" * (80 << 10))
+        self.assertEqual(status, 431)
+        _, hdrs, _ = self.parse_response(raw)
+        self.assertEqual(hdrs.get("X-Request-Id"), "rid-431")
+        self.assertEqual(hdrs.get("Access-Control-Allow-Origin"), "https://app.example")
+        self.assertEqual(MOCK.requests(), [])
 
 
 class OwnFixtures(unittest.TestCase):
