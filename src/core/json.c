@@ -454,19 +454,12 @@ static bool needs_escape(unsigned char c)
     return c < 0x20 || c == '"' || c == '\\';
 }
 
-/* The value of the \\uXXXX escape at p[0..n), or -1 when there is none. */
+/* The value of the backslash-u escape (four hex digits) at p[0..n), or -1 when there is none. */
 static long u_escape(const char *p, size_t n)
 {
     if (n < 6 || p[0] != '\\' || p[1] != 'u')
         return -1;
-    long v = 0;
-    for (int k = 2; k < 6; k++) {
-        int d = cg_hex_digit(p[k]);
-        if (d < 0)
-            return -1;
-        v = v * 16 + d;
-    }
-    return v;
+    return hex4(p + 2, n - 2);
 }
 
 /* Bytes of the character at p[0..n): an escape (a surrogate pair's two
