@@ -48,6 +48,13 @@ static cg_span_t deployment_name(const char *path, size_t n)
     return memchr(name.p, '/', name.n) ? cg_span(NULL, 0) : name;
 }
 
+/* Length of the url's path (without its query). */
+static size_t path_length(cg_span_t url)
+{
+    const char *q = url.n ? memchr(url.p, '?', url.n) : NULL;
+    return q ? (size_t)(q - url.p) : url.n;
+}
+
 static int classify(const char *path, size_t n)
 {
     if (n == 20 && memcmp(path, "/v1/chat/completions", 20) == 0)
@@ -270,6 +277,11 @@ static void respond_error(cg_exchange_t *ex, int status, const char *type, const
 
 void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const char *message)
 {
+    /* Counted under the route it was for, when its path was read (a 413 on
+     * a chat route is a chat request refused). */
+    cg_span_t url = cg_span(ex->msg.url.p, ex->msg.url.len);
+    if (ex->route == CG_ROUTE_OTHER && url.n)
+        ex->route = classify(url.p, path_length(url));
     note_origin(ex); /* a refused request was not run: its answer has CORS all the same */
     respond_error(ex, status, "invalid_request_error", code, message);
 }
@@ -410,8 +422,7 @@ void cg_exchange_run(cg_exchange_t *ex)
     cg_worker_t *w = ex->w;
     cg_reqmsg_t *m = &ex->msg;
     cg_span_t url = cg_span(m->url.p, m->url.len);
-    const char *q = url.n ? memchr(url.p, '?', url.n) : NULL;
-    size_t path_len = q ? (size_t)(q - url.p) : url.n;
+    size_t path_len = path_length(url);
     ex->route = url.n ? classify(url.p, path_len) : CG_ROUTE_OTHER;
     ex->transform = ex->route != CG_ROUTE_OTHER && m->method == HTTP_POST;
     ex->dialect = ex->transform ? w->cfg->upstream_dialect : CG_DIALECT_OPENAI;

@@ -163,6 +163,10 @@ class Metrics(unittest.TestCase):
         time.sleep(0.15)
         c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         c.sock.close()
+        # a chat request refused at its head is still counted under its route
+        status, _ = H.send_oversized(self.cg.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n",
+                                     b"Content-Length: 99999999999")
+        self.assertEqual(status, 413)
 
         def moved():
             _, after = self.scrape()
@@ -173,6 +177,7 @@ class Metrics(unittest.TestCase):
         grew = lambda fam, sample=None, **l: value(after, fam, sample, **l) > value(before, fam, sample, **l)
         self.assertTrue(grew("citegate_requests_total", path="/v1/chat/completions", status="200"))
         self.assertTrue(grew("citegate_requests_total", path="/v1/chat/completions", status="500"))
+        self.assertTrue(grew("citegate_requests_total", path="/v1/chat/completions", status="413"))
         self.assertTrue(grew("citegate_upstream_request_duration_seconds",
                              "citegate_upstream_request_duration_seconds_count"))
         self.assertTrue(grew("citegate_time_to_first_byte_seconds",
