@@ -79,6 +79,7 @@ static const char *reject_code(int status)
     switch (status) {
     case 413: return "request_too_large";
     case 431: return "headers_too_large";
+    case 501: return "not_implemented";
     case 505: return "http_version_not_supported";
     default: return "bad_request";
     }
@@ -295,6 +296,25 @@ static bool one_host(const cg_hdrs_t *h)
     return n == 1;
 }
 
+/* RFC 9112 §6.1: citegate decodes chunked and no other transfer coding; a
+ * body in another (gzip, chunked) would be read, or forwarded, as if it
+ * had none. Every Transfer-Encoding field must be exactly "chunked". */
+static bool codings_known(const cg_hdrs_t *h)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        if (!cg_span_ieq(cg_hdr_name(h, i), "transfer-encoding"))
+            continue;
+        cg_span_t v = cg_hdr_value(h, i);
+        while (v.n && (v.p[v.n - 1] == ' ' || v.p[v.n - 1] == '\t'))
+            v.n--;
+        while (v.n && (v.p[0] == ' ' || v.p[0] == '\t'))
+            v.p++, v.n--;
+        if (!cg_span_ieq(v, "chunked"))
+            return false;
+    }
+    return true;
+}
+
 /* A reg-name's or an IP literal's byte (RFC 3986 §3.2.2). */
 static bool host_char(char ch)
 {
@@ -371,6 +391,8 @@ static int on_headers_complete(llhttp_t *p)
     cg_span_t host = cg_hdrs_get(&m->hdrs, "host");
     if (host.p && !valid_host(host))
         return refuse(p, 400, "the Host header is not a host[:port]");
+    if (!codings_known(&m->hdrs))
+        return refuse(p, 501, "only the chunked transfer coding is supported");
     origin_form(&m->url);
     if (!c->admin && (p->flags & F_CONTENT_LENGTH) &&
         p->content_length > c->w->cfg->max_request_bytes)

@@ -351,6 +351,25 @@ class StrictHTTP1(Case):
         ok = head + b"X-A: b\r\n c\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
         self.assertEqual(self.raw_status_in_pieces([ok]), b"HTTP/1.1 200 OK")
 
+    def test_unknown_transfer_coding_501(self):
+        """RFC 9112 §6.1: a transfer coding citegate does not decode gets 501 and goes
+        nowhere; it would be read, or forwarded, as if the body had none."""
+        body = H.chat_body(stream=False)
+        chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+        MOCK.reset()
+        for path in (CHAT.encode(), b"/echo"):
+            for te in (b"gzip, chunked", b"deflate,chunked",
+                       b"x-custom, chunked"):
+                with self.subTest(path=path, te=te):
+                    req = b"POST %s HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: %s\r\n\r\n%s" % (
+                        path, te, chunked)
+                    self.assertEqual(self.raw_status_in_pieces([req]),
+                                     b"HTTP/1.1 501 Not Implemented")
+        self.assertEqual(MOCK.requests(), [], "a request in another coding reached the upstream")
+        ok = b"POST %s HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:  Chunked \r\n\r\n%s" % (
+            CHAT.encode(), chunked)
+        self.assertEqual(self.raw_status_in_pieces([ok]), b"HTTP/1.1 200 OK")
+
 
 class UpstreamInterim(Case):
     def test_101_and_102_are_502(self):
