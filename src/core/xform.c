@@ -685,11 +685,14 @@ static void walk_choices(cg_xform_t *x, int choices, const char *msg_key)
             continue;
         double index = k;
         cg_json_number(j, cg_json_get(j, c, "index"), &index);
+        int fr = cg_json_get(j, c, "finish_reason");
+        bool finished = fr >= 0 && !cg_json_is_null(j, fr);
+        /* A choice past the ones rewritten (CG_XFORM_MAX_CHOICES) goes out as
+         * it came, but its finish still ends the answer. */
+        x->stats.saw_finish |= finished;
         cg_choice_t *ch = choice_at(x, index);
         if (ch == NULL)
             continue;
-        int fr = cg_json_get(j, c, "finish_reason");
-        bool finished = fr >= 0 && !cg_json_is_null(j, fr);
         int msg = cg_json_get(j, c, msg_key);
         int content = cg_json_get(j, msg, "content");
         if (cg_json_is_str(j, content)) {
@@ -698,8 +701,6 @@ static void walk_choices(cg_xform_t *x, int choices, const char *msg_key)
             if (x->body_mode && p->body_message)
                 p->body_message(x, ch, msg);
         }
-        if (finished)
-            x->stats.saw_finish = true;
     }
 }
 

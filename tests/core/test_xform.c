@@ -376,6 +376,24 @@ static void test_done_added_after_finish(void **state)
     free(out);
 }
 
+/* A choice past the CG_XFORM_MAX_CHOICES rewritten goes out as it came, but
+ * its finish_reason still ends the answer: [DONE] is added, no error. */
+static void test_finish_of_a_choice_past_the_cap(void **state)
+{
+    (void)state;
+    char *in = with_ctx("data: {\"choices\":[{\"index\":200,\"delta\":{\"content\":\"x [doc1]\"}}]}\n\n"
+                        "data: {\"choices\":[{\"index\":200,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n");
+    char *out = xf(in, NULL);
+    view_t v;
+    view_of_stream(&v, out, strlen(out));
+    assert_true(v.ends_done);
+    assert_false(v.ends_error);
+    assert_non_null(strstr(out, "\"index\":200,\"delta\":{\"content\":\"x [doc1]\"}"));
+    view_free(&v);
+    free(in);
+    free(out);
+}
+
 static void test_truncated_ends_with_error(void **state)
 {
     (void)state;
@@ -1157,6 +1175,7 @@ int main(void)
         cmocka_unit_test(test_event_key_never_in_template),
         cmocka_unit_test(test_event_key_removed_after_done),
         cmocka_unit_test(test_done_added_after_finish),
+        cmocka_unit_test(test_finish_of_a_choice_past_the_cap),
         cmocka_unit_test(test_truncated_ends_with_error),
         cmocka_unit_test(test_held_bytes_flushed_before_finish),
         cmocka_unit_test(test_refs_before_citations),
