@@ -161,18 +161,35 @@ static void put_link_escaped(cg_buf_t *b, const char *url)
     }
 }
 
+/* An absolute URL that a citation keeps whole: one longer than a field
+ * would point elsewhere once cut, so it makes no link at all. */
+static bool link_url(const char *s)
+{
+    return cg_url_is_absolute(s) && strlen(s) <= CG_CITE_MAX_FIELD;
+}
+
+/* s cut to a field's size, or NULL. */
+static char *field(char *s)
+{
+    if (s && strlen(s) > CG_CITE_MAX_FIELD)
+        s[cg_utf8_cut(s, CG_CITE_MAX_FIELD)] = '\0';
+    return s;
+}
+
 /* Fills the derived fields (title fallback, link, key) from the raw ones.
- * `url_raw` is the upstream's url field as given (may be relative). */
+ * `url_raw` is the upstream's url field as given (may be relative), and
+ * like filepath read whole: only here are they cut, after the link is
+ * decided. */
 static void finish(cg_citation_t *c, const char *url_raw)
 {
-    if (c->url == NULL && cg_url_is_absolute(url_raw))
+    if (c->url == NULL && link_url(url_raw))
         c->url = cg_xstrndup(url_raw, strlen(url_raw));
-    if (c->url == NULL && cg_url_is_absolute(c->filepath))
+    if (c->url == NULL && link_url(c->filepath))
         c->url = cg_xstrndup(c->filepath, strlen(c->filepath));
     if (c->title == NULL)
-        c->title = cg_url_file_name(c->filepath);
+        c->title = field(cg_url_file_name(c->filepath));
     if (c->title == NULL)
-        c->title = cg_url_file_name(url_raw);
+        c->title = field(cg_url_file_name(url_raw));
     if (c->title == NULL)
         c->title = cg_xstrndup("Unknown Document", 16);
     if (c->content == NULL)
@@ -191,7 +208,8 @@ static void finish(cg_citation_t *c, const char *url_raw)
         cg_buf_puts(&key, c->chunk_id);
     }
     cg_buf_putc(&key, '\0');
-    c->key = key.p;
+    c->key = field(key.p);
+    field(c->filepath);
 }
 
 /* --- Azure On Your Data --------------------------------------------------- */
@@ -314,9 +332,9 @@ size_t cg_cites_from_azure(cg_cites_t *c, const cg_json_t *j, int context,
         }
         x->title = member(j, i, "title", CG_CITE_MAX_FIELD);
         x->content = member(j, i, "content", o->max_doc_bytes);
-        x->filepath = member(j, i, "filepath", CG_CITE_MAX_FIELD);
+        x->filepath = member(j, i, "filepath", SIZE_MAX); /* cut by finish() */
         x->chunk_id = member(j, i, "chunk_id", CG_CITE_MAX_FIELD);
-        char *url = member(j, i, "url", CG_CITE_MAX_FIELD);
+        char *url = member(j, i, "url", SIZE_MAX);
         finish(x, url);
         free(url);
     }
@@ -334,7 +352,7 @@ static int find_result(const cg_json_t *j, int results, const char *url)
         return -1;
     int n = j->tok[results].size;
     for (int k = 0, i = results + 1; k < n; k++, i = cg_json_skip(j, i)) {
-        char *u = member(j, i, "url", CG_CITE_MAX_FIELD);
+        char *u = member(j, i, "url", SIZE_MAX);
         bool eq = same(u, url);
         free(u);
         if (eq)
@@ -354,7 +372,7 @@ static void add_web(cg_cites_t *c, const cg_json_t *j, int result, const char *u
         x->title = member(j, result, "title", CG_CITE_MAX_FIELD);
         x->content = member(j, result, "snippet", o->max_doc_bytes);
         if (url == NULL)
-            url = rurl = member(j, result, "url", CG_CITE_MAX_FIELD);
+            url = rurl = member(j, result, "url", SIZE_MAX);
     }
     finish(x, url);
     free(rurl);
@@ -369,8 +387,6 @@ size_t cg_cites_from_web(cg_cites_t *c, const cg_json_t *j, int root, const cg_c
         int n = j->tok[urls].size;
         for (int k = 0, i = urls + 1; k < n; k++, i = cg_json_skip(j, i)) {
             char *url = cg_json_strdup_nonempty(j, i);
-            if (url && strlen(url) > CG_CITE_MAX_FIELD)
-                url[cg_utf8_cut(url, CG_CITE_MAX_FIELD)] = '\0';
             add_web(c, j, find_result(j, results, url), url, o);
             free(url);
         }
@@ -398,11 +414,11 @@ void cg_cites_add_source(cg_cites_t *c, unsigned id, const char *name, size_t na
     x->content = dup_cut(text, text_len, o->max_doc_bytes);
     char *url = NULL;
     if (name_len > 0) {
-        char *n = dup_cut(name, name_len, CG_CITE_MAX_FIELD);
+        char *n = cg_xstrndup(name, name_len);
         if (cg_url_is_absolute(n))
             url = n;
         else
-            x->title = n;
+            x->title = field(n);
     }
     finish(x, url);
     free(url);
@@ -423,7 +439,7 @@ const cg_citation_t *cg_cites_add(cg_cites_t *c, const cg_cite_in_t *in, const c
     if (in->title.n)
         x->title = dup_cut(in->title.p, in->title.n, CG_CITE_MAX_FIELD);
     x->content = dup_cut(in->content.p ? in->content.p : "", in->content.n, o->max_doc_bytes);
-    char *url = in->url.n ? dup_cut(in->url.p, in->url.n, CG_CITE_MAX_FIELD) : NULL;
+    char *url = in->url.n ? cg_xstrndup(in->url.p, in->url.n) : NULL;
     finish(x, url);
     free(url);
     if (in->key.n) {

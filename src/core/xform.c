@@ -326,15 +326,16 @@ static void learn_annotation(cg_xform_t *x, size_t choice, int ann)
     int obj = cg_json_get(j, ann, "url_citation");
     if (cg_json_type(j, obj) != JSMN_OBJECT)
         obj = ann;
-    cg_span_t url = member_span(j, obj, "url");
-    if (url.n > CG_CITE_MAX_FIELD)
-        url.n = cg_utf8_cut(url.p, CG_CITE_MAX_FIELD); /* as the table keeps it */
-    uint64_t h = hash_bytes(url.p, url.n);
-    if (url.n > 0 && annotated(x, url.p, url.n, h) == 0) {
+    cg_span_t url = member_span(j, obj, "url"), key = url;
+    if (key.n > CG_CITE_MAX_FIELD)
+        key.n = cg_utf8_cut(key.p, CG_CITE_MAX_FIELD); /* as the table keeps it */
+    uint64_t h = hash_bytes(key.p, key.n);
+    if (key.n > 0 && annotated(x, key.p, key.n, h) == 0) {
         cg_cite_in_t in = {0};
         in.title = member_span(j, obj, "title");
         in.content = member_span(j, obj, "content"); /* OpenRouter's snippet */
-        in.url = in.key = url;
+        in.url = url; /* whole: the table keeps no link it would have to cut */
+        in.key = key;
         in.id = (unsigned)x->cites.n + 1; /* in order of arrival */
         size_t i = x->cites.n;
         unsigned n = cg__xform_cite(x, &in);

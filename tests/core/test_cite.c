@@ -24,6 +24,42 @@ static void azure(cg_cites_t *c, const char *ctx_json)
     cg_json_free(&j);
 }
 
+/* A URL longer than a field keeps (CG_CITE_MAX_FIELD) makes no link: cut,
+ * it would point elsewhere. One that fits is kept whole; so is an absolute
+ * filepath used as the URL. Every source kind reads it the same way. */
+static void test_long_url_makes_no_link(void **state)
+{
+    (void)state;
+    for (size_t len = CG_CITE_MAX_FIELD - 1; len <= CG_CITE_MAX_FIELD + 1; len++) {
+        cg_buf_t url = {0}, ctx = {0};
+        cg_buf_puts(&url, "https://x.example/");
+        while (url.len < len)
+            cg_buf_putc(&url, 'u');
+        cg_buf_putc(&url, '\0');
+        bool whole = len <= CG_CITE_MAX_FIELD;
+        cg_buf_printf(&ctx, "{\"citations\":[{\"title\":\"T\",\"url\":\"%s\"},"
+                            "{\"title\":\"F\",\"filepath\":\"%s\"}]}", url.p, url.p);
+        cg_cites_t c;
+        azure(&c, ctx.p);
+        for (size_t i = 0; i < 2; i++) {
+            if (whole)
+                assert_string_equal(c.v[i].url, url.p);
+            else
+                assert_true(c.v[i].url == NULL && c.v[i].link == NULL);
+            assert_true(strlen(c.v[i].key) <= CG_CITE_MAX_FIELD);
+        }
+        assert_true(strlen(c.v[1].filepath) <= CG_CITE_MAX_FIELD);
+        cg_cites_free(&c);
+        cg_cites_t d = {0};
+        cg_cite_in_t in = {.id = 1, .title = cg_span("T", 1), .url = cg_span(url.p, len)};
+        const cg_citation_t *got = cg_cites_add(&d, &in, &opts);
+        assert_true(whole ? got->url != NULL : got->url == NULL);
+        cg_cites_free(&d);
+        cg_buf_free(&url);
+        cg_buf_free(&ctx);
+    }
+}
+
 static void test_title_fallback(void **state)
 {
     (void)state;
@@ -219,6 +255,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_title_fallback),
+        cmocka_unit_test(test_long_url_makes_no_link),
         cmocka_unit_test(test_urls_and_keys),
         cmocka_unit_test(test_link_is_json_escaped),
         cmocka_unit_test(test_scores),
