@@ -119,37 +119,19 @@ static void run_profile(const char *name)
     }
 }
 
-static void test_openwebui(void **state)
+/* Each case's state is the name of its profile. */
+static void test_profile(void **state)
 {
-    (void)state;
-    run_profile("openwebui");
-}
-
-static void test_markdown(void **state)
-{
-    (void)state;
-    run_profile("markdown");
-}
-
-static void test_webchat(void **state)
-{
-    (void)state;
-    run_profile("webchat");
-}
-
-static void test_openai(void **state)
-{
-    (void)state;
-    run_profile("openai");
+    run_profile(*state);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_openwebui),
-        cmocka_unit_test(test_markdown),
-        cmocka_unit_test(test_webchat),
-        cmocka_unit_test(test_openai),
+        cmocka_unit_test_prestate(test_profile, "openwebui"),
+        cmocka_unit_test_prestate(test_profile, "markdown"),
+        cmocka_unit_test_prestate(test_profile, "webchat"),
+        cmocka_unit_test_prestate(test_profile, "openai"),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
