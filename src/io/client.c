@@ -98,26 +98,45 @@ static void on_closed(cg_conn_t *conn)
 static const cg_conn_ops_t conn_ops = {
     .read = on_read, .ready = on_ready, .drain = on_drain, .closed = on_closed};
 
-static void accept_one(cg_worker_t *w, uv_stream_t *server)
+/* A new client, counted and listed; its connection is set up next. */
+static cg_client_t *client_new(cg_worker_t *w, bool admin)
 {
     cg_client_t *c = cg_xcalloc(1, sizeof(*c));
     c->w = w;
-    c->admin = server == (uv_stream_t *)&w->admin;
+    c->admin = admin;
     if (!c->admin) {
         w->nserving++;
         cg_metrics->client_connections++;
     }
-    c->deadline = uv_now(w->loop) + w->cfg->request_timeout_ms;
+    c->deadline = cg_now_ms(w) + w->cfg->request_timeout_ms;
     c->next = w->clients;
     if (w->clients)
         w->clients->prev = c;
     w->clients = c;
     w->nclients++;
-    bool tls = !c->admin && w->srv_tls;
-    if (cg_conn_accept(&c->conn, server, tls ? w->srv_tls : NULL, &conn_ops, c) != CG_OK)
-        return; /* closing; freed in on_closed */
-    if (c->admin)
+    return c;
+}
+
+/* The connection is set up (err: or failed, and is closing): admin paths
+ * speak HTTP/1.1 only, others wait for their first bytes. */
+static void client_start(cg_client_t *c, cg_err_t err)
+{
+    if (err == CG_OK && c->admin)
         choose(c, &cg_h1_proto);
+}
+
+static void accept_one(cg_worker_t *w, uv_stream_t *server)
+{
+    cg_client_t *c = client_new(w, server == (uv_stream_t *)&w->admin);
+    struct cg_tls_conf *tls = c->admin ? NULL : w->srv_tls;
+    client_start(c, cg_conn_accept(&c->conn, server, tls, &conn_ops, c));
+}
+
+cg_client_t *cg_client_adopt(cg_worker_t *w, int fd, struct cg_tls_conf *tls, bool admin)
+{
+    cg_client_t *c = client_new(w, admin);
+    client_start(c, cg_conn_adopt(&c->conn, w->loop, fd, tls, &conn_ops, c));
+    return c;
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -141,7 +160,7 @@ static void on_connection(uv_stream_t *server, int status)
 static void on_sweep(uv_timer_t *t)
 {
     cg_worker_t *w = t->data;
-    uint64_t now = uv_now(w->loop);
+    uint64_t now = cg_now_ms(w);
     for (cg_client_t *c = w->clients; c; c = c->next) {
         if (c->deadline == 0 || now < c->deadline || uv_is_closing((uv_handle_t *)&c->conn.tcp))
             continue;

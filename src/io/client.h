@@ -73,13 +73,19 @@ extern const cg_proto_t cg_h2_proto;
 
 /* Listens on addr (SO_REUSEPORT); admin listeners serve the admin paths. */
 int cg_client_listen(cg_worker_t *w, uv_tcp_t *h, const char *addr);
+/* Serves fd, a connected socket, as a client of the listener (TLS with
+ * tls when not NULL) or of the admin listener: what accepting does, for a
+ * socket that did not come from a listener. The tests and fuzzers drive the
+ * real protocols through it over a socketpair. The client is freed when its
+ * connection closes; the pointer is valid until then. */
+cg_client_t *cg_client_adopt(cg_worker_t *w, int fd, struct cg_tls_conf *tls, bool admin);
 /* Starts the sweep that closes connections past their request deadline. */
 void cg_client_sweep_start(cg_worker_t *w);
 /* The connection waits for a request from now on (or, with false, not).
  * Inline: the protocol handlers call it, and client.c calls them. */
 static inline void cg_client_expect_request(cg_client_t *c, bool expect)
 {
-    c->deadline = expect ? uv_now(c->w->loop) + c->w->cfg->request_timeout_ms : 0;
+    c->deadline = expect ? cg_now_ms(c->w) + c->w->cfg->request_timeout_ms : 0;
 }
 void cg_client_drain(cg_client_t *c);
 void cg_client_shutdown(cg_client_t *c);

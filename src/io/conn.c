@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct wreq {
     uv_write_t req;
@@ -273,21 +274,39 @@ static cg_err_t start_tls(cg_conn_t *c, struct cg_tls_conf *conf, const char *sn
     return CG_OK;
 }
 
-cg_err_t cg_conn_accept(cg_conn_t *c, uv_stream_t *server, struct cg_tls_conf *conf,
-                        const cg_conn_ops_t *ops, void *owner)
+/* An accepted (or adopted) socket is in the handle: TLS, then reading. */
+static cg_err_t serve_accepted(cg_conn_t *c, cg_err_t err, struct cg_tls_conf *conf)
 {
-    init(c, server->loop, ops, owner);
-    cg_err_t err = uv_accept(server, (uv_stream_t *)&c->tcp) == 0 ? CG_OK : CG_E_RESET;
     if (err == CG_OK && conf)
         err = start_tls(c, conf, NULL);
     if (err != CG_OK) {
         cg_conn_close(c, err);
         return err;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
+    uv_tcp_nodelay(&c->tcp, 1); /* fails harmlessly on a socketpair */
     c->ready = conf == NULL;
     cg_conn_read_start(c);
     return CG_OK;
+}
+
+cg_err_t cg_conn_accept(cg_conn_t *c, uv_stream_t *server, struct cg_tls_conf *conf,
+                        const cg_conn_ops_t *ops, void *owner)
+{
+    init(c, server->loop, ops, owner);
+    cg_err_t err = uv_accept(server, (uv_stream_t *)&c->tcp) == 0 ? CG_OK : CG_E_RESET;
+    return serve_accepted(c, err, conf);
+}
+
+cg_err_t cg_conn_adopt(cg_conn_t *c, uv_loop_t *loop, int fd, struct cg_tls_conf *conf,
+                       const cg_conn_ops_t *ops, void *owner)
+{
+    init(c, loop, ops, owner);
+    cg_err_t err = CG_OK;
+    if (uv_tcp_open(&c->tcp, fd) != 0) {
+        close(fd); /* the handle did not take it */
+        err = CG_E_RESET;
+    }
+    return serve_accepted(c, err, conf);
 }
 
 static void on_connect(uv_connect_t *req, int status)

@@ -59,6 +59,12 @@ struct cg_conn {
  * will run. */
 cg_err_t cg_conn_accept(cg_conn_t *c, uv_stream_t *server, struct cg_tls_conf *conf,
                         const cg_conn_ops_t *ops, void *owner);
+/* Serves fd, a connected stream socket, as if it had been accepted: the
+ * seam through which the tests and fuzzers hand the shell one end of a
+ * socketpair (h2o's fuzz drivers do the same). The connection owns fd from
+ * now on, even when it fails. */
+cg_err_t cg_conn_adopt(cg_conn_t *c, uv_loop_t *loop, int fd, struct cg_tls_conf *conf,
+                       const cg_conn_ops_t *ops, void *owner);
 /* Connects to addr (TLS with server name sni when conf is not NULL):
  * `ready` when usable, else `closed` with the reason. */
 void cg_conn_connect(cg_conn_t *c, uv_loop_t *loop, const struct sockaddr *addr,

@@ -403,7 +403,7 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
         !(hd->type == NGHTTP2_DATA && (hd->length > 0 || (hd->flags & NGHTTP2_FLAG_END_STREAM)));
     if (!control)
         return 0;
-    uint64_t now = uv_now(h->c->w->loop);
+    uint64_t now = cg_now_ms(h->c->w);
     h->budget += (double)(now - h->budget_at) * FLOOD_RATE / 1000.0;
     if (h->budget > FLOOD_BURST)
         h->budget = FLOOD_BURST;
@@ -481,7 +481,7 @@ static void h2_start(cg_client_t *c)
     h->c = c;
     c->h2 = h;
     h->budget = FLOOD_BURST;
-    h->budget_at = uv_now(c->w->loop);
+    h->budget_at = cg_now_ms(c->w);
     if (nghttp2_session_server_new2(&h->s, callbacks(), h, options()) != 0) {
         h->s = NULL;
         cg_conn_close(&c->conn, CG_E_PROTOCOL);

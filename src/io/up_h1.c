@@ -75,7 +75,7 @@ static void idle_push(h1conn_t *u)
 {
     h1pool_t *p = u->pool;
     u->idle = true;
-    u->idle_since = uv_now(p->base.w->loop);
+    u->idle_since = cg_now_ms(p->base.w);
     u->prev = NULL;
     u->next = p->idle;
     if (p->idle)
@@ -385,7 +385,7 @@ static void pause_ex(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
 static void on_sweep(uv_timer_t *t)
 {
     h1pool_t *p = t->data;
-    uint64_t now = uv_now(t->loop);
+    uint64_t now = cg_now_ms(p->base.w);
     h1conn_t *u = p->idle;
     while (u && u->next)
         u = u->next;

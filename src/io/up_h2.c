@@ -473,7 +473,7 @@ static void connect_new(h2pool_t *p)
         p->conns->prev = u;
     p->conns = u;
     p->nconns++;
-    u->t_open = u->t_active = uv_now(w->loop);
+    u->t_open = u->t_active = cg_now_ms(w);
     const cg_upstream_target_t *t = p->base.target;
     cg_conn_connect(&u->conn, w->loop, (const struct sockaddr *)&t->addr, t->tls, t->sni,
                     &conn_ops, u);
@@ -586,7 +586,7 @@ static void sweep_one(h2conn_t *u, uint64_t now)
 static void on_sweep(uv_timer_t *t)
 {
     h2pool_t *p = t->data;
-    uint64_t now = uv_now(t->loop);
+    uint64_t now = cg_now_ms(p->base.w);
     for (h2conn_t *u = p->conns; u; u = u->next)
         sweep_one(u, now);
 }

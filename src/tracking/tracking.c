@@ -429,7 +429,7 @@ static void on_poll(uv_timer_t *h)
             answer(w, tq, NULL);
         free_query(t, tq);
     }
-    uint64_t now = uv_now(w->loop);
+    uint64_t now = cg_now_ms(w);
     for (cg_track_query_t *tq = t->out, *next; tq; tq = next) {
         next = tq->next;
         if (tq->call && now >= tq->embed_due)
@@ -462,7 +462,7 @@ static cg_track_query_t *new_query(cg_worker_t *w, bool stats, const char *q, in
     tq->job.k = k;
     tq->cb = cb;
     tq->ctx = ctx;
-    tq->due = uv_now(w->loop) + CG_TRACKING_QUERY_ANSWER_MS;
+    tq->due = cg_now_ms(w) + CG_TRACKING_QUERY_ANSWER_MS;
     return tq;
 }
 
@@ -585,7 +585,7 @@ cg_track_query_t *cg_tracking_patterns(cg_worker_t *w, const char *q, int k,
         tq = new_query(w, false, q, k, cb, ctx);
         tq->call = cg_embed_ask(t->embed, q, n, keys, true, on_query_vector, tq);
         if (tq->call) {
-            tq->embed_due = uv_now(w->loop) + CG_TRACKING_EMBED_WAIT_MS;
+            tq->embed_due = cg_now_ms(w) + CG_TRACKING_EMBED_WAIT_MS;
             link_query(w, tq);
             return tq;
         }
