@@ -432,6 +432,13 @@ void cg_exchange_run(cg_exchange_t *ex)
         respond_error(ex, 503, "server_error", "draining", "citegate is shutting down");
         return;
     }
+    if (m->method == HTTP_CONNECT) {
+        /* A tunnel is a forward proxy's business; forwarded, it could open
+         * one through the upstream (RFC 9110 §9.3.6). */
+        respond_error(ex, 501, "invalid_request_error", "not_implemented",
+                      "CONNECT is not supported");
+        return;
+    }
     if (url.n == 0 || url.p[0] != '/') {
         respond_error(ex, 400, "invalid_request_error", "bad_request",
                       "request target must be a path");

@@ -467,11 +467,27 @@ static void note_before(cg_h1_t *h, const char *data, size_t n)
         h->before = data[n - 1];
 }
 
+/* llhttp stops after a CONNECT or an Upgrade request, for the caller to
+ * switch protocols. citegate never switches (it answers CONNECT with an
+ * error and forwards Upgrade as a plain request without it), so the
+ * connection stays HTTP/1.1 (RFC 9110 §7.8, §9.3.6) and parsing goes on. */
+static enum llhttp_errno execute(cg_h1_t *h, const char *data, size_t n)
+{
+    enum llhttp_errno err = llhttp_execute(&h->parser, data, n);
+    while (err == HPE_PAUSED_UPGRADE) {
+        const char *at = llhttp_get_error_pos(&h->parser);
+        size_t used = at ? (size_t)(at - data) : n;
+        llhttp_resume_after_upgrade(&h->parser);
+        err = llhttp_execute(&h->parser, data + used, n - used);
+    }
+    return err;
+}
+
 static void parse(cg_client_t *c, const char *data, size_t n)
 {
     cg_h1_t *h = h1_of(c);
     h->in = data;
-    enum llhttp_errno err = llhttp_execute(&h->parser, data, n);
+    enum llhttp_errno err = execute(h, data, n);
     note_before(h, data, n);
     if (err == HPE_OK)
         return;

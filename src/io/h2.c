@@ -351,7 +351,8 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
 static void dispatch(cg_h2conn_t *h, cg_h2stream_t *st)
 {
     int method = st->msg.method;
-    bool bad = st->reject || method < 0 || st->msg.url.len == 0;
+    /* CONNECT has no :path (RFC 9113 §8.5): the exchange refuses it. */
+    bool bad = st->reject || method < 0 || (st->msg.url.len == 0 && method != HTTP_CONNECT);
     int status = st->reject ? st->reject : 400;
     if (status == 431 && ++h->n431 >= MAX_431)
         calm(h, "too many requests answered 431");

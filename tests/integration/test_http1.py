@@ -706,6 +706,36 @@ class PassThroughPlain(CitegateCase):
         self.assertEqual(json.loads(b2)["path"], "/echo")
 
 
+    def test_connect_refused_and_connection_stays_http(self):
+        """CONNECT opens no tunnel (501, nothing upstream), whatever its target's form; a
+        non-2xx answer leaves the connection HTTP/1.1 (RFC 9110 §9.3.6), so the request
+        behind it is served."""
+        for target in (b"upstream:443", b"http://upstream:443"):
+            with self.subTest(target=target):
+                self.mock.reset()
+                raw = pipelined(self.cg.port, [
+                    b"CONNECT %s HTTP/1.1\r\nHost: upstream:443\r\n\r\n" % target,
+                    b"GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"])
+                (l1, _, b1), (l2, _, b2) = split_responses(raw, ["CONNECT", "GET"])
+                self.assertEqual(l1, "HTTP/1.1 501 Not Implemented", raw[:400])
+                self.assertIn("CONNECT", error_message(b1))
+                self.assertEqual(l2, "HTTP/1.1 200 OK", raw[:600])
+                self.assertEqual(json.loads(b2)["path"], "/echo")
+                self.assertEqual([r["method"] for r in self.mock.requests()], ["GET"])
+
+    def test_upgrade_is_served_as_plain_http(self):
+        """citegate switches to no other protocol: an Upgrade request is forwarded without
+        Upgrade (hop-by-hop) and the connection goes on as HTTP/1.1 (RFC 9110 §7.8)."""
+        raw = pipelined(self.cg.port, [
+            b"GET /echo/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+            b"GET /echo/next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"])
+        (l1, _, b1), (l2, _, b2) = split_responses(raw, ["GET", "GET"])
+        self.assertEqual((l1, l2), ("HTTP/1.1 200 OK", "HTTP/1.1 200 OK"), raw[:600])
+        e = json.loads(b1)
+        self.assertEqual(e["path"], "/echo/ws")
+        self.assertNotIn("upgrade", [k.lower() for k, _ in e["headers"]])
+        self.assertEqual(json.loads(b2)["path"], "/echo/next")
+
 class AdminPlain(CitegateCase):
     def test_healthz_readyz(self):
         self.assertEqual(self.cg.admin("GET", "/healthz")[0], 200)
