@@ -287,6 +287,17 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
     return 0;
 }
 
+/* RFC 9110 §5.1: a field name is a token, never empty. llhttp hands an
+ * empty one on (a line that starts with ':'), which would go upstream as
+ * a line another parser may read otherwise. */
+static bool names_valid(const cg_hdrs_t *h)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (cg_hdr_name(h, i).n == 0)
+            return false;
+    return true;
+}
+
 /* RFC 9112 §3.2: an HTTP/1.1 request carries exactly one Host. */
 static bool one_host(const cg_hdrs_t *h)
 {
@@ -386,6 +397,8 @@ static int on_headers_complete(llhttp_t *p)
     cg_reqmsg_t *m = &c->h1.msg;
     cg_client_expect_request(c, false);
     m->http10 = p->http_major == 1 && p->http_minor == 0;
+    if (!names_valid(&m->hdrs))
+        return refuse(p, 400, "a header field has an empty name");
     if (p->http_minor >= 1 && !one_host(&m->hdrs))
         return refuse(p, 400, "an HTTP/1.1 request needs exactly one Host header");
     cg_span_t host = cg_hdrs_get(&m->hdrs, "host");

@@ -24,6 +24,9 @@ int cg_hdrs_on_field(cg_hdrs_t *h, const char *p, size_t n)
     if (h->buf.len + n > CG_MAX_HEADER_BYTES)
         return -1;
     if (h->n == 0 || h->in_value) {
+        /* The buffer exists once there is a field, even one of empty name
+         * and value: offsets into it are then always into memory. */
+        cg_buf_reserve(&h->buf, 1);
         h->v = cg_grow(h->v, h->n, &h->cap, 16, sizeof(cg_hdr_t));
         h->v[h->n++] = (cg_hdr_t){h->buf.len, 0, 0, 0};
         h->in_value = false;

@@ -736,6 +736,16 @@ class PassThroughPlain(CitegateCase):
         self.assertNotIn("upgrade", [k.lower() for k, _ in e["headers"]])
         self.assertEqual(json.loads(b2)["path"], "/echo/next")
 
+    def test_empty_field_name_400(self):
+        """RFC 9110 §5.1: a field name is a token. A line starting with ':' has an empty
+        one; forwarded, another parser could read it otherwise: 400, nothing upstream."""
+        line, body = self.raw_exchange(b"GET /echo HTTP/1.1\r\nHost: x\r\n: smuggled\r\n"
+                                       b"Connection: close\r\n\r\n")
+        self.assertEqual(line, "HTTP/1.1 400 Bad Request", body[:300])
+        self.assertIn("empty name", error_message(body))
+        self.assertEqual(self.mock.requests(), [])
+
+
 class AdminPlain(CitegateCase):
     def test_healthz_readyz(self):
         self.assertEqual(self.cg.admin("GET", "/healthz")[0], 200)
