@@ -1,0 +1,217 @@
+/*
+ * What the two upstream drivers (fuzz_up_h1, fuzz_up_h2) share: the client
+ * side. A fixed, valid client speaks HTTP/1.1 to the shell through a
+ * socketpair; its requests and the checks of what it reads are the same
+ * whatever protocol the fuzzed upstream speaks.
+ *
+ * Byte 2 of both drivers' inputs picks the client side:
+ *   bits 0-2: the profile (openwebui, openai, webchat, markdown, structured,
+ *             off, and openwebui twice more)
+ *   bit 3: the client asks for a stream       bit 4: a forwarded path instead
+ *   bit 5: the client leaves at the end       bit 6: a second, pipelined request
+ *   bit 7: the upstream URL has a base path
+ */
+#ifndef CG_FUZZ_UP_H
+#define CG_FUZZ_UP_H
+
+#include "fuzz_shell.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define UP_MAX_CONNS 6
+
+typedef struct up_client {
+    fs_peer_t client;
+    fs_peer_t ups[UP_MAX_CONNS]; /* the connections the pool opened */
+    size_t nups;
+    uint8_t flags; /* byte 2 */
+    bool chat, stream, off, translates;
+    const uint8_t *in; /* the upstream's bytes, for lines forwarded verbatim */
+    size_t len;
+    /* The upstream's first final answer, as the driver framed it: status 0
+     * when it is not whole (or citegate cannot relay it). */
+    int up_status;
+    cg_buf_t up_body;
+    bool in_flight; /* the answer had not ended when the teardown began */
+} up_client_t;
+
+static int up_listener = -1;
+static cg_upstream_target_t up_target;
+
+/* A loopback listener standing for the upstream, made once. */
+static void up_listen(void)
+{
+    if (up_listener >= 0)
+        return;
+    up_listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    FZ_CHECK(up_listener >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    FZ_CHECK(bind(up_listener, (struct sockaddr *)&a, len) == 0 && listen(up_listener, 64) == 0);
+    FZ_CHECK(getsockname(up_listener, (struct sockaddr *)&a, &len) == 0);
+    strcpy(up_target.url.host, "127.0.0.1");
+    up_target.url.port = ntohs(a.sin_port);
+    snprintf(up_target.url.authority, sizeof(up_target.url.authority), "127.0.0.1:%d",
+             up_target.url.port);
+    memcpy(&up_target.addr, &a, sizeof(a));
+}
+
+/* Takes the connections the pool opened: fs_settle's busy(). */
+static bool up_accept(void *arg)
+{
+    up_client_t *u = arg;
+    bool took = false;
+    int fd;
+    while ((fd = accept4(up_listener, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+        if (u->nups == UP_MAX_CONNS) {
+            close(fd);
+            continue;
+        }
+        fs_watch(&u->ups[u->nups++], fd);
+        took = true;
+    }
+    return took;
+}
+
+/* The connection the upstream's bytes go to: the newest still open. */
+static fs_peer_t *up_current(up_client_t *u)
+{
+    for (size_t i = u->nups; i-- > 0;)
+        if (u->ups[i].fd >= 0 && !u->ups[i].eof)
+            return &u->ups[i];
+    return NULL;
+}
+
+/* Closes with RST rather than FIN: no TIME_WAIT piles up on loopback. */
+static void up_reset(fs_peer_t *p)
+{
+    if (p->fd < 0)
+        return;
+    struct linger l = {1, 0};
+    setsockopt(p->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    fs_close(p);
+}
+
+static void up_client_init(up_client_t *u, uint8_t flags, const fs_opts_t *o, const uint8_t *in,
+                           size_t len)
+{
+    static const char *const profiles[] = {"openwebui", "openai", "webchat", "markdown",
+                                           "structured", "off", "openwebui", "openwebui"};
+    memset(u, 0, sizeof(*u));
+    u->flags = flags;
+    u->chat = !(flags & 0x10);
+    u->stream = flags & 8;
+    u->off = (flags & 7) == 5;
+    u->translates = o->dialect != CG_DIALECT_OPENAI;
+    u->in = in;
+    u->len = len;
+    strcpy(up_target.url.base, (flags & 0x80) ? "/base" : "");
+    fs_client(&u->client, false);
+    cg_buf_t r = {0};
+    for (int i = 0; i < ((flags & 0x40) ? 2 : 1); i++) {
+        if (!u->chat) {
+            cg_buf_puts(&r, "GET /v1/models?x=1 HTTP/1.1\r\nHost: citegate\r\n\r\n");
+            continue;
+        }
+        char body[256];
+        int n = snprintf(body, sizeof(body),
+                         "{\"model\":\"m\",\"stream\":%s,\"messages\":[{\"role\":\"system\","
+                         "\"content\":\"be brief\"},{\"role\":\"user\",\"content\":\"How do I "
+                         "charge the X100?\"}]}",
+                         u->stream ? "true" : "false");
+        cg_buf_printf(&r,
+                      "POST /v1/chat/completions HTTP/1.1\r\nHost: citegate\r\nContent-Type: "
+                      "application/json\r\nAuthorization: Bearer sk-test\r\nX-Citegate-Profile: "
+                      "%s\r\nContent-Length: %d\r\n\r\n%s",
+                      profiles[flags & 7], n, body);
+    }
+    fs_write(&u->client, r.p, r.len);
+    cg_buf_free(&r);
+}
+
+/* A stream citegate transforms (SPEC §6-6a): it always ends with [DONE] or
+ * the error event. */
+static bool up_transformed(const up_client_t *u, const fs_answer_t *a)
+{
+    return u->chat && a->status == 200 && a->sse && !a->encoded && (!u->off || u->translates);
+}
+
+/* A body citegate rewrites (non-streaming, on a chat route). */
+static bool up_rewritten(const up_client_t *u, const fs_answer_t *a)
+{
+    return u->chat && a->status == 200 && !a->sse && !a->encoded && (!u->off || u->translates);
+}
+
+static void up_on_answer(void *arg, size_t i, fs_answer_t *a)
+{
+    up_client_t *u = arg;
+    if (up_transformed(u, a)) {
+        /* It ends with [DONE], or with the error event and nothing after;
+         * what an upstream sends after its [DONE] still passes, rewritten. */
+        bool done;
+        cg_span_t last = fs_check_sse(a, u->in, u->len, false, false, &done);
+        FZ_CHECK(done || (last.n && memmem(last.p, last.n, "\"error\"", 7)));
+        return;
+    }
+    /* Forwarded as is: the upstream's body, byte for byte. */
+    if (i == 0 && !up_rewritten(u, a) && u->up_status && a->status == u->up_status) {
+        FZ_CHECK(a->body.len == u->up_body.len);
+        FZ_CHECK(a->body.len == 0 || memcmp(a->body.p, u->up_body.p, a->body.len) == 0);
+    }
+}
+
+/* The end of the input as the upstream drivers see it: the client may
+ * leave; then the upstream ends its side (EOF or RST), or the worker drains,
+ * or time runs out (fs_end). */
+static void up_end(up_client_t *u, const fs_opts_t *o)
+{
+    if (u->flags & 0x20) {
+        fs_close(&u->client);
+        fs_settle(up_accept, u);
+    }
+    fs_peer_t *up = up_current(u);
+    if (o->end == FS_END_EOF || o->end == FS_END_CLOSE) {
+        if (up && o->end == FS_END_EOF)
+            fs_shutdown(up);
+        else if (up)
+            up_reset(up);
+        fs_settle(up_accept, u);
+        u->in_flight = fs_w.active > 0;
+        return;
+    }
+    fs_end(&u->client, o, up_accept, u);
+    u->in_flight = fs_w.active > 0;
+}
+
+/* After the teardown: the client read a strict sequence of HTTP/1.1
+ * answers, checked one by one; one is cut only when the client left, when
+ * it was still going when the teardown closed the client, or when the
+ * upstream broke off one that citegate forwards as is. */
+static void up_check_client(up_client_t *u)
+{
+    if (getenv("FS_DEBUG"))
+        fwrite(u->client.got.p, 1, u->client.got.len, stderr);
+    static const bool head[2] = {false, false};
+    fs_h1_reader_t rd;
+    fs_h1_reader_init(&rd, head, 2, up_on_answer, u);
+    fs_h1_reader_feed(&rd, u->client.got.p, u->client.got.len);
+    bool whole = fs_h1_reader_finish(&rd);
+    FZ_CHECK(!rd.broken);
+    bool cut_ok = (u->flags & 0x20) || u->in_flight ||
+                  (rd.cur.status != 0 && !up_transformed(u, &rd.cur));
+    FZ_CHECK(whole || cut_ok);
+    fs_h1_reader_free(&rd);
+}
+
+static void up_client_free(up_client_t *u)
+{
+    cg_buf_free(&u->client.got);
+    for (size_t i = 0; i < u->nups; i++)
+        cg_buf_free(&u->ups[i].got);
+    cg_buf_free(&u->up_body);
+}
+
+#endif
