@@ -7,8 +7,8 @@ FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS       ?=
 
-# Libraries and tools the build needs, and those the tests add (see README
-# "Dependencies"). `make build` and `make run` install the first list only.
+# Libraries and tools the build needs, and those the tests add (see
+# docs/dependencies.md). `make build` and `make run` install the first list only.
 BUILD_PACKAGES := build-essential cmake pkg-config python3 ca-certificates \
             libuv1-dev libnghttp2-dev libmbedtls-dev node-llhttp libjsmn-dev \
             libsqlite3-dev libpq-dev libcmocka-dev

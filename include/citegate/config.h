@@ -1,7 +1,8 @@
 /*
  * Configuration: SPEC §2-3. Every setting has an environment variable and
- * most have a flag; a flag wins over its variable. Validation names the
- * variable and the problem in one line.
+ * some have a flag; a flag wins over its variable. Validation names the
+ * variable and the problem in one line. One table in config.c describes
+ * every setting, for the parser, the flags and --help alike.
  */
 #ifndef CITEGATE_CONFIG_H
 #define CITEGATE_CONFIG_H
@@ -48,7 +49,7 @@ typedef struct cg_config {
     bool semantic_memory;
     char *memory_db_path;
     unsigned prune_age_days;
-    char *tracking_dsn; /* postgresql://… shared by every replica; NULL: SQLite */
+    char *tracking_dsn;       /* postgresql://… shared by every replica; NULL: SQLite */
     char *embeddings_model;   /* NULL: lexical recall only */
     char *embeddings_url;     /* NULL: {upstream}/v1/embeddings */
     char *embeddings_api_key; /* NULL: the tracked (or admin) request's own key */
@@ -81,6 +82,16 @@ bool cg_dsn_is_postgres(const char *s);
 /* Appends dsn with its password (in the user info or a password= parameter)
  * replaced by ***, for logs and messages; anything but a URI is all ***. */
 void cg_dsn_redact(const char *dsn, cg_buf_t *out);
+
+/* The variable that the flag flag[0..n) sets (the daemon's flags, or with
+ * filter those of `citegate filter`), or NULL when no variable has it. */
+const char *cg_config_flag_var(const char *flag, size_t n, bool filter);
+/* The i-th variable of the settings table, or NULL past its end. */
+const char *cg_config_var_name(size_t i);
+/* Appends the settings part of --help: per variable its flags, default,
+ * accepted values and one line of meaning (docs/configuration.md has the
+ * same names, flags, defaults and values). */
+void cg_config_help(cg_buf_t *out);
 
 /* The transformer settings of this configuration. */
 void cg_config_xform(const cg_config_t *c, cg_xform_cfg_t *x);

@@ -92,14 +92,6 @@ static int supervise(const cg_config_t *cfg, char *ds)
 
 /* --- command line ------------------------------------------------------------------ */
 
-static const struct {
-    const char *flag, *var;
-} flags[] = {
-    {"--listen", "CITEGATE_LISTEN"},     {"--admin-listen", "CITEGATE_ADMIN_LISTEN"},
-    {"--upstream", "CITEGATE_UPSTREAM"}, {"--workers", "CITEGATE_WORKERS"},
-    {"--profile", "CITEGATE_PROFILE"},
-};
-
 /* The flags' values into out[0..*n) (room for argc), --demo and --check. */
 static int parse_args(int argc, char **argv, cg_config_flag_t *out, size_t *n, bool *demo,
                       bool *check, char *err, size_t el)
@@ -114,22 +106,18 @@ static int parse_args(int argc, char **argv, cg_config_flag_t *out, size_t *n, b
             *check = true;
             continue;
         }
-        size_t k;
-        for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++) {
-            size_t fl = strlen(flags[k].flag);
-            if (strncmp(a, flags[k].flag, fl) == 0 && (a[fl] == '\0' || a[fl] == '='))
-                break;
-        }
-        if (k == sizeof(flags) / sizeof(flags[0])) {
+        size_t fl = strcspn(a, "=");
+        const char *var = cg_config_flag_var(a, fl, false);
+        if (var == NULL) {
             snprintf(err, el, "unknown argument '%s' (see --help)", a);
             return -1;
         }
-        const char *value = strchr(a, '=') ? strchr(a, '=') + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        const char *value = a[fl] == '=' ? a + fl + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (value == NULL) {
-            snprintf(err, el, "%s needs a value", flags[k].flag);
+            snprintf(err, el, "%.*s needs a value", (int)fl, a);
             return -1;
         }
-        out[(*n)++] = (cg_config_flag_t){flags[k].var, value};
+        out[(*n)++] = (cg_config_flag_t){var, value};
     }
     return 0;
 }

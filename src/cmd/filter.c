@@ -67,8 +67,8 @@ static int translate_request(cg_dialect_t d, const cg_buf_t *body, const cg_requ
                              cg_dialect_req_t *dreq)
 {
     cg_dialect_err_t e;
-    if (cg_dialect_request(d, body->p ? body->p : "", body->len, req, cg_span(NULL, 0), dreq,
-                           &e) == 0)
+    if (cg_dialect_request(d, body->p ? body->p : "", body->len, req, cg_span(NULL, 0), dreq, &e) ==
+        0)
         return 0;
     fprintf(stderr, "citegate filter: --request: %s\n", e.message);
     return -1;
@@ -135,19 +135,15 @@ typedef struct filter_args {
 static int parse_filter_args(int argc, char **argv, filter_args_t *a)
 {
     for (int i = 1; i < argc; i++) {
-        const char *var = NULL;
-        if (strcmp(argv[i], "--profile") == 0)
-            var = "CITEGATE_PROFILE";
-        else if (strcmp(argv[i], "--ref-style") == 0)
-            var = "CITEGATE_REF_STYLE";
-        else if (strcmp(argv[i], "--dialect") == 0)
-            var = "CITEGATE_UPSTREAM_DIALECT";
-        else if (strcmp(argv[i], "--request") == 0 || strcmp(argv[i], "--created") == 0)
+        /* A flag of the settings table names its variable; --request and
+         * --created set none (""). */
+        const char *var = cg_config_flag_var(argv[i], strlen(argv[i]), true);
+        if (var == NULL && (strcmp(argv[i], "--request") == 0 || strcmp(argv[i], "--created") == 0))
             var = "";
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+        else if (var == NULL && (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)) {
             usage(stdout);
             return 1;
-        } else {
+        } else if (var == NULL) {
             fprintf(stderr, "citegate filter: unknown argument '%s'\n", argv[i]);
             usage(stderr);
             return -1;

@@ -7,15 +7,35 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The flags that set no variable; those that do are in the settings table
+ * (src/core/config.c), which prints itself. */
+static const struct {
+    const char *flag, *help;
+} plain_flags[] = {
+    {"--demo", "serve the embedded demo upstream, even when an upstream is set"},
+    {"--check", "validate the configuration, print the problem, exit 0 (valid) or 2"},
+    {"--version", "print the version and exit"},
+    {"--help, -h", "print this text and exit"},
+    {"filter --request FILE", "the client's request body (<source> tags, tool outputs)"},
+    {"filter --created SECONDS", "`created` of the chunks a dialect view writes (default: now)"},
+    {"filter --help, -h", "print the filter's usage and exit"},
+};
+
 static void usage(FILE *f)
 {
     fputs("usage: citegate [--listen ADDR:PORT] [--admin-listen ADDR:PORT] [--upstream URL]\n"
           "                [--workers N] [--profile NAME] [--demo] [--check] [--version] [--help]\n"
-          "       citegate filter [--profile NAME] [--ref-style STYLE] [--request FILE]\n"
-          "                < upstream-body > client-body\n",
+          "       citegate filter [--profile NAME] [--ref-style STYLE] [--dialect NAME]\n"
+          "                [--request FILE] [--created SECONDS] < upstream-body > client-body\n",
           f);
     /* From the registry, so the list cannot fall behind it. */
-    fprintf(f, "profiles: %s\n", cg_profile_list());
+    fprintf(f, "profiles: %s\n\nflags that set no variable:\n", cg_profile_list());
+    for (size_t i = 0; i < sizeof(plain_flags) / sizeof(plain_flags[0]); i++)
+        fprintf(f, "  %-26s%s\n", plain_flags[i].flag, plain_flags[i].help);
+    cg_buf_t b = {0};
+    cg_config_help(&b);
+    fprintf(f, "\n%.*s", (int)b.len, b.p);
+    cg_buf_free(&b);
 }
 
 int main(int argc, char **argv)

@@ -29,9 +29,13 @@ typedef struct var {
     const char *name;
     vtype_t type;
     size_t off;
-    const char *def;
-    unsigned long min, max; /* numeric range */
+    const char *def;          /* NULL: unset */
+    unsigned long min, max;   /* numeric range */
     const char *const *names; /* T_ENUM: accepted words, in enum order */
+    const char *flag;         /* the daemon's flag that sets it, or NULL */
+    const char *filter_flag;  /* `citegate filter`'s flag that sets it, or NULL */
+    const char *values;       /* what a value is, where no range or words say it */
+    const char *help;         /* one line for --help */
 } var_t;
 
 static const char *const protocol_names[] = {"auto", "h2", "http1.1", NULL};
@@ -39,45 +43,93 @@ static const char *const format_names[] = {"text", "json", NULL};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
 static const char *const style_words[] = {"auto", "doc", "numeric", "citation", NULL};
 
+/*
+ * Every setting, once: the parser, --help (cg_config_help) and the flags
+ * (cg_config_flag_var) all read this table, and tests/tools/test_config_doc.py
+ * holds docs/configuration.md to it, so none of them can fall behind.
+ */
 #define OFF(f) offsetof(cg_config_t, f)
 static const var_t vars[] = {
-    {"CITEGATE_LISTEN", T_ADDR, OFF(listen), "0.0.0.0:8080", 0, 0, NULL},
-    {"CITEGATE_ADMIN_LISTEN", T_ADDR, OFF(admin_listen), "127.0.0.1:9901", 0, 0, NULL},
-    {"CITEGATE_TLS_CERT", T_STR, OFF(tls_cert), NULL, 0, 0, NULL},
-    {"CITEGATE_TLS_KEY", T_STR, OFF(tls_key), NULL, 0, 0, NULL},
-    {"CITEGATE_UPSTREAM", T_URL, OFF(upstream), NULL, 0, 0, NULL},
-    {"CITEGATE_UPSTREAM_PROTOCOL", T_ENUM, OFF(upstream_protocol), "auto", 0, 0, protocol_names},
-    {"CITEGATE_UPSTREAM_CA", T_STR, OFF(upstream_ca), NULL, 0, 0, NULL},
-    {"CITEGATE_UPSTREAM_INSECURE", T_BOOL, OFF(upstream_insecure), "false", 0, 0, NULL},
-    {"CITEGATE_UPSTREAM_MAX_CONNECTIONS", T_UINT, OFF(upstream_max_connections), "1024", 1, 65535, NULL},
-    {"CITEGATE_UPSTREAM_MAX_PENDING", T_UINT, OFF(upstream_max_pending), "1024", 0, 1000000, NULL},
-    {"CITEGATE_UPSTREAM_QUEUE_TIMEOUT_MS", T_UINT, OFF(upstream_queue_timeout_ms), "10000", 1, 3600000, NULL},
-    {"CITEGATE_UPSTREAM_DIALECT", T_DIALECT, OFF(upstream_dialect), "openai", 0, 0, NULL},
-    {"CITEGATE_MAX_CLIENT_CONNECTIONS", T_UINT, OFF(max_client_connections), "16384", 1, 1000000, NULL},
-    {"CITEGATE_REQUEST_TIMEOUT_MS", T_UINT, OFF(request_timeout_ms), "30000", 1, 3600000, NULL},
-    {"CITEGATE_MAX_EVENT_BYTES", T_SIZE, OFF(max_event_bytes), "4194304", 1024, 1u << 30, NULL},
-    {"CITEGATE_CORS_ORIGINS", T_STR, OFF(cors_origins), NULL, 0, 0, NULL},
-    {"CITEGATE_WORKERS", T_UINT, OFF(workers), "1", 1, 256, NULL},
-    {"CITEGATE_PROFILE", T_PROFILE, OFF(profile), "openwebui", 0, 0, NULL},
-    {"CITEGATE_REF_STYLE", T_ENUM, OFF(ref_style), "auto", 0, 0, style_words},
-    {"CITEGATE_MAX_DOC_BYTES", T_SIZE, OFF(max_doc_bytes), "8192", 1, 1u << 24, NULL},
-    {"CITEGATE_MAX_REQUEST_BYTES", T_SIZE, OFF(max_request_bytes), "8388608", 1, 1u << 30, NULL},
-    {"CITEGATE_CONNECT_TIMEOUT_MS", T_UINT, OFF(connect_timeout_ms), "5000", 1, 3600000, NULL},
-    {"CITEGATE_FIRST_BYTE_TIMEOUT_MS", T_UINT, OFF(first_byte_timeout_ms), "120000", 1, 86400000, NULL},
-    {"CITEGATE_IDLE_TIMEOUT_MS", T_UINT, OFF(idle_timeout_ms), "300000", 1, 86400000, NULL},
-    {"CITEGATE_SHUTDOWN_GRACE_MS", T_UINT, OFF(shutdown_grace_ms), "30000", 0, 86400000, NULL},
-    {"CITEGATE_LOG_FORMAT", T_ENUM, OFF(log_json), "json", 0, 0, format_names},
-    {"CITEGATE_LOG_LEVEL", T_ENUM, OFF(log_level), "info", 0, 0, level_names},
-    {"AZURE_AI_DATA_SOURCES", T_JSON, OFF(data_sources), NULL, 0, 0, NULL},
-    {"AZURE_AI_INCLUDE_SEARCH_SCORES", T_BOOL, OFF(include_search_scores), "true", 0, 0, NULL},
-    {"ENABLE_CITATION_TRACKING", T_BOOL, OFF(citation_tracking), "true", 0, 0, NULL},
-    {"ENABLE_SEMANTIC_MEMORY", T_BOOL, OFF(semantic_memory), "true", 0, 0, NULL},
-    {"SEMANTIC_MEMORY_DB_PATH", T_STR, OFF(memory_db_path), "./data/semantic-memory.db", 0, 0, NULL},
-    {"SEMANTIC_MEMORY_PRUNE_AGE_DAYS", T_UINT, OFF(prune_age_days), "30", 0, 36500, NULL},
-    {"CITEGATE_TRACKING_DSN", T_DSN, OFF(tracking_dsn), NULL, 0, 0, NULL},
-    {"CITEGATE_EMBEDDINGS_MODEL", T_STR, OFF(embeddings_model), NULL, 0, 0, NULL},
-    {"CITEGATE_EMBEDDINGS_URL", T_URL, OFF(embeddings_url), NULL, 0, 0, NULL},
-    {"CITEGATE_EMBEDDINGS_API_KEY", T_STR, OFF(embeddings_api_key), NULL, 0, 0, NULL},
+    {"CITEGATE_LISTEN", T_ADDR, OFF(listen), "0.0.0.0:8080", 0, 0, NULL, "--listen", NULL,
+     "HOST:PORT", "client listener: HTTP/1.1 and h2c on one port; TLS and ALPN with a certificate"},
+    {"CITEGATE_ADMIN_LISTEN", T_ADDR, OFF(admin_listen), "127.0.0.1:9901", 0, 0, NULL,
+     "--admin-listen", NULL, "HOST:PORT",
+     "admin listener: /healthz, /readyz, /metrics, /v1/citations/*"},
+    {"CITEGATE_TLS_CERT", T_STR, OFF(tls_cert), NULL, 0, 0, NULL, NULL, NULL, "PEM file",
+     "certificate chain served on the client listener (with CITEGATE_TLS_KEY)"},
+    {"CITEGATE_TLS_KEY", T_STR, OFF(tls_key), NULL, 0, 0, NULL, NULL, NULL, "PEM file",
+     "private key of CITEGATE_TLS_CERT"},
+    {"CITEGATE_UPSTREAM", T_URL, OFF(upstream), NULL, 0, 0, NULL, "--upstream", NULL,
+     "http:// or https:// URL",
+     "the upstream, scheme://host[:port][/base]; unset: the embedded demo"},
+    {"CITEGATE_UPSTREAM_PROTOCOL", T_ENUM, OFF(upstream_protocol), "auto", 0, 0, protocol_names,
+     NULL, NULL, NULL, "auto: ALPN on https, HTTP/1.1 on http; h2: h2, or h2c prior knowledge"},
+    {"CITEGATE_UPSTREAM_CA", T_STR, OFF(upstream_ca), NULL, 0, 0, NULL, NULL, NULL, "PEM file",
+     "CA certificates the upstream is verified against; unset: the system bundle"},
+    {"CITEGATE_UPSTREAM_INSECURE", T_BOOL, OFF(upstream_insecure), "false", 0, 0, NULL, NULL, NULL,
+     NULL, "skip upstream certificate verification (a warning at start)"},
+    {"CITEGATE_UPSTREAM_MAX_CONNECTIONS", T_UINT, OFF(upstream_max_connections), "1024", 1, 65535,
+     NULL, NULL, NULL, NULL,
+     "upstream connections per worker (h2: each carries the peer's stream limit)"},
+    {"CITEGATE_UPSTREAM_MAX_PENDING", T_UINT, OFF(upstream_max_pending), "1024", 0, 1000000, NULL,
+     NULL, NULL, NULL,
+     "requests per worker waiting for an upstream connection or stream; one more: 503"},
+    {"CITEGATE_UPSTREAM_QUEUE_TIMEOUT_MS", T_UINT, OFF(upstream_queue_timeout_ms), "10000", 1,
+     3600000, NULL, NULL, NULL, NULL, "longest wait in that queue, then 503"},
+    {"CITEGATE_UPSTREAM_DIALECT", T_DIALECT, OFF(upstream_dialect), "openai", 0, 0, NULL, NULL,
+     "--dialect", NULL,
+     "the upstream's API: chat completions, Anthropic Messages, OpenAI Responses"},
+    {"CITEGATE_MAX_CLIENT_CONNECTIONS", T_UINT, OFF(max_client_connections), "16384", 1, 1000000,
+     NULL, NULL, NULL, NULL, "client connections per worker; at the cap accepting pauses"},
+    {"CITEGATE_REQUEST_TIMEOUT_MS", T_UINT, OFF(request_timeout_ms), "30000", 1, 3600000, NULL,
+     NULL, NULL, NULL, "TLS handshake and request head must arrive within it; idle keep-alive"},
+    {"CITEGATE_MAX_EVENT_BYTES", T_SIZE, OFF(max_event_bytes), "4194304", 1024, 1u << 30, NULL,
+     NULL, NULL, NULL, "largest SSE event parsed and rewritten; a larger one passes unchanged"},
+    {"CITEGATE_CORS_ORIGINS", T_STR, OFF(cors_origins), NULL, 0, 0, NULL, NULL, NULL,
+     "origins, comma-separated, or *", "answer CORS preflights for these; unset: no CORS handling"},
+    {"CITEGATE_WORKERS", T_UINT, OFF(workers), "1", 1, 256, NULL, "--workers", NULL, NULL,
+     "worker processes sharing the ports (SO_REUSEPORT), one event loop each"},
+    {"CITEGATE_PROFILE", T_PROFILE, OFF(profile), "openwebui", 0, 0, NULL, "--profile", "--profile",
+     NULL, "default output profile; per request: header X-Citegate-Profile"},
+    {"CITEGATE_REF_STYLE", T_ENUM, OFF(ref_style), "auto", 0, 0, style_words, NULL, "--ref-style",
+     NULL, "references: doc [docN], numeric [N], citation [citation:N], auto: as they come"},
+    {"CITEGATE_MAX_DOC_BYTES", T_SIZE, OFF(max_doc_bytes), "8192", 1, 1u << 24, NULL, NULL, NULL,
+     NULL, "longest citation snippet in an emitted event (cut at a UTF-8 boundary)"},
+    {"CITEGATE_MAX_REQUEST_BYTES", T_SIZE, OFF(max_request_bytes), "8388608", 1, 1u << 30, NULL,
+     NULL, NULL, NULL, "request body limit; 413 beyond"},
+    {"CITEGATE_CONNECT_TIMEOUT_MS", T_UINT, OFF(connect_timeout_ms), "5000", 1, 3600000, NULL, NULL,
+     NULL, NULL, "upstream connect and TLS handshake"},
+    {"CITEGATE_FIRST_BYTE_TIMEOUT_MS", T_UINT, OFF(first_byte_timeout_ms), "120000", 1, 86400000,
+     NULL, NULL, NULL, NULL, "the upstream answer's head, once the request is sent"},
+    {"CITEGATE_IDLE_TIMEOUT_MS", T_UINT, OFF(idle_timeout_ms), "300000", 1, 86400000, NULL, NULL,
+     NULL, NULL, "no byte on a stream either way; never a cap on a stream's length"},
+    {"CITEGATE_SHUTDOWN_GRACE_MS", T_UINT, OFF(shutdown_grace_ms), "30000", 0, 86400000, NULL, NULL,
+     NULL, NULL, "how long streams may run on after SIGTERM"},
+    {"CITEGATE_LOG_FORMAT", T_ENUM, OFF(log_json), "json", 0, 0, format_names, NULL, NULL, NULL,
+     "one line per event on stderr"},
+    {"CITEGATE_LOG_LEVEL", T_ENUM, OFF(log_level), "info", 0, 0, level_names, NULL, NULL, NULL,
+     "least severe level logged"},
+    {"AZURE_AI_DATA_SOURCES", T_JSON, OFF(data_sources), NULL, 0, 0, NULL, NULL, NULL,
+     "JSON object or array", "injected as data_sources into chat requests that carry none"},
+    {"AZURE_AI_INCLUDE_SEARCH_SCORES", T_BOOL, OFF(include_search_scores), "true", 0, 0, NULL, NULL,
+     NULL, NULL, "injected sources ask for citations and all documents; scores emitted"},
+    {"ENABLE_CITATION_TRACKING", T_BOOL, OFF(citation_tracking), "true", 0, 0, NULL, NULL, NULL,
+     NULL, "per-answer citation analysis: /v1/citations/stats, metrics, a log line"},
+    {"ENABLE_SEMANTIC_MEMORY", T_BOOL, OFF(semantic_memory), "true", 0, 0, NULL, NULL, NULL, NULL,
+     "store tracked answers as patterns, recalled by /v1/citations/patterns"},
+    {"SEMANTIC_MEMORY_DB_PATH", T_STR, OFF(memory_db_path), "./data/semantic-memory.db", 0, 0, NULL,
+     NULL, NULL, "file path", "SQLite file of the patterns (created with its folder)"},
+    {"SEMANTIC_MEMORY_PRUNE_AGE_DAYS", T_UINT, OFF(prune_age_days), "30", 0, 36500, NULL, NULL,
+     NULL, NULL, "patterns older than this are deleted, at start and hourly; 0: never"},
+    {"CITEGATE_TRACKING_DSN", T_DSN, OFF(tracking_dsn), NULL, 0, 0, NULL, NULL, NULL,
+     "postgresql:// or postgres:// URI",
+     "one PostgreSQL database shared by every replica; unset: SQLite"},
+    {"CITEGATE_EMBEDDINGS_MODEL", T_STR, OFF(embeddings_model), NULL, 0, 0, NULL, NULL, NULL,
+     "model name", "embed patterns and recall queries with it; unset: lexical recall only"},
+    {"CITEGATE_EMBEDDINGS_URL", T_URL, OFF(embeddings_url), NULL, 0, 0, NULL, NULL, NULL,
+     "http:// or https:// URL", "embeddings endpoint; unset: {upstream}/v1/embeddings (openai)"},
+    {"CITEGATE_EMBEDDINGS_API_KEY", T_STR, OFF(embeddings_api_key), NULL, 0, 0, NULL, NULL, NULL,
+     "key", "sent as Authorization: Bearer; unset: the caller's own key"},
 };
 #define NVARS (sizeof(vars) / sizeof(vars[0]))
 
@@ -302,14 +354,12 @@ static int apply(cg_config_t *c, const var_t *v, const char *value, char *err, s
         *(char **)field = value[0] ? cg_xstrndup(value, strlen(value)) : NULL;
         return 0;
     case T_UINT:
-    case T_SIZE:
-        return set_number(v, field, value, err, errlen);
+    case T_SIZE: return set_number(v, field, value, err, errlen);
     case T_BOOL:
         if (!cg_parse_bool(value, (bool *)field))
             return fail(err, errlen, v->name, value, "is not true/false/1/0/yes/no");
         return 0;
-    case T_ENUM:
-        return set_enum(v, field, value, err, errlen);
+    case T_ENUM: return set_enum(v, field, value, err, errlen);
     case T_PROFILE:
         if (!cg_profile_parse(value, (const cg_profile_t **)field))
             return not_one_of(err, errlen, v->name, value, cg_profile_list());
@@ -318,10 +368,8 @@ static int apply(cg_config_t *c, const var_t *v, const char *value, char *err, s
         if (!cg_dialect_parse(value, (cg_dialect_t *)field))
             return not_one_of(err, errlen, v->name, value, CG_DIALECT_NAMES);
         return 0;
-    case T_JSON:
-        return set_json(v, (char **)field, value, err, errlen);
-    case T_DSN:
-        return set_dsn(v, (char **)field, value, err, errlen);
+    case T_JSON: return set_json(v, (char **)field, value, err, errlen);
+    case T_DSN: return set_dsn(v, (char **)field, value, err, errlen);
     }
     return -1;
 }
@@ -382,4 +430,52 @@ void cg_config_xform(const cg_config_t *c, cg_xform_cfg_t *x)
     x->max_doc_bytes = c->max_doc_bytes;
     x->scores = c->include_search_scores;
     x->max_event = c->max_event_bytes;
+}
+
+const char *cg_config_flag_var(const char *flag, size_t n, bool filter)
+{
+    for (size_t i = 0; i < NVARS; i++) {
+        const char *f = filter ? vars[i].filter_flag : vars[i].flag;
+        if (f && strlen(f) == n && strncmp(f, flag, n) == 0)
+            return vars[i].name;
+    }
+    return NULL;
+}
+
+const char *cg_config_var_name(size_t i)
+{
+    return i < NVARS ? vars[i].name : NULL;
+}
+
+/* What a value of v may be: its range, its words, or the table's text. */
+static void put_values(cg_buf_t *out, const var_t *v)
+{
+    switch (v->type) {
+    case T_UINT:
+    case T_SIZE: cg_buf_printf(out, "%lu to %lu", v->min, v->max); return;
+    case T_BOOL: cg_buf_puts(out, "true, false, 1, 0, yes, no"); return;
+    case T_PROFILE: cg_buf_puts(out, cg_profile_list()); return;
+    case T_DIALECT: cg_buf_puts(out, CG_DIALECT_NAMES); return;
+    case T_ENUM:
+        for (int i = 0; v->names[i]; i++)
+            cg_buf_printf(out, "%s%s", i ? ", " : "", v->names[i]);
+        return;
+    default: cg_buf_puts(out, v->values); return;
+    }
+}
+
+void cg_config_help(cg_buf_t *out)
+{
+    cg_buf_puts(out, "settings (a flag wins over its variable):\n");
+    for (size_t i = 0; i < NVARS; i++) {
+        const var_t *v = &vars[i];
+        cg_buf_printf(out, "  %s", v->name);
+        if (v->flag)
+            cg_buf_printf(out, ", %s", v->flag);
+        if (v->filter_flag)
+            cg_buf_printf(out, ", filter %s", v->filter_flag);
+        cg_buf_printf(out, "  default: %s  values: ", v->def ? v->def : "unset");
+        put_values(out, v);
+        cg_buf_printf(out, "\n      %s\n", v->help);
+    }
 }

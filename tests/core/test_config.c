@@ -14,46 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const all_vars[] = {
-    "CITEGATE_LISTEN",
-    "CITEGATE_ADMIN_LISTEN",
-    "CITEGATE_TLS_CERT",
-    "CITEGATE_TLS_KEY",
-    "CITEGATE_UPSTREAM",
-    "CITEGATE_UPSTREAM_PROTOCOL",
-    "CITEGATE_UPSTREAM_CA",
-    "CITEGATE_UPSTREAM_INSECURE",
-    "CITEGATE_UPSTREAM_MAX_CONNECTIONS",
-    "CITEGATE_UPSTREAM_DIALECT",
-    "CITEGATE_WORKERS",
-    "CITEGATE_PROFILE",
-    "CITEGATE_REF_STYLE",
-    "CITEGATE_MAX_DOC_BYTES",
-    "CITEGATE_MAX_REQUEST_BYTES",
-    "CITEGATE_CONNECT_TIMEOUT_MS",
-    "CITEGATE_FIRST_BYTE_TIMEOUT_MS",
-    "CITEGATE_IDLE_TIMEOUT_MS",
-    "CITEGATE_SHUTDOWN_GRACE_MS",
-    "CITEGATE_LOG_FORMAT",
-    "CITEGATE_LOG_LEVEL",
-    "AZURE_AI_DATA_SOURCES",
-    "AZURE_AI_INCLUDE_SEARCH_SCORES",
-    "ENABLE_CITATION_TRACKING",
-    "ENABLE_SEMANTIC_MEMORY",
-    "SEMANTIC_MEMORY_DB_PATH",
-    "SEMANTIC_MEMORY_PRUNE_AGE_DAYS",
-    "CITEGATE_TRACKING_DSN",
-    "CITEGATE_EMBEDDINGS_MODEL",
-    "CITEGATE_EMBEDDINGS_URL",
-    "CITEGATE_EMBEDDINGS_API_KEY",
-};
-#define NALL (sizeof(all_vars) / sizeof(all_vars[0]))
-
 static int clear_env(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < NALL; i++)
-        unsetenv(all_vars[i]);
+    /* Every variable of the settings table, so none can be left out. */
+    for (size_t i = 0; cg_config_var_name(i); i++)
+        unsetenv(cg_config_var_name(i));
     return 0;
 }
 
@@ -555,8 +521,8 @@ static void test_set_overrides(void **state)
     assert_string_equal(c.listen, "0.0.0.0:2222");
     assert_int_equal(cg_config_set(&c, "CITEGATE_REF_STYLE", "numeric", err, sizeof(err)), 0);
     assert_int_equal(c.ref_style, CG_REF_NUMERIC);
-    assert_int_equal(
-        cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "responses", err, sizeof(err)), 0);
+    assert_int_equal(cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "responses", err, sizeof(err)),
+                     0);
     assert_int_equal(c.upstream_dialect, CG_DIALECT_RESPONSES);
     assert_int_equal(cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "x", err, sizeof(err)), -1);
     assert_int_equal(strncmp(err, "CITEGATE_UPSTREAM_DIALECT:", 26), 0);
@@ -727,6 +693,57 @@ static void test_flag_wins_over_variable(void **state)
     unsetenv("CITEGATE_WORKERS");
 }
 
+/* ---- flags and --help, both from the settings table ------------------------------- */
+
+static void test_flag_var(void **state)
+{
+    (void)state;
+    assert_string_equal(cg_config_flag_var("--listen", 8, false), "CITEGATE_LISTEN");
+    assert_string_equal(cg_config_flag_var("--listen=0.0.0.0:1", 8, false), "CITEGATE_LISTEN");
+    assert_string_equal(cg_config_flag_var("--profile", 9, false), "CITEGATE_PROFILE");
+    assert_string_equal(cg_config_flag_var("--profile", 9, true), "CITEGATE_PROFILE");
+    assert_string_equal(cg_config_flag_var("--dialect", 9, true), "CITEGATE_UPSTREAM_DIALECT");
+    assert_string_equal(cg_config_flag_var("--ref-style", 11, true), "CITEGATE_REF_STYLE");
+    assert_null(cg_config_flag_var("--dialect", 9, false)); /* the filter's only */
+    assert_null(cg_config_flag_var("--listen", 8, true));   /* the daemon's only */
+    assert_null(cg_config_flag_var("--list", 6, false));    /* a prefix is no flag */
+    assert_null(cg_config_flag_var("--listeners", 11, false));
+    assert_null(cg_config_flag_var("--demo", 6, false)); /* sets no variable */
+}
+
+static void test_help(void **state)
+{
+    (void)state;
+    cg_buf_t b = {0};
+    cg_config_help(&b);
+    cg_buf_putc(&b, '\0');
+    size_t n = 0;
+    for (; cg_config_var_name(n); n++) {
+        char want[128];
+        snprintf(want, sizeof(want), "\n  %s", cg_config_var_name(n));
+        if (strstr(b.p, want) == NULL) {
+            print_error("--help lacks %s\n", cg_config_var_name(n));
+            fail();
+        }
+    }
+    assert_true(n >= 37);
+    size_t lines = 0;
+    for (const char *p = b.p; (p = strstr(p, "  default: ")) != NULL; p++)
+        lines++;
+    assert_int_equal(lines, n);
+    assert_non_null(strstr(b.p, "\n  CITEGATE_WORKERS, --workers  default: 1  values: 1 to 256\n"));
+    assert_non_null(strstr(b.p, "\n  CITEGATE_UPSTREAM_DIALECT, filter --dialect  default: openai"
+                                "  values: " CG_DIALECT_NAMES "\n"));
+    assert_non_null(strstr(b.p, "\n  CITEGATE_PROFILE, --profile, filter --profile  default: "
+                                "openwebui  values: off, openwebui,"));
+    assert_non_null(strstr(b.p, "\n  CITEGATE_UPSTREAM_INSECURE  default: false  values: true, "
+                                "false, 1, 0, yes, no\n"));
+    assert_non_null(strstr(b.p, "\n  CITEGATE_TLS_CERT  default: unset  values: PEM file\n"));
+    assert_non_null(strstr(b.p, "\n  CITEGATE_LOG_LEVEL  default: info  values: debug, info, "
+                                "warn, error\n"));
+    cg_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -745,6 +762,8 @@ int main(void)
         cmocka_unit_test_setup(test_tracking_dsn, clear_env),
         cmocka_unit_test_setup(test_embeddings, clear_env),
         cmocka_unit_test_setup(test_dsn_redact, clear_env),
+        cmocka_unit_test(test_flag_var),
+        cmocka_unit_test(test_help),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

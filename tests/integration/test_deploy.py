@@ -38,7 +38,7 @@ DOCKERIGNORE = DOCKER / "Dockerfile.dockerignore"
 COMPOSE = DOCKER / "compose.yaml"
 K8S = DOCKER / "k8s"
 
-# Measured figures (README "Memory per open stream", bench/streams.py).
+# Measured figures (docs/performance.md "Memory per open stream", bench/streams.py).
 PER_STREAM_KIB = 19
 TLS_UPSTREAM_CONN_KIB = 32
 BASE_WORKER_KIB = 2.5 * 1024

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fails when two modules of the build use each other's symbols, directly or around a
-circle (the layering rule of README "How the pieces fit").
+circle (the layering rule of docs/architecture.md "The layers").
 
 usage: check_cycles.py OBJECT_DIR...   (the CMakeFiles/<target>.dir folders)
 

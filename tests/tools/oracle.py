@@ -17,7 +17,7 @@ them. A mention comes before the references that complete in the same event.
 SPEC §6 rule 4: every upstream top-level member whose name, unescaped, is "event" is
 removed (duplicates included), in streams and bodies. Rule 6: an event larger than
 max_event (CITEGATE_MAX_EVENT_BYTES; its size counts every byte through its blank line, a
-CRLF there as one byte, as the README defines it) is forwarded unchanged: its content and
+CRLF there as one byte, as docs/architecture.md defines it) is forwarded unchanged: its content and
 its members reach the client as they are, nothing of it is read (citations, meta, finish,
 [DONE]), and since held bytes go out before it, no reference spans it. A stream that ends
 inside one gets it completed (the client sees it). Profile structured holds at most

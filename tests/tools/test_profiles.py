@@ -1303,7 +1303,7 @@ class T5Bounds(unittest.TestCase):
             body = (text + ev({}, "stop") + "data: [DONE]\n\n").encode()
             for p in ("openwebui", "openai", "webchat", "markdown"):
                 if p == "webchat" and name == "25 long titles":
-                    continue  # its one entity line holds every name and URL (README, Known limits)
+                    continue  # its one entity line holds every name and URL (docs/profiles.md, Known limits)
                 names.append((name, p, body))
                 jobs.append((body, p, None, {}))
         bad = []
