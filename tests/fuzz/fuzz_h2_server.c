@@ -4,10 +4,9 @@
  * transformer) to a scripted upstream (fuzz_shell.h).
  *
  * Input: byte 0 unused (the ops cut the writes), byte 1 the world's flags
- * (fs_configure), byte 2 bit 0: no connection preface (the bytes go to
- * HTTP/1.1 after all, or are refused), bit 1: no SETTINGS frame after the
- * preface (a protocol error); then the client's frames as ops
- * (fuzz_h2ops.h).
+ * (fs_configure), byte 2 bit 0: the driver sends no connection preface
+ * (the ops may: raw bytes; else the bytes go to HTTP/1.1), bit 1: nor a
+ * SETTINGS frame after it; then the client's frames as ops (fuzz_h2ops.h).
  *
  * Checked after the ops (and the driver opening every window wide):
  * - the shell's frames are well formed, its HPACK decodes, its header
@@ -70,6 +69,8 @@ typedef struct drv {
     fs_peer_t client;
     sent_t sent[16];
     size_t nsent;
+    char first[24]; /* the first bytes written: the preface, or not h2 */
+    size_t nfirst;
 } drv_t;
 
 /* The stream's first header block is its request; later ones are
@@ -106,6 +107,10 @@ static const sent_t *sent_of(const drv_t *d, int32_t id)
 static void flush(void *arg)
 {
     drv_t *d = arg;
+    size_t k = d->ops.out.len < 24 - d->nfirst ? d->ops.out.len : 24 - d->nfirst;
+    if (k)
+        memcpy(d->first + d->nfirst, d->ops.out.p, k);
+    d->nfirst += k;
     if (d->ops.out.len)
         fs_write(&d->client, d->ops.out.p, d->ops.out.len);
     d->ops.out.len = 0;
@@ -153,14 +158,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FZ_CHECK(nghttp2_hd_deflate_new(&d.ops.def, 4096) == 0);
     fs_h2_reader_init(&d.rd, false);
     fs_client(&d.client, false);
-    bool h2 = !(data[2] & 1);
-    if (h2)
+    if (!(data[2] & 1))
         cg_buf_puts(&d.ops.out, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
     if (!(data[2] & 2))
         fs_h2_frame(&d.ops.out, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
     while (d.ops.p < d.ops.end)
         h2ops_step(&d.ops);
     flush(&d);
+    /* The checks of h2 hold when the client spoke it (the shell sniffs). */
+    bool h2 = d.nfirst == 24 && memcmp(d.first, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24) == 0;
     size_t seen = 0;
     if (h2) {
         fs_h2_reader_feed(&d.rd, d.client.got.p, d.client.got.len);
