@@ -4,6 +4,8 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+COV_BUILD  ?= build-cov
+SECONDS    ?= 600
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS       ?=
 
@@ -12,7 +14,7 @@ ARGS       ?=
 BUILD_PACKAGES := build-essential cmake pkg-config python3 ca-certificates \
             libuv1-dev libnghttp2-dev libmbedtls-dev node-llhttp libjsmn-dev \
             libsqlite3-dev libpq-dev libcmocka-dev
-TEST_PACKAGES := postgresql openssl curl clang libclang-rt-14-dev nodejs nghttp2-client \
+TEST_PACKAGES := postgresql openssl curl clang libclang-rt-14-dev llvm-14 nodejs nghttp2-client \
             python3-yaml prometheus chromium
 # `make bench` and `make bench-versus`: nginx-light is the baseline bench/versus
 # measures citegate against; openssl makes the certificate of --tls-upstream.
@@ -23,7 +25,7 @@ IMAGE_PACKAGES := podman runc mmdebstrap uidmap curl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps deps-build deps-bench deps-image build run test test-unit test-asan test-fuzz \
-        bench bench-versus fuzz image clean
+        bench bench-versus fuzz fuzz-long fuzz-coverage image clean
 
 all: build
 
@@ -69,6 +71,22 @@ test-fuzz: deps
 
 fuzz: test-fuzz
 
+# Every target, core and shell, for SECONDS each (two at a time), then a
+# summary table in $(FUZZ_BUILD)/fuzz-long.md (tests/fuzz/README.md).
+fuzz-long: deps
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCITEGATE_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	python3 tests/fuzz/fuzz_long.py --build $(FUZZ_BUILD) --seconds $(SECONDS) --jobs 2 \
+	  --out $(FUZZ_BUILD)/fuzz-long.md
+
+# Line coverage of src/io/ by the shell drivers' corpora (and by the corpora
+# a fuzz-long run grew, when there is one), from llvm-cov.
+fuzz-coverage: deps
+	CC=clang cmake -S . -B $(COV_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCITEGATE_FUZZ=ON \
+	  -DCITEGATE_FUZZ_COVERAGE=ON
+	cmake --build $(COV_BUILD) -j $(JOBS) --target fuzz_h1_server fuzz_h2_server fuzz_up_h1 fuzz_up_h2
+	python3 tests/fuzz/coverage.py --build $(COV_BUILD) --long $(FUZZ_BUILD) --out $(COV_BUILD)/coverage.md
+
 bench: deps-bench build
 	./$(BUILD)/bench/core
 
@@ -84,4 +102,4 @@ image: deps-image
 	bash docker/image.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(COV_BUILD)
