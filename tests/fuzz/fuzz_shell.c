@@ -8,6 +8,7 @@
 #include "tracking/tracking.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <strings.h>
@@ -129,12 +130,25 @@ size_t fs_read(fs_peer_t *p)
     return total;
 }
 
+/* Reads every watched peer that has something: one poll() instead of a
+ * read per peer per turn, as most turns move nothing. */
 static size_t read_all(void)
 {
+    struct pollfd fds[MAX_WATCHED];
+    fs_peer_t *peer[MAX_WATCHED];
+    nfds_t n = 0;
+    for (int i = 0; i < MAX_WATCHED; i++) {
+        if (watched[i] && watched[i]->fd >= 0 && !watched[i]->eof) {
+            peer[n] = watched[i];
+            fds[n++] = (struct pollfd){.fd = watched[i]->fd, .events = POLLIN};
+        }
+    }
+    if (n == 0 || poll(fds, n, 0) <= 0)
+        return 0;
     size_t total = 0;
-    for (int i = 0; i < MAX_WATCHED; i++)
-        if (watched[i])
-            total += fs_read(watched[i]);
+    for (nfds_t i = 0; i < n; i++)
+        if (fds[i].revents)
+            total += fs_read(peer[i]);
     return total;
 }
 
@@ -187,7 +201,7 @@ static bool safepoint_idle(void)
 void fs_settle(fs_busy_fn busy, void *arg)
 {
     int quiet = 0;
-    for (int turn = 0; quiet < 3; turn++) {
+    for (int turn = 0; quiet < 2; turn++) {
         FZ_CHECK(turn < FS_MAX_TURNS); /* the shell never settles: a hang */
         uv_run(&loop, UV_RUN_NOWAIT);
         bool moved = read_all() > 0 || !safepoint_idle() || (busy && busy(arg));

@@ -75,7 +75,7 @@ void fs_close(fs_peer_t *p);
 void fs_shutdown(fs_peer_t *p);
 
 /* Runs the loop until nothing moves: no bytes on any watched peer, no work
- * at the safe point, busy() false (NULL: not asked), three turns in a row.
+ * at the safe point, busy() false (NULL: not asked), two turns in a row.
  * Aborts after FS_MAX_TURNS: a hang. */
 #define FS_MAX_TURNS 20000
 typedef bool (*fs_busy_fn)(void *arg);

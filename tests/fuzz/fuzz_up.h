@@ -18,6 +18,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -65,6 +66,9 @@ static bool up_accept(void *arg)
     up_client_t *u = arg;
     bool took = false;
     int fd;
+    struct pollfd l = {.fd = up_listener, .events = POLLIN};
+    if (poll(&l, 1, 0) <= 0)
+        return false;
     while ((fd = accept4(up_listener, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
         if (u->nups == UP_MAX_CONNS) {
             close(fd);
