@@ -173,7 +173,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         seen = d.client.got.len;
         d.rd.max_frame = d.ops.max_frame;
         open_windows(&d);
-        fs_h2_reader_feed(&d.rd, d.client.got.p + seen, d.client.got.len - seen);
+        if (d.client.got.len > seen)
+            fs_h2_reader_feed(&d.rd, d.client.got.p + seen, d.client.got.len - seen);
         seen = d.client.got.len;
         if (!d.client.eof) {
             /* Open and settled: nothing in flight, every answer ended. */
@@ -185,7 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     fs_end(&d.client, &opts, NULL, NULL);
     fs_teardown(NULL, NULL);
-    if (h2)
+    if (h2 && d.client.got.len > seen)
         fs_h2_reader_feed(&d.rd, d.client.got.p + seen, d.client.got.len - seen);
     cg_buf_free(&d.client.got);
     cg_buf_free(&d.ops.out);
