@@ -15,7 +15,8 @@
 # Environment: CHECK=test runs the whole suite in the build stage (default
 # build: compile only); IMAGE (localhost/citegate:latest); PORT and
 # ADMIN_PORT on 127.0.0.1 (default: free ports podman picks); MAX_BYTES
-# (25000000); KEEP=1 leaves the container running.
+# (25000000); KEEP=1 leaves the container running. Run as root it also times
+# the image's start-up (bench/startup.py --root on the unpacked image).
 set -eu
 
 IMAGE=${IMAGE:-localhost/citegate:latest}
@@ -120,7 +121,8 @@ check_contents() {
     [ "$user" = 10001:10001 ] || fail "image user is '$user', not 10001:10001"
     hc=$(podman image inspect --format '{{json .Config.Healthcheck.Test}}' "$IMAGE")
     [ "$hc" = '["CMD","/usr/local/bin/citegate","health"]' ] || fail "image HEALTHCHECK is $hc"
-    podman export "$NAME" | tar -tvf - >"$WORK/files.txt"
+    podman export -o "$WORK/root.tar" "$NAME"
+    tar -tvf "$WORK/root.tar" >"$WORK/files.txt"
     # A shell, busybox or a package manager anywhere fails the check.
     if grep -E '(^|/)(sh|bash|dash|ash|busybox|apt|apt-get|dpkg|rpm|microdnf|apk)( |$)' \
         <(awk '{print $NF}' "$WORK/files.txt"); then
@@ -136,6 +138,24 @@ check_contents() {
     say "$(wc -l <"$WORK/shipped.txt") shared objects, each one mapped by the loader; no shell, no package manager"
     gz=$(podman save --format docker-archive "$IMAGE" 2>/dev/null | gzip -c | wc -c)
     say "size $size bytes (limit $MAX_BYTES), $gz bytes as a gzipped archive; user 10001:10001"
+}
+
+# Start-up (exec to /readyz 200, median of 20, SQLite store) and idle memory
+# of the image's own binary, loader and libraries: its root, unpacked, run
+# through chroot (bench/startup.py --root), so no container runtime is timed.
+check_startup() {
+    if [ "$(id -u)" != 0 ]; then
+        rm -f "$WORK/root.tar"
+        say "start-up in the image's root not measured: chroot needs root (bench/startup.py --root)"
+        return 0
+    fi
+    rm -rf "$WORK/root"
+    mkdir -p "$WORK/root"
+    tar -xpf "$WORK/root.tar" --numeric-owner -C "$WORK/root"
+    python3 bench/startup.py --root "$WORK/root" --runs 20 --max-ms 100 >"$WORK/startup.txt" ||
+        { cat "$WORK/startup.txt" >&2; fail "start-up is over 100 ms"; }
+    sed -n 's/^\(startup\|idle\): /image: \1 in the image root: /p' "$WORK/startup.txt"
+    rm -rf "$WORK/root" "$WORK/root.tar"
 }
 
 check_image() {
@@ -174,6 +194,7 @@ check_image() {
     fi
     say "health check (the image's HEALTHCHECK command): healthy; unhealthy on a closed port"
     check_contents
+    check_startup
 }
 
 write_conf
