@@ -264,6 +264,17 @@ def is_citegate(container):
     return container.get("image", "").split(":")[0].split("/")[-1] == "citegate"
 
 
+def all_containers(spec):
+    """Init containers (native sidecars among them), then the main containers."""
+    return list(spec.get("initContainers") or []) + list(spec["containers"])
+
+
+def is_native_sidecar(spec, container):
+    """An init container with restartPolicy Always: a sidecar (Kubernetes >= 1.29)."""
+    return (any(c is container for c in spec.get("initContainers") or [])
+            and container.get("restartPolicy") == "Always")
+
+
 def pods(docs):
     """(file, workload, pod spec) for every pod template."""
     for f, d in docs:
@@ -706,21 +717,27 @@ class KubernetesTest(unittest.TestCase):
         cls.df = Dockerfile()
 
     def citegate_pods(self):
+        """(file, workload, pod spec, citegate container) for every pod running citegate."""
         out = []
         for f, w, spec in pods(self.docs):
-            cs = [c for c in spec["containers"] if is_citegate(c)]
+            cs = [c for c in all_containers(spec) if is_citegate(c)]
             if cs:
+                self.assertEqual(len(cs), 1, f"{f}: two citegate containers in one pod")
                 out.append((f, w, spec, cs[0]))
         return out
 
+    def env(self, c):
+        return k8s_env(self.docs, c, self.df.env(1))[0]
+
     def test_files_and_objects(self):
         names = {f for f, _ in self.docs}
-        self.assertEqual(names, {"sidecar.yaml", "standalone.yaml", "fleet.yaml", "config.yaml"})
+        self.assertEqual(names, {"sidecar.yaml", "sidecar-native.yaml", "standalone.yaml", "fleet.yaml",
+                                 "config.yaml"})
         for f, d in self.docs:
             for k in ("apiVersion", "kind", "metadata"):
                 self.assertIn(k, d, f"{f}: object without {k}")
             self.assertTrue(d["metadata"].get("name"), f"{f}: object without a name")
-        self.assertEqual(len(self.citegate_pods()), 3)
+        self.assertEqual(len(self.citegate_pods()), 4)
 
     def test_selectors(self):
         for f, d in self.docs:
@@ -742,37 +759,98 @@ class KubernetesTest(unittest.TestCase):
             self.assertIn(c.get("imagePullPolicy"), ("IfNotPresent", "Never"),
                           f"{f}: a locally built :latest image must not be pulled")
 
-    def test_probes_on_admin_port(self):
-        for f, _, _, c in self.citegate_pods():
-            env, _ = k8s_env(self.docs, c, self.df.env(1))
-            host, admin = split_addr(env["CITEGATE_ADMIN_LISTEN"])
-            self.assertNotIn(host, ("127.0.0.1", "localhost", "::1"), f"{f}: kubelet probes cannot reach {host}")
-            for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
-                get = c[probe]["httpGet"]
-                self.assertEqual(get["path"], path, f"{f}: {probe}")
-                self.assertEqual(container_port(c, get["port"]), admin, f"{f}: {probe} port")
+    def check_ready_probe(self, f, c, name, admin_host, admin_port):
+        """`citegate health` in the container, or GET /readyz on the admin port."""
+        probe = c[name]
+        where = f"{f}: {c['name']} {name}"
+        entry = split_args(self.df.stage(1, "ENTRYPOINT")[-1])
+        if "exec" in probe:
+            cmd = probe["exec"]["command"]
+            self.assertEqual(cmd[:len(entry) + 1], entry + ["health"], f"{where}: not `citegate health`")
+            rest = cmd[len(entry) + 1:]
+            if rest:  # the flag, when given, names the admin listener
+                self.assertEqual(len(rest), 2, f"{where}: {rest}")
+                self.assertEqual(rest[0], "--admin-listen", where)
+                self.assertEqual(split_addr(rest[1])[1], admin_port, where)
+            self.assertGreater(probe.get("timeoutSeconds", 1), 1, f"{where}: the probe itself waits 1 s")
+        else:
+            get = probe.get("httpGet")
+            self.assertIsNotNone(get, f"{where}: neither `citegate health` nor an HTTP probe")
+            self.assertEqual(get["path"], "/readyz", where)
+            self.assertEqual(container_port(c, get["port"]), admin_port, f"{where}: port")
+            self.assertNotIn(admin_host, ("127.0.0.1", "localhost", "::1"),
+                             f"{where}: the kubelet cannot reach {admin_host}")
 
-    def test_service_targets_client_port(self):
+    def test_probes(self):
+        """Readiness (and a native sidecar's startup) through `citegate health` or
+        GET /readyz on the admin port; liveness on /healthz, which stays 200 while
+        draining, so that a draining container is not restarted."""
+        for f, _, spec, c in self.citegate_pods():
+            host, admin = split_addr(self.env(c)["CITEGATE_ADMIN_LISTEN"])
+            self.check_ready_probe(f, c, "readinessProbe", host, admin)
+            if is_native_sidecar(spec, c):
+                self.assertIn("startupProbe", c, f"{f}: a native sidecar holds the pod's start with a startupProbe")
+            if "startupProbe" in c:
+                self.check_ready_probe(f, c, "startupProbe", host, admin)
+            get = c["livenessProbe"].get("httpGet")
+            self.assertIsNotNone(get, f"{f}: liveness must not be /readyz (503 while draining)")
+            self.assertEqual(get["path"], "/healthz", f"{f}: livenessProbe")
+            self.assertEqual(container_port(c, get["port"]), admin, f"{f}: livenessProbe port")
+            self.assertNotIn(host, ("127.0.0.1", "localhost", "::1"), f"{f}: kubelet probes cannot reach {host}")
+
+    def test_service_targets(self):
+        """A Service that reaches citegate targets its client listener, on an address
+        beyond the pod's loopback; the native sidecar's Service targets the frontend."""
         for f, d in self.docs:
             if d["kind"] != "Service":
                 continue
-            w = [w for _, w, _ in pods(self.docs)
-                 if d["spec"]["selector"].items() <= w["spec"]["template"]["metadata"]["labels"].items()][0]
-            c = [c for c in w["spec"]["template"]["spec"]["containers"] if is_citegate(c)][0]
-            env, _ = k8s_env(self.docs, c, self.df.env(1))
-            listen = split_addr(env["CITEGATE_LISTEN"])[1]
+            spec = [sp for _, w, sp in pods(self.docs)
+                    if d["spec"]["selector"].items() <= w["spec"]["template"]["metadata"]["labels"].items()][0]
             for p in d["spec"]["ports"]:
-                self.assertEqual(container_port(c, p.get("targetPort", p["port"])), listen, f"{f}: Service port")
+                target = p.get("targetPort", p["port"])
+                owners = [c for c in all_containers(spec)
+                          if any(target in (q.get("name"), q["containerPort"]) for q in c.get("ports", []))]
+                self.assertEqual(len(owners), 1, f"{f}: Service port {p} matches {len(owners)} containers")
+                c = owners[0]
+                if not is_citegate(c):
+                    continue
+                host, listen = split_addr(self.env(c)["CITEGATE_LISTEN"])
+                self.assertEqual(container_port(c, target), listen, f"{f}: Service port")
+                self.assertNotIn(host, ("127.0.0.1", "localhost", "::1"), f"{f}: a Service cannot reach {host}")
 
     def test_drain_fits_in_grace_period(self):
+        """Classic: citegate's preStop sleep (the Service forgets the pod), then its drain.
+        Native sidecar: the main containers' preStop, then their requests run out through
+        citegate (given the drain's time), and only then citegate's SIGTERM."""
         for f, _, spec, c in self.citegate_pods():
-            env, _ = k8s_env(self.docs, c, self.df.env(1))
-            grace_ms = int(env["CITEGATE_SHUTDOWN_GRACE_MS"])
-            pre = prestop_sleep_s(c)
-            self.assertGreater(pre, 0, f"{f}: no preStop sleep before SIGTERM")
+            grace_ms = int(self.env(c)["CITEGATE_SHUTDOWN_GRACE_MS"])
             tgps = spec.get("terminationGracePeriodSeconds", 30)
+            if is_native_sidecar(spec, c):
+                pre = max(prestop_sleep_s(m) for m in spec["containers"])
+                self.assertEqual(prestop_sleep_s(c), 0, f"{f}: a native sidecar needs no preStop")
+                what = "the main containers' preStop"
+            else:
+                pre = prestop_sleep_s(c)
+                what = "preStop"
+            self.assertGreater(pre, 0, f"{f}: no preStop sleep before SIGTERM")
             self.assertGreater(tgps * 1000, grace_ms + pre * 1000,
-                               f"{f}: terminationGracePeriodSeconds {tgps} <= preStop {pre} s + drain {grace_ms} ms")
+                               f"{f}: terminationGracePeriodSeconds {tgps} <= {what} {pre} s + drain {grace_ms} ms")
+
+    def test_native_sidecar(self):
+        """sidecar-native.yaml: citegate in initContainers with restartPolicy Always,
+        listening on the pod's loopback, and a main container that calls it there."""
+        native = [(f, spec, c) for f, _, spec, c in self.citegate_pods() if is_native_sidecar(spec, c)]
+        self.assertEqual([f for f, _, _ in native], ["sidecar-native.yaml"])
+        f, spec, c = native[0]
+        self.assertFalse([m for m in spec["containers"] if is_citegate(m)])
+        host, port = split_addr(self.env(c)["CITEGATE_LISTEN"])
+        self.assertEqual(host, "127.0.0.1", f"{f}: only the pod's own frontend calls it")
+        urls = [e.get("value", "") for m in spec["containers"] for e in m.get("env", [])]
+        self.assertTrue([u for u in urls if re.match(rf"https?://127\.0\.0\.1:{port}(/|$)", u)],
+                        f"{f}: no main container calls citegate on 127.0.0.1:{port}")
+        for other in spec["containers"]:
+            for q in other.get("ports", []):
+                self.assertNotEqual(q["containerPort"], port, f"{f}: {other['name']} shares citegate's port")
 
     def test_sidecar_upstream_outlives_drain(self):
         seen = 0
@@ -782,7 +860,7 @@ class KubernetesTest(unittest.TestCase):
             if not m:
                 continue
             seen += 1
-            others = [o for o in spec["containers"] if o is not c]
+            others = [o for o in all_containers(spec) if o is not c]
             self.assertTrue(others, f"{f}: upstream on localhost but no backend container in the pod")
             need = prestop_sleep_s(c) + int(env["CITEGATE_SHUTDOWN_GRACE_MS"]) / 1000
             for o in others:
@@ -807,9 +885,16 @@ class KubernetesTest(unittest.TestCase):
         uid = int(self.df.user(1).split(":")[0])
         for f, _, spec, c in self.citegate_pods():
             sc = c.get("securityContext", {})
-            self.assertTrue(sc.get("runAsNonRoot"), f"{f}: runAsNonRoot")
-            if "runAsUser" in sc:
-                self.assertEqual(sc["runAsUser"], uid, f"{f}: not the image's user")
+            pod_sc = spec.get("securityContext", {})
+            self.assertTrue(sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")), f"{f}: runAsNonRoot")
+            self.assertEqual(sc.get("runAsUser", pod_sc.get("runAsUser", uid)), uid, f"{f}: not the image's user")
+            self.assertIs(sc.get("readOnlyRootFilesystem"), True, f"{f}: readOnlyRootFilesystem")
+            self.assertIs(sc.get("allowPrivilegeEscalation"), False, f"{f}: allowPrivilegeEscalation")
+            self.assertEqual([d.upper() for d in sc.get("capabilities", {}).get("drop", [])], ["ALL"],
+                             f"{f}: capabilities not all dropped")
+            self.assertFalse(sc.get("capabilities", {}).get("add"), f"{f}: capabilities added")
+            seccomp = sc.get("seccompProfile", pod_sc.get("seccompProfile", {}))
+            self.assertEqual(seccomp.get("type"), "RuntimeDefault", f"{f}: seccompProfile")
             env, _ = k8s_env(self.docs, c, self.df.env(1))
             if env.get("CITEGATE_TRACKING_DSN"):
                 continue  # PostgreSQL: nothing is stored in the pod
