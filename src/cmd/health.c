@@ -180,12 +180,22 @@ static int usage_error(const char *fmt, ...)
 }
 
 /* --admin-listen ADDR, else CITEGATE_ADMIN_LISTEN, else the default; NULL
- * (after a message) on a bad argument. */
-static const char *listen_arg(int argc, char **argv)
+ * (after a message, or the usage for --help) on a bad argument. */
+static const char *listen_arg(int argc, char **argv, bool *help)
 {
     const char *listen = getenv("CITEGATE_ADMIN_LISTEN");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            printf("usage: citegate health [--admin-listen ADDR:PORT]\n"
+                   "GET /readyz on the admin listener (--admin-listen, else "
+                   "CITEGATE_ADMIN_LISTEN, else %s;\n"
+                   "a wildcard address means loopback): exit 0 when it answers 200 within "
+                   "%d ms, else 1.\n",
+                   HEALTH_DEFAULT_LISTEN, HEALTH_TIMEOUT_MS);
+            *help = true;
+            return NULL;
+        }
         if (strncmp(a, "--admin-listen=", 15) == 0) {
             listen = a + 15;
         } else if (strcmp(a, "--admin-listen") == 0 && i + 1 < argc) {
@@ -205,9 +215,10 @@ static const char *listen_arg(int argc, char **argv)
  * HEALTHCHECK, and a probe that cannot run has not found citegate ready. */
 int cg_main_health(int argc, char **argv)
 {
-    const char *listen = listen_arg(argc, argv);
+    bool help = false;
+    const char *listen = listen_arg(argc, argv, &help);
     if (listen == NULL)
-        return 1;
+        return help ? 0 : 1;
     struct sockaddr_storage ss;
     char host[96];
     memset(&ss, 0, sizeof(ss));

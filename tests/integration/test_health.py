@@ -190,6 +190,11 @@ class Health(unittest.TestCase):
         self.assert_unhealthy(health(["--admin-listen", f"127.0.0.1:{self.stub(garbage).port}"]),
                               "not an HTTP answer")
 
+    def test_help(self):
+        rc, out, err, _ = health(["--help"])
+        self.assertEqual((rc, err), (0, ""))
+        self.assertTrue(out.startswith("usage: citegate health [--admin-listen ADDR:PORT]\n"), out)
+
     def test_bad_arguments(self):
         for args, env, needle in (
                 (["--admin-listen"], None, "needs a value"),
