@@ -96,8 +96,10 @@ bench-versus: deps-bench build
 	./bench/versus $(ARGS)
 
 # Builds docker/Dockerfile with podman from a Debian base made by mmdebstrap,
-# runs it and checks the demo and /healthz (docker/README.md "Building the
-# image here"). Not part of `make test`: it takes minutes and ~1 GB of disk.
+# runs it and checks it: the demo, `citegate health`, at most 25 MB, no shell,
+# exactly the shared objects its loader maps, start-up (docker/README.md
+# "Building the image here"). Not part of `make test` (it takes a minute or
+# more and ~1 GB of disk): .ci/run runs it after the suite.
 image: deps-image
 	bash docker/image.sh
 

@@ -26,7 +26,8 @@ static void usage(FILE *f)
     fputs("usage: citegate [--listen ADDR:PORT] [--admin-listen ADDR:PORT] [--upstream URL]\n"
           "                [--workers N] [--profile NAME] [--demo] [--check] [--version] [--help]\n"
           "       citegate filter [--profile NAME] [--ref-style STYLE] [--dialect NAME]\n"
-          "                [--request FILE] [--created SECONDS] < upstream-body > client-body\n",
+          "                [--request FILE] [--created SECONDS] < upstream-body > client-body\n"
+          "       citegate health [--admin-listen ADDR:PORT]\n",
           f);
     /* From the registry, so the list cannot fall behind it. */
     fprintf(f, "profiles: %s\n\nflags that set no variable:\n", cg_profile_list());
@@ -42,6 +43,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "filter") == 0)
         return cg_main_filter(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "health") == 0)
+        return cg_main_health(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--version") == 0) {
             printf("citegate %s\n", CITEGATE_VERSION);

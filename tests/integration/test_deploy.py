@@ -5,10 +5,11 @@ python3-yaml) and checked against the repository: what the Dockerfile copies
 and compose mounts exists, the build stage runs what CI runs (.ci/run), probes
 and ports match the configured listeners, drain time fits in the grace
 periods, every variable is one citegate reads (the table in src/core/config.c),
-and the Secret and HPA references resolve. With a built citegate
+and the Secret and HPA references resolve. The runtime stage is FROM
+scratch with the root docker/rootfs.sh assembles, its health check is
+`citegate health` (test_health.py runs it). With a built citegate
 (CITEGATE_BIN, or build/citegate) the configurations also go through
-`citegate --check` and the healthcheck script is run against a live admin
-listener.
+`citegate --check`.
 
 Run from this directory: python3 -m unittest -v test_deploy
 """
@@ -42,9 +43,9 @@ K8S = DOCKER / "k8s"
 PER_STREAM_KIB = 19
 TLS_UPSTREAM_CONN_KIB = 32
 BASE_WORKER_KIB = 2.5 * 1024
-# Packages in every Debian image, slim included (libc, libm, libgcc_s).
-BASE_IMAGE_PACKAGES = {"libc6", "libgcc-s1"}
-SANITIZER_LIB_RE = re.compile(r"^lib(a|ub|l|t|hwa)san\.so")
+ROOTFS = DOCKER / "rootfs.sh"
+# What a 25 MB image may weigh, the limit docker/image.sh enforces on the built image.
+IMAGE_MAX_BYTES = 25_000_000
 
 
 # ---------------------------------------------------------------- helpers
@@ -263,6 +264,17 @@ def is_citegate(container):
     return container.get("image", "").split(":")[0].split("/")[-1] == "citegate"
 
 
+def all_containers(spec):
+    """Init containers (native sidecars among them), then the main containers."""
+    return list(spec.get("initContainers") or []) + list(spec["containers"])
+
+
+def is_native_sidecar(spec, container):
+    """An init container with restartPolicy Always: a sidecar (Kubernetes >= 1.29)."""
+    return (any(c is container for c in spec.get("initContainers") or [])
+            and container.get("restartPolicy") == "Always")
+
+
 def pods(docs):
     """(file, workload, pod spec) for every pod template."""
     for f, d in docs:
@@ -380,11 +392,19 @@ class DockerfileTest(unittest.TestCase):
         self.assertEqual(len(self.df.froms), 2, self.df.froms)
         self.assertEqual(self.df.froms[0].split()[0], "debian:bookworm")
         self.assertIsNotNone(self.df.stage_name(0), "the build stage needs a name for COPY --from")
-        self.assertEqual(self.df.froms[1].split()[0], "debian:bookworm-slim")
+        self.assertEqual(self.df.froms[1].split(), ["scratch"], "the runtime stage starts empty")
 
-    def test_build_stage_runs_what_ci_runs(self):
+    def test_runtime_stage_runs_nothing(self):
+        """No shell in the image: nothing in the runtime stage may need one."""
+        self.assertEqual(self.df.stage(1, "RUN"), [])
+        for instr in ("CMD", "ENTRYPOINT"):
+            for a in self.df.stage(1, instr):
+                self.assertTrue(a.startswith("["), f"{instr} {a}: the shell form needs /bin/sh")
+
+    def test_build_stage_runs_what_ci_tests(self):
         ci = ci_commands()
-        self.assertTrue(ci, ".ci/run has no command")
+        self.assertIn("make test", ci, ".ci/run does not run the suite")
+        tests = [c for c in ci if c != "make image"]
         instrs = [(i, a) for s, i, a in self.df.instrs if s == 0]
         # With its build arguments at their defaults (ARG CHECK=test: the whole suite).
         defaults = dict(a.split("=", 1) for i, a in instrs if i == "ARG" and "=" in a)
@@ -398,10 +418,17 @@ class DockerfileTest(unittest.TestCase):
         full_copy = [n for n, (i, a) in enumerate(instrs)
                      if i == "COPY" and not a.startswith("--from") and shlex.split(a)[0] == "."]
         self.assertTrue(full_copy, "the build stage does not COPY the whole context")
-        for cmd in ci:
+        for cmd in tests:
             at = [n for n, c in run_cmds if " ".join(c.split()) == cmd]
             self.assertTrue(at, f"the build stage does not RUN `{cmd}` (from .ci/run)")
             self.assertGreater(at[-1], full_copy[0], f"`{cmd}` runs before the sources are copied")
+
+    def test_ci_builds_the_image_after_the_suite(self):
+        ci = ci_commands()
+        self.assertIn("make image", ci, ".ci/run does not build the image")
+        self.assertGreater(ci.index("make image"), ci.index("make test"))
+        make = (REPO / "Makefile").read_text()
+        self.assertRegex(make, r"(?m)^image:.*\n\tbash docker/image\.sh$")
 
     def test_copy_sources_exist_and_are_in_the_context(self):
         pats = dockerignore_patterns()
@@ -414,40 +441,72 @@ class DockerfileTest(unittest.TestCase):
                     if src != ".":
                         self.assertFalse(ignored(src, pats), f"COPY {src}: excluded by the dockerignore")
 
-    def test_runtime_binary_is_the_tested_build(self):
+    def rootfs_run(self):
+        """(binary, root, data) of the build stage's `bash docker/rootfs.sh BINARY ROOT DATA`."""
+        runs = [c for a in self.df.stage(0, "RUN") for c in shell_commands(a)]
+        calls = [shlex.split(c) for c in runs if "docker/rootfs.sh" in c]
+        self.assertEqual(len(calls), 1, "the build stage runs docker/rootfs.sh once")
+        words = calls[0]
+        self.assertEqual(words[:2], ["bash", "docker/rootfs.sh"])
+        self.assertEqual(len(words), 5, words)
+        return words[2:]
+
+    def test_runtime_root_is_built_from_the_tested_binary(self):
         build = re.search(r"^BUILD\s*\?=\s*(\S+)", (REPO / "Makefile").read_text(), re.M).group(1)
-        workdir = self.df.stage(0, "WORKDIR")[-1]
+        binary, root, data = self.rootfs_run()
+        self.assertEqual(binary, posixpath.join(build, "citegate"), "not the binary `make` built")
+        instrs = [(i, a) for s, i, a in self.df.instrs if s == 0]
+        make_at = [n for n, (i, a) in enumerate(instrs) if i == "RUN" and a == 'make "$CHECK"']
+        root_at = [n for n, (i, a) in enumerate(instrs) if i == "RUN" and "docker/rootfs.sh" in a]
+        self.assertTrue(make_at and root_at and root_at[0] > make_at[0],
+                        "the root is assembled before the binary is built and tested")
         name = self.df.stage_name(0)
         froms = [(f, s, d) for f, s, d in self.df.copies(1) if f.get("from") == name]
-        self.assertEqual(len(froms), 1, "the runtime stage copies one file from the build stage")
-        _, srcs, dest = froms[0]
-        self.assertEqual(srcs, [posixpath.join(workdir, build, "citegate")])
+        self.assertEqual([(srcs, dest) for _, srcs, dest in froms],
+                         [([root.rstrip("/") + "/"], "/"), ([data.rstrip("/") + "/"], "/var/lib/")])
+        self.assertEqual(self.df.copies(1), [(f, s, d) for f, s, d in froms], "only the built root is copied")
+        script = ROOTFS.read_text()
         entry = split_args(self.df.stage(1, "ENTRYPOINT")[-1])
-        self.assertEqual(entry[0], dest, "ENTRYPOINT is not the copied binary")
+        self.assertEqual(entry, ["/usr/local/bin/citegate"])
+        self.assertRegex(script, r'strip --strip-debug -o "\$root/usr/local/bin/citegate" "\$bin"')
+
+    def test_rootfs_takes_the_libraries_from_ldd(self):
+        """The list of shared objects is ldd's at build time, loader included, checked by
+        running the binary inside the root; nothing else goes in but the listed files."""
+        script = ROOTFS.read_text()
+        self.assertRegex(script, r'ldd "\$bin"')
+        self.assertIn('*"not found"*) fail', script, "a library ldd cannot find must fail the build")
+        self.assertRegex(script, r'chroot --userspec=\$uid:\$uid "\$root" /usr/local/bin/citegate')
+        self.assertIn("/etc/ssl/certs/ca-certificates.crt", script)
+        for f in ("passwd", "group", "nsswitch.conf"):
+            self.assertIn(f'>"$root/etc/{f}"', script, f"rootfs.sh does not write /etc/{f}")
+        # What the TLS code loads as the system bundle is what the image ships.
+        tls = (REPO / "src" / "io" / "tls.c").read_text()
+        self.assertIn('"/etc/ssl/certs/ca-certificates.crt"', tls)
+        r = subprocess.run(["bash", "-n", str(ROOTFS)], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_user_is_not_root(self):
         user = self.df.user(1)
         self.assertIsNotNone(user, "no USER in the runtime stage")
-        uid = user.split(":")[0]
+        uid, _, gid = user.partition(":")
         self.assertNotIn(uid, ("root", "0"))
         self.assertRegex(uid, r"^[0-9]+$", "a numeric USER lets Kubernetes verify runAsNonRoot")
-        runs = " ".join(self.df.stage(1, "RUN"))
-        self.assertRegex(runs, rf"useradd\b[^&;]*--uid[ =]{uid}\b", "the USER is not created")
+        script = ROOTFS.read_text()
+        self.assertIn(f"uid={uid}\n", script, "rootfs.sh writes another uid into /etc/passwd")
+        self.assertEqual(gid, uid)
+        self.assertIn("printf 'citegate:x:%d:%d:citegate:/var/lib/citegate:", script)
 
-    def test_healthcheck_hits_healthz(self):
+    def test_healthcheck_is_citegate_health(self):
         hc = self.df.stage(1, "HEALTHCHECK")
         self.assertEqual(len(hc), 1)
-        m = re.fullmatch(r"(?:--\S+\s+)*CMD\s+(.+)", hc[0], re.S | re.I)
+        m = re.fullmatch(r"((?:--\S+\s+)*)CMD\s+(.+)", hc[0], re.S | re.I)
         self.assertIsNotNone(m, f"HEALTHCHECK {hc[0]}: no CMD")
-        cmd = split_args(m.group(1))
-        text = " ".join(cmd)
-        if "/healthz" not in text:
-            copied = {dest: srcs[0] for f, srcs, dest in self.df.copies(1) if "from" not in f and len(srcs) == 1}
-            scripts = [copied[w] for w in cmd if w in copied]
-            self.assertTrue(scripts, f"HEALTHCHECK {cmd} neither names /healthz nor runs a copied script")
-            text = (REPO / scripts[0]).read_text()
-        self.assertIn("/healthz", text)
-        self.assertNotIn("curl", " ".join(cmd), "curl is not in bookworm-slim")
+        self.assertTrue(m.group(2).startswith("["), "the shell form needs /bin/sh, which is not there")
+        cmd = split_args(m.group(2))
+        self.assertEqual(cmd, split_args(self.df.stage(1, "ENTRYPOINT")[-1]) + ["health"])
+        opts = dict(o[2:].split("=", 1) for o in m.group(1).split())
+        self.assertGreater(compose_seconds(opts["timeout"]), 1, "the probe itself gives up at 1 s")
 
     def test_listeners_exposed(self):
         env = self.df.env(1)
@@ -467,10 +526,15 @@ class DockerfileTest(unittest.TestCase):
         vols = [v for a in self.df.stage(1, "VOLUME") for v in split_args(a)]
         self.assertIn(db_dir, vols)
         uid = self.df.user(1).split(":")[0]
-        runs = " ".join(self.df.stage(1, "RUN"))
-        self.assertRegex(runs, rf"(install\s+-d\b[^&;]*-o\s+{uid}\b[^&;]*{re.escape(db_dir)}"
-                               rf"|chown\b[^&;]*\b{uid}\b[^&;]*{re.escape(db_dir)})",
-                         f"{db_dir} is not made writable for uid {uid}")
+        _, _, data = self.rootfs_run()
+        copies = [(f, s, d) for f, s, d in self.df.copies(1) if s == [data.rstrip("/") + "/"]]
+        self.assertEqual(len(copies), 1, "the data folder is not copied")
+        flags, _, dest = copies[0]
+        self.assertEqual(flags.get("chown"), f"{uid}:{uid}", f"{db_dir} is not owned by uid {uid}")
+        self.assertEqual(posixpath.join(dest, posixpath.basename(db_dir)), db_dir)
+        self.assertIn(f'install -d -m 0750 "$data/{posixpath.basename(db_dir)}"', ROOTFS.read_text())
+        self.assertEqual(self.df.stage(1, "WORKDIR")[-1], db_dir,
+                         "SQLite's last temporary folder is the working directory: keep it writable")
 
     def test_env_names_known(self):
         table = config_vars()
@@ -479,53 +543,6 @@ class DockerfileTest(unittest.TestCase):
                 if name == "DEBIAN_FRONTEND":
                     continue
                 self.assertIn(name, table, f"ENV {name} is not a citegate variable")
-
-    def test_runtime_packages(self):
-        runs = " ".join(self.df.stage(1, "RUN"))
-        m = re.search(r"apt-get install((?:\s+(?:-\S+|[a-z0-9][a-z0-9.+-]*))+)", runs)
-        self.assertIsNotNone(m, "no apt-get install in the runtime stage")
-        pkgs = {w for w in m.group(1).split() if not w.startswith("-")}
-        self.assertIn("ca-certificates", pkgs, "https:// upstreams need the system CA bundle")
-        self.assertFalse([p for p in pkgs if p.endswith("-dev")], "development packages in the runtime image")
-        self.assertNotIn("curl", pkgs)
-        osr = Path("/etc/os-release").read_text() if Path("/etc/os-release").exists() else ""
-        if not (shutil.which("ldd") and shutil.which("dpkg")
-                and re.search(r"^VERSION_CODENAME=bookworm$", osr, re.M)):
-            self.skipTest("the library-to-package check needs Debian bookworm, the image's base")
-
-        def libs(binary):
-            out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
-            return [m.groups() for m in re.finditer(r"^\s*(\S+)\s+=>\s+(/\S+)", out, re.M)]
-
-        # The image ships the release build; under build-asan CITEGATE_BIN is the
-        # sanitized one (libasan, libubsan, libstdc++), so look at build/citegate.
-        binary = next((b for b in (citegate_bin(), str(REPO / "build" / "citegate"))
-                       if b and os.access(b, os.X_OK)
-                       and not any(SANITIZER_LIB_RE.match(n) for n, _ in libs(b))), None)
-        if binary is None:
-            self.skipTest("no release build of citegate to run ldd on")
-        # The libraries citegate links directly (NEEDED); apt brings what they need in
-        # turn (libpq5 brings libssl3, Kerberos, LDAP), so the Dockerfile names only those.
-        dyn = subprocess.run(["readelf", "-d", binary], capture_output=True, text=True).stdout
-        direct = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn))
-        self.assertIn("libuv.so.1", direct, "readelf -d found no NEEDED entries")
-        needed = set()
-        for name, path in libs(binary):
-            if name not in direct:
-                continue
-            cands = [path, os.path.realpath(path)]
-            cands += ["/usr" + c for c in cands if not c.startswith("/usr/")]
-            owner = None
-            for c in cands:
-                r = subprocess.run(["dpkg", "-S", c], capture_output=True, text=True)
-                if r.returncode == 0:
-                    owner = r.stdout.split(":")[0]
-                    break
-            self.assertIsNotNone(owner, f"no Debian package owns {path}")
-            if owner not in BASE_IMAGE_PACKAGES:
-                needed.add(owner)
-        self.assertTrue(needed)
-        self.assertLessEqual(needed, pkgs, f"runtime stage misses {sorted(needed - pkgs)}")
 
 
 class DockerignoreTest(unittest.TestCase):
@@ -541,82 +558,13 @@ class DockerignoreTest(unittest.TestCase):
         paths = ["Makefile", "CMakeLists.txt", ".ci/run", "src/core/config.c", "include/citegate/config.h",
                  "third_party/llhttp/CMakeLists.txt", "tests/fixtures/azure_oyd_stream.sse",
                  "tests/sdk/package-lock.json", "tests/integration/test_deploy.py",
-                 "docker/Dockerfile", "docker/healthcheck.sh", "README.md"]
+                 "docker/Dockerfile", "docker/rootfs.sh", "README.md"]
         if shutil.which("git") and (REPO / ".git").exists():
             r = subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True, text=True)
             if r.returncode == 0:
                 paths += r.stdout.split()
         for p in paths:
             self.assertFalse(ignored(p, pats), f"{p} is missing from the build context")
-
-
-class HealthcheckScript(unittest.TestCase):
-    """docker/healthcheck.sh against a stub admin listener and a live citegate."""
-    SCRIPT = DOCKER / "healthcheck.sh"
-
-    def run_script(self, admin_listen):
-        return subprocess.run(["bash", str(self.SCRIPT)], env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                              "CITEGATE_ADMIN_LISTEN": admin_listen}, capture_output=True, timeout=10).returncode
-
-    def test_stub(self):
-        paths = []
-
-        class H(http.server.BaseHTTPRequestHandler):
-            status = {"/healthz": 200}
-
-            def do_GET(self):
-                paths.append(self.path)
-                code = H.status.get(self.path, 404)
-                self.send_response(code)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *a):
-                pass
-
-        srv = http.server.HTTPServer(("127.0.0.1", 0), H)
-        t = threading.Thread(target=srv.serve_forever, daemon=True)
-        t.start()
-        try:
-            port = srv.server_address[1]
-            self.assertEqual(self.run_script(f"127.0.0.1:{port}"), 0)
-            self.assertEqual(self.run_script(f"0.0.0.0:{port}"), 0)
-            self.assertEqual(paths, ["/healthz", "/healthz"])
-            H.status = {"/healthz": 503}
-            self.assertNotEqual(self.run_script(f"127.0.0.1:{port}"), 0)
-        finally:
-            srv.shutdown()
-            srv.server_close()
-        self.assertNotEqual(self.run_script(f"127.0.0.1:{free_port()}"), 0)
-
-    def test_live_citegate(self):
-        binary = citegate_bin()
-        if not binary:
-            self.skipTest("no built citegate (CITEGATE_BIN or build/citegate)")
-        admin = free_port()
-        with tempfile.TemporaryDirectory() as tmp:
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                   "CITEGATE_LISTEN": f"127.0.0.1:{free_port()}",
-                   "CITEGATE_ADMIN_LISTEN": f"127.0.0.1:{admin}",
-                   "SEMANTIC_MEMORY_DB_PATH": os.path.join(tmp, "m.db")}
-            for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
-                if k in os.environ:
-                    env[k] = os.environ[k]
-            with open(os.path.join(tmp, "stderr"), "wb") as err:
-                proc = subprocess.Popen([binary, "--demo"], env=env, stdout=subprocess.DEVNULL, stderr=err)
-            try:
-                deadline = time.monotonic() + 15
-                rc = 1
-                while time.monotonic() < deadline and proc.poll() is None:
-                    rc = self.run_script(f"0.0.0.0:{admin}")
-                    if rc == 0:
-                        break
-                    time.sleep(0.1)
-                self.assertEqual(rc, 0, Path(tmp, "stderr").read_text(errors="replace")[-2000:])
-            finally:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout=30)
-            self.assertNotEqual(self.run_script(f"127.0.0.1:{admin}"), 0)
 
 
 class ComposeTest(unittest.TestCase):
@@ -769,21 +717,27 @@ class KubernetesTest(unittest.TestCase):
         cls.df = Dockerfile()
 
     def citegate_pods(self):
+        """(file, workload, pod spec, citegate container) for every pod running citegate."""
         out = []
         for f, w, spec in pods(self.docs):
-            cs = [c for c in spec["containers"] if is_citegate(c)]
+            cs = [c for c in all_containers(spec) if is_citegate(c)]
             if cs:
+                self.assertEqual(len(cs), 1, f"{f}: two citegate containers in one pod")
                 out.append((f, w, spec, cs[0]))
         return out
 
+    def env(self, c):
+        return k8s_env(self.docs, c, self.df.env(1))[0]
+
     def test_files_and_objects(self):
         names = {f for f, _ in self.docs}
-        self.assertEqual(names, {"sidecar.yaml", "standalone.yaml", "fleet.yaml", "config.yaml"})
+        self.assertEqual(names, {"sidecar.yaml", "sidecar-native.yaml", "standalone.yaml", "fleet.yaml",
+                                 "config.yaml"})
         for f, d in self.docs:
             for k in ("apiVersion", "kind", "metadata"):
                 self.assertIn(k, d, f"{f}: object without {k}")
             self.assertTrue(d["metadata"].get("name"), f"{f}: object without a name")
-        self.assertEqual(len(self.citegate_pods()), 3)
+        self.assertEqual(len(self.citegate_pods()), 4)
 
     def test_selectors(self):
         for f, d in self.docs:
@@ -805,37 +759,98 @@ class KubernetesTest(unittest.TestCase):
             self.assertIn(c.get("imagePullPolicy"), ("IfNotPresent", "Never"),
                           f"{f}: a locally built :latest image must not be pulled")
 
-    def test_probes_on_admin_port(self):
-        for f, _, _, c in self.citegate_pods():
-            env, _ = k8s_env(self.docs, c, self.df.env(1))
-            host, admin = split_addr(env["CITEGATE_ADMIN_LISTEN"])
-            self.assertNotIn(host, ("127.0.0.1", "localhost", "::1"), f"{f}: kubelet probes cannot reach {host}")
-            for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
-                get = c[probe]["httpGet"]
-                self.assertEqual(get["path"], path, f"{f}: {probe}")
-                self.assertEqual(container_port(c, get["port"]), admin, f"{f}: {probe} port")
+    def check_ready_probe(self, f, c, name, admin_host, admin_port):
+        """`citegate health` in the container, or GET /readyz on the admin port."""
+        probe = c[name]
+        where = f"{f}: {c['name']} {name}"
+        entry = split_args(self.df.stage(1, "ENTRYPOINT")[-1])
+        if "exec" in probe:
+            cmd = probe["exec"]["command"]
+            self.assertEqual(cmd[:len(entry) + 1], entry + ["health"], f"{where}: not `citegate health`")
+            rest = cmd[len(entry) + 1:]
+            if rest:  # the flag, when given, names the admin listener
+                self.assertEqual(len(rest), 2, f"{where}: {rest}")
+                self.assertEqual(rest[0], "--admin-listen", where)
+                self.assertEqual(split_addr(rest[1])[1], admin_port, where)
+            self.assertGreater(probe.get("timeoutSeconds", 1), 1, f"{where}: the probe itself waits 1 s")
+        else:
+            get = probe.get("httpGet")
+            self.assertIsNotNone(get, f"{where}: neither `citegate health` nor an HTTP probe")
+            self.assertEqual(get["path"], "/readyz", where)
+            self.assertEqual(container_port(c, get["port"]), admin_port, f"{where}: port")
+            self.assertNotIn(admin_host, ("127.0.0.1", "localhost", "::1"),
+                             f"{where}: the kubelet cannot reach {admin_host}")
 
-    def test_service_targets_client_port(self):
+    def test_probes(self):
+        """Readiness (and a native sidecar's startup) through `citegate health` or
+        GET /readyz on the admin port; liveness on /healthz, which stays 200 while
+        draining, so that a draining container is not restarted."""
+        for f, _, spec, c in self.citegate_pods():
+            host, admin = split_addr(self.env(c)["CITEGATE_ADMIN_LISTEN"])
+            self.check_ready_probe(f, c, "readinessProbe", host, admin)
+            if is_native_sidecar(spec, c):
+                self.assertIn("startupProbe", c, f"{f}: a native sidecar holds the pod's start with a startupProbe")
+            if "startupProbe" in c:
+                self.check_ready_probe(f, c, "startupProbe", host, admin)
+            get = c["livenessProbe"].get("httpGet")
+            self.assertIsNotNone(get, f"{f}: liveness must not be /readyz (503 while draining)")
+            self.assertEqual(get["path"], "/healthz", f"{f}: livenessProbe")
+            self.assertEqual(container_port(c, get["port"]), admin, f"{f}: livenessProbe port")
+            self.assertNotIn(host, ("127.0.0.1", "localhost", "::1"), f"{f}: kubelet probes cannot reach {host}")
+
+    def test_service_targets(self):
+        """A Service that reaches citegate targets its client listener, on an address
+        beyond the pod's loopback; the native sidecar's Service targets the frontend."""
         for f, d in self.docs:
             if d["kind"] != "Service":
                 continue
-            w = [w for _, w, _ in pods(self.docs)
-                 if d["spec"]["selector"].items() <= w["spec"]["template"]["metadata"]["labels"].items()][0]
-            c = [c for c in w["spec"]["template"]["spec"]["containers"] if is_citegate(c)][0]
-            env, _ = k8s_env(self.docs, c, self.df.env(1))
-            listen = split_addr(env["CITEGATE_LISTEN"])[1]
+            spec = [sp for _, w, sp in pods(self.docs)
+                    if d["spec"]["selector"].items() <= w["spec"]["template"]["metadata"]["labels"].items()][0]
             for p in d["spec"]["ports"]:
-                self.assertEqual(container_port(c, p.get("targetPort", p["port"])), listen, f"{f}: Service port")
+                target = p.get("targetPort", p["port"])
+                owners = [c for c in all_containers(spec)
+                          if any(target in (q.get("name"), q["containerPort"]) for q in c.get("ports", []))]
+                self.assertEqual(len(owners), 1, f"{f}: Service port {p} matches {len(owners)} containers")
+                c = owners[0]
+                if not is_citegate(c):
+                    continue
+                host, listen = split_addr(self.env(c)["CITEGATE_LISTEN"])
+                self.assertEqual(container_port(c, target), listen, f"{f}: Service port")
+                self.assertNotIn(host, ("127.0.0.1", "localhost", "::1"), f"{f}: a Service cannot reach {host}")
 
     def test_drain_fits_in_grace_period(self):
+        """Classic: citegate's preStop sleep (the Service forgets the pod), then its drain.
+        Native sidecar: the main containers' preStop, then their requests run out through
+        citegate (given the drain's time), and only then citegate's SIGTERM."""
         for f, _, spec, c in self.citegate_pods():
-            env, _ = k8s_env(self.docs, c, self.df.env(1))
-            grace_ms = int(env["CITEGATE_SHUTDOWN_GRACE_MS"])
-            pre = prestop_sleep_s(c)
-            self.assertGreater(pre, 0, f"{f}: no preStop sleep before SIGTERM")
+            grace_ms = int(self.env(c)["CITEGATE_SHUTDOWN_GRACE_MS"])
             tgps = spec.get("terminationGracePeriodSeconds", 30)
+            if is_native_sidecar(spec, c):
+                pre = max(prestop_sleep_s(m) for m in spec["containers"])
+                self.assertEqual(prestop_sleep_s(c), 0, f"{f}: a native sidecar needs no preStop")
+                what = "the main containers' preStop"
+            else:
+                pre = prestop_sleep_s(c)
+                what = "preStop"
+            self.assertGreater(pre, 0, f"{f}: no preStop sleep before SIGTERM")
             self.assertGreater(tgps * 1000, grace_ms + pre * 1000,
-                               f"{f}: terminationGracePeriodSeconds {tgps} <= preStop {pre} s + drain {grace_ms} ms")
+                               f"{f}: terminationGracePeriodSeconds {tgps} <= {what} {pre} s + drain {grace_ms} ms")
+
+    def test_native_sidecar(self):
+        """sidecar-native.yaml: citegate in initContainers with restartPolicy Always,
+        listening on the pod's loopback, and a main container that calls it there."""
+        native = [(f, spec, c) for f, _, spec, c in self.citegate_pods() if is_native_sidecar(spec, c)]
+        self.assertEqual([f for f, _, _ in native], ["sidecar-native.yaml"])
+        f, spec, c = native[0]
+        self.assertFalse([m for m in spec["containers"] if is_citegate(m)])
+        host, port = split_addr(self.env(c)["CITEGATE_LISTEN"])
+        self.assertEqual(host, "127.0.0.1", f"{f}: only the pod's own frontend calls it")
+        urls = [e.get("value", "") for m in spec["containers"] for e in m.get("env", [])]
+        self.assertTrue([u for u in urls if re.match(rf"https?://127\.0\.0\.1:{port}(/|$)", u)],
+                        f"{f}: no main container calls citegate on 127.0.0.1:{port}")
+        for other in spec["containers"]:
+            for q in other.get("ports", []):
+                self.assertNotEqual(q["containerPort"], port, f"{f}: {other['name']} shares citegate's port")
 
     def test_sidecar_upstream_outlives_drain(self):
         seen = 0
@@ -845,7 +860,7 @@ class KubernetesTest(unittest.TestCase):
             if not m:
                 continue
             seen += 1
-            others = [o for o in spec["containers"] if o is not c]
+            others = [o for o in all_containers(spec) if o is not c]
             self.assertTrue(others, f"{f}: upstream on localhost but no backend container in the pod")
             need = prestop_sleep_s(c) + int(env["CITEGATE_SHUTDOWN_GRACE_MS"]) / 1000
             for o in others:
@@ -870,9 +885,16 @@ class KubernetesTest(unittest.TestCase):
         uid = int(self.df.user(1).split(":")[0])
         for f, _, spec, c in self.citegate_pods():
             sc = c.get("securityContext", {})
-            self.assertTrue(sc.get("runAsNonRoot"), f"{f}: runAsNonRoot")
-            if "runAsUser" in sc:
-                self.assertEqual(sc["runAsUser"], uid, f"{f}: not the image's user")
+            pod_sc = spec.get("securityContext", {})
+            self.assertTrue(sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")), f"{f}: runAsNonRoot")
+            self.assertEqual(sc.get("runAsUser", pod_sc.get("runAsUser", uid)), uid, f"{f}: not the image's user")
+            self.assertIs(sc.get("readOnlyRootFilesystem"), True, f"{f}: readOnlyRootFilesystem")
+            self.assertIs(sc.get("allowPrivilegeEscalation"), False, f"{f}: allowPrivilegeEscalation")
+            self.assertEqual([d.upper() for d in sc.get("capabilities", {}).get("drop", [])], ["ALL"],
+                             f"{f}: capabilities not all dropped")
+            self.assertFalse(sc.get("capabilities", {}).get("add"), f"{f}: capabilities added")
+            seccomp = sc.get("seccompProfile", pod_sc.get("seccompProfile", {}))
+            self.assertEqual(seccomp.get("type"), "RuntimeDefault", f"{f}: seccompProfile")
             env, _ = k8s_env(self.docs, c, self.df.env(1))
             if env.get("CITEGATE_TRACKING_DSN"):
                 continue  # PostgreSQL: nothing is stored in the pod
