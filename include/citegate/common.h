@@ -20,6 +20,61 @@ typedef struct cg_span {
 } cg_span_t;
 
 #define CG_SPAN_LIT(s) ((cg_span_t){(s), sizeof(s) - 1})
+/* A string literal and its length, as two arguments: the length is never
+ * counted by hand (h2o's H2O_STRLIT). */
+#define CG_STRLIT(s) (s), (sizeof(s) - 1)
+
+/* The struct of `type` whose member `member` is at p. */
+#define CG_CONTAINER_OF(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+/*
+ * An intrusive doubly linked list: the links live in the items, so joining
+ * and leaving cost no allocation and leaving from the middle is O(1). A
+ * list is a sentinel (cg_list_init); an item's link is NULL-linked while it
+ * is on no list, so cg_list_unlink of an unlinked item does nothing.
+ */
+typedef struct cg_list {
+    struct cg_list *prev, *next;
+} cg_list_t;
+
+static inline void cg_list_init(cg_list_t *head)
+{
+    head->prev = head->next = head;
+}
+
+static inline bool cg_list_empty(const cg_list_t *head)
+{
+    return head->next == head;
+}
+
+static inline bool cg_list_linked(const cg_list_t *item)
+{
+    return item->next != NULL;
+}
+
+/* Puts item (on no list) right before pos: at the tail when pos is the head. */
+static inline void cg_list_insert(cg_list_t *pos, cg_list_t *item)
+{
+    item->prev = pos->prev;
+    item->next = pos;
+    pos->prev->next = item;
+    pos->prev = item;
+}
+
+/* Walks the items of list head: pos is each link in turn, next the one
+ * after it, read first, so pos may leave the list (and be freed). */
+#define cg_list_each(pos, next, head)                                                              \
+    for ((pos) = (head)->next, (next) = (pos)->next; (pos) != (head);                            \
+         (pos) = (next), (next) = (pos)->next)
+
+static inline void cg_list_unlink(cg_list_t *item)
+{
+    if (!cg_list_linked(item))
+        return;
+    item->prev->next = item->next;
+    item->next->prev = item->prev;
+    item->prev = item->next = NULL;
+}
 
 static inline cg_span_t cg_span(const char *p, size_t n)
 {

@@ -74,12 +74,7 @@ static void on_closed(cg_conn_t *conn)
     cg_worker_t *w = c->w;
     if (c->proto)
         c->proto->closed(c);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        w->clients = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    cg_list_unlink(&c->link);
     w->nclients--;
     if (!c->admin) {
         w->nserving--;
@@ -109,10 +104,7 @@ static cg_client_t *client_new(cg_worker_t *w, bool admin)
         cg_metrics->client_connections++;
     }
     c->deadline = cg_now_ms(w) + w->cfg->request_timeout_ms;
-    c->next = w->clients;
-    if (w->clients)
-        w->clients->prev = c;
-    w->clients = c;
+    cg_list_insert(&w->clients, &c->link);
     w->nclients++;
     return c;
 }
@@ -161,7 +153,9 @@ static void on_sweep(uv_timer_t *t)
 {
     cg_worker_t *w = t->data;
     uint64_t now = cg_now_ms(w);
-    for (cg_client_t *c = w->clients; c; c = c->next) {
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &w->clients) {
+        cg_client_t *c = cg_client_of(pos);
         if (c->deadline == 0 || now < c->deadline || uv_is_closing((uv_handle_t *)&c->conn.tcp))
             continue;
         cg_log_debug(NULL, "client sent no request in %u ms: closing", w->cfg->request_timeout_ms);

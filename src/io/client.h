@@ -65,8 +65,13 @@ struct cg_client {
     cg_buf_t sniff;          /* first bytes, until the preface is told apart */
     cg_h1_t h1;
     struct cg_h2conn *h2;
-    cg_client_t *prev, *next;
+    cg_list_t link; /* in the worker's clients */
 };
+
+static inline cg_client_t *cg_client_of(cg_list_t *link)
+{
+    return CG_CONTAINER_OF(link, cg_client_t, link);
+}
 
 extern const cg_proto_t cg_h1_proto;
 extern const cg_proto_t cg_h2_proto;

@@ -8,19 +8,6 @@
  * the loop. */
 #define MAX_ROUNDS 8
 
-static void link_tail(cg_defer_t *head, cg_defer_t *d)
-{
-    d->prev = head->prev;
-    d->next = head;
-    head->prev->next = d;
-    head->prev = d;
-}
-
-static bool empty(const cg_defer_t *head)
-{
-    return head->next == head;
-}
-
 static void on_idle(uv_idle_t *h)
 {
     (void)h; /* only keeps the poll from blocking */
@@ -39,21 +26,21 @@ static void idle_set(cg_safepoint_t *sp, bool on)
 
 void cg_safepoint_run(cg_safepoint_t *sp)
 {
-    for (int round = 0; round < MAX_ROUNDS && !empty(&sp->queue); round++) {
+    for (int round = 0; round < MAX_ROUNDS && !cg_list_empty(&sp->queue); round++) {
         /* Take this round's items; what they queue waits for the next. */
-        cg_defer_t batch = {&batch, &batch, NULL};
+        cg_list_t batch;
         batch.next = sp->queue.next;
         batch.prev = sp->queue.prev;
         batch.next->prev = &batch;
         batch.prev->next = &batch;
-        sp->queue.next = sp->queue.prev = &sp->queue;
-        while (!empty(&batch)) {
-            cg_defer_t *d = batch.next;
-            cg_defer_cancel(d);
+        cg_list_init(&sp->queue);
+        while (!cg_list_empty(&batch)) {
+            cg_defer_t *d = CG_CONTAINER_OF(batch.next, cg_defer_t, link);
+            cg_list_unlink(&d->link);
             d->fn(d);
         }
     }
-    idle_set(sp, !empty(&sp->queue));
+    idle_set(sp, !cg_list_empty(&sp->queue));
 }
 
 static void on_check(uv_check_t *h)
@@ -63,7 +50,7 @@ static void on_check(uv_check_t *h)
 
 void cg_safepoint_init(cg_safepoint_t *sp, uv_loop_t *loop)
 {
-    sp->queue.next = sp->queue.prev = &sp->queue;
+    cg_list_init(&sp->queue);
     sp->idle_on = false;
     sp->closed = false;
     uv_check_init(loop, &sp->check);
@@ -86,15 +73,11 @@ void cg_defer(cg_safepoint_t *sp, cg_defer_t *d, cg_defer_fn fn)
     d->fn = fn;
     if (cg_defer_queued(d))
         return;
-    link_tail(&sp->queue, d);
+    cg_list_insert(&sp->queue, &d->link);
     idle_set(sp, true);
 }
 
 void cg_defer_cancel(cg_defer_t *d)
 {
-    if (!cg_defer_queued(d))
-        return;
-    d->prev->next = d->next;
-    d->next->prev = d->prev;
-    d->next = d->prev = NULL;
+    cg_list_unlink(&d->link);
 }

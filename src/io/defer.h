@@ -11,21 +11,22 @@
 #ifndef CITEGATE_IO_DEFER_H
 #define CITEGATE_IO_DEFER_H
 
-#include <stdbool.h>
+#include "citegate/common.h"
+
 #include <uv.h>
 
 typedef struct cg_defer cg_defer_t;
 typedef void (*cg_defer_fn)(cg_defer_t *d);
 
 struct cg_defer {
-    cg_defer_t *prev, *next; /* NULL while not queued */
+    cg_list_t link; /* unlinked while not queued */
     cg_defer_fn fn;
 };
 
 typedef struct cg_safepoint {
     uv_check_t check;
     uv_idle_t idle;
-    cg_defer_t queue; /* sentinel of a circular list */
+    cg_list_t queue;
     bool idle_on;
     bool closed; /* the loop is ending: queued work no longer runs */
 } cg_safepoint_t;
@@ -40,7 +41,7 @@ void cg_defer(cg_safepoint_t *sp, cg_defer_t *d, cg_defer_fn fn);
 void cg_defer_cancel(cg_defer_t *d);
 static inline bool cg_defer_queued(const cg_defer_t *d)
 {
-    return d->next != NULL;
+    return cg_list_linked(&d->link);
 }
 
 #endif

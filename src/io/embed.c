@@ -4,6 +4,7 @@
 #include "exchange.h"
 #include "log.h"
 #include "metrics.h"
+#include "waitq.h"
 
 #include <llhttp.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 
 struct cg_embed_call {
     cg_embed_t *e;
-    cg_embed_call_t *prev, *next; /* in the queue, the running or the finished list */
+    cg_list_t link; /* in the queue, the running or the finished list */
     cg_buf_t text;
     cg_hdrs_t keys;
     cg_embed_cb cb; /* NULL once cancelled */
@@ -29,14 +30,9 @@ struct cg_embed_call {
     const char *why; /* set when it failed before running */
 };
 
-typedef struct list {
-    cg_embed_call_t *head, *tail;
-    size_t n;
-} list_t;
-
 struct cg_embed {
     cg_worker_t *w;
-    list_t queue, running, finished;
+    cg_waitq_t queue, running, finished;
     cg_defer_t pump; /* starts calls and hands out outcomes at a safe point */
     uv_timer_t sweep;
     uint64_t last_log; /* loop time of the last failure logged; 0: none yet */
@@ -46,33 +42,16 @@ struct cg_embed {
 
 /* ---- lists ------------------------------------------------------------------ */
 
-static void push(list_t *l, cg_embed_call_t *c, bool front)
+static cg_embed_call_t *call_of_link(cg_list_t *l)
 {
-    c->prev = front ? NULL : l->tail;
-    c->next = front ? l->head : NULL;
-    if (c->prev)
-        c->prev->next = c;
-    else
-        l->head = c;
-    if (c->next)
-        c->next->prev = c;
-    else
-        l->tail = c;
-    l->n++;
+    return l ? CG_CONTAINER_OF(l, cg_embed_call_t, link) : NULL;
 }
 
-static void unlink_call(list_t *l, cg_embed_call_t *c)
+/* Moves c from wherever it is to the back of `to`. */
+static void move(cg_waitq_t *from, cg_waitq_t *to, cg_embed_call_t *c)
 {
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        l->head = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    else
-        l->tail = c->prev;
-    c->prev = c->next = NULL;
-    l->n--;
+    cg_waitq_remove(from, &c->link);
+    cg_waitq_push(to, &c->link);
 }
 
 static void call_free(cg_embed_call_t *c)
@@ -155,8 +134,7 @@ static void on_done(cg_exchange_t *ex)
     cg_embed_t *e = c->e;
     c->err = ex->err;
     c->ex = NULL;
-    unlink_call(&e->running, c);
-    push(&e->finished, c, false);
+    move(&e->running, &e->finished, c);
     pump_soon(e);
 }
 
@@ -240,7 +218,7 @@ static void start(cg_embed_call_t *c)
                          c->text.len);
     cg_buf_free(&c->text);
     cg_hdrs_free(&c->keys);
-    push(&e->running, c, false);
+    cg_waitq_push(&e->running, &c->link);
     c->deadline = cg_now_ms(w) + CG_EMBED_TIMEOUT_MS;
     c->ex = cg_exchange_call(w, &m, w->embed_upp, &down_ops, c);
     cg_reqmsg_free(&m);
@@ -252,16 +230,13 @@ static void start(cg_embed_call_t *c)
 
 static void on_pump(cg_defer_t *d)
 {
-    cg_embed_t *e = (cg_embed_t *)((char *)d - offsetof(cg_embed_t, pump));
+    cg_embed_t *e = CG_CONTAINER_OF(d, cg_embed_t, pump);
     cg_embed_call_t *c;
-    while ((c = e->finished.head)) {
-        unlink_call(&e->finished, c);
+    while ((c = call_of_link(cg_waitq_pop(&e->finished))))
         deliver(c);
-    }
-    while (!e->draining && e->running.n < CG_EMBED_IN_FLIGHT && (c = e->queue.head)) {
-        unlink_call(&e->queue, c);
+    while (!e->draining && e->running.len < CG_EMBED_IN_FLIGHT &&
+           (c = call_of_link(cg_waitq_pop(&e->queue))))
         start(c);
-    }
 }
 
 static void pump_soon(cg_embed_t *e)
@@ -276,15 +251,15 @@ static void on_sweep(uv_timer_t *t)
 {
     cg_embed_t *e = t->data;
     uint64_t now = cg_now_ms(e->w);
-    cg_embed_call_t *c = e->running.head, *next;
-    for (; c; c = next) {
-        next = c->next;
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &e->running.head) {
+        cg_embed_call_t *c = call_of_link(pos);
         if (now >= c->deadline) {
             c->timed_out = true;
             cg_exchange_client_gone(c->ex); /* on_done moves it to finished */
         }
     }
-    if (e->running.n == 0)
+    if (cg_waitq_empty(&e->running))
         uv_timer_stop(t);
 }
 
@@ -297,6 +272,9 @@ cg_embed_t *cg_embed_new(cg_worker_t *w)
     cg_embed_t *e = cg_xcalloc(1, sizeof(*e));
     e->w = w;
     e->pump.fn = on_pump;
+    cg_waitq_init(&e->queue);
+    cg_waitq_init(&e->running);
+    cg_waitq_init(&e->finished);
     uv_timer_init(w->loop, &e->sweep);
     e->sweep.data = e;
     uv_unref((uv_handle_t *)&e->sweep);
@@ -306,7 +284,7 @@ cg_embed_t *cg_embed_new(cg_worker_t *w)
 cg_embed_call_t *cg_embed_ask(cg_embed_t *e, const char *text, size_t n, const cg_hdrs_t *keys,
                               bool urgent, cg_embed_cb cb, void *ctx)
 {
-    if (e->draining || e->queue.n >= CG_EMBED_QUEUE) {
+    if (e->draining || e->queue.len >= CG_EMBED_QUEUE) {
         failed(e, e->draining ? "citegate is shutting down"
                                        : "too many calls waiting (queue of 1024 full): dropped");
         return NULL;
@@ -320,7 +298,10 @@ cg_embed_call_t *cg_embed_ask(cg_embed_t *e, const char *text, size_t n, const c
         cg_span_t name = cg_hdr_name(keys, i), v = cg_hdr_value(keys, i);
         cg_hdrs_add(&c->keys, name.p, name.n, v.p, v.n);
     }
-    push(&e->queue, c, urgent);
+    if (urgent)
+        cg_waitq_push_front(&e->queue, &c->link);
+    else
+        cg_waitq_push(&e->queue, &c->link);
     pump_soon(e);
     return c;
 }
@@ -336,13 +317,12 @@ void cg_embed_drain(cg_embed_t *e)
         return;
     e->draining = true;
     cg_embed_call_t *c;
-    while ((c = e->queue.head)) {
-        unlink_call(&e->queue, c);
+    while ((c = call_of_link(cg_waitq_pop(&e->queue)))) {
         c->why = "citegate is shutting down";
-        push(&e->finished, c, false);
+        cg_waitq_push(&e->finished, &c->link);
     }
-    while ((c = e->running.head))
-        cg_exchange_client_gone(c->ex);
+    while (!cg_waitq_empty(&e->running)) /* each moves itself to finished */
+        cg_exchange_client_gone(call_of_link(e->running.head.next)->ex);
     pump_soon(e);
 }
 
@@ -352,11 +332,10 @@ void cg_embed_free(cg_embed_t *e)
         return;
     cg_defer_cancel(&e->pump);
     /* Running calls ended with the loop (their exchanges were closed). */
-    list_t *lists[] = {&e->finished, &e->queue, &e->running};
+    cg_waitq_t *lists[] = {&e->finished, &e->queue, &e->running};
     for (int i = 0; i < 3; i++) {
         cg_embed_call_t *c;
-        while ((c = lists[i]->head)) {
-            unlink_call(lists[i], c);
+        while ((c = call_of_link(cg_waitq_pop(lists[i])))) {
             if (c->cb && !c->why && i > 0)
                 c->why = "citegate is shutting down";
             deliver(c);

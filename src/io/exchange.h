@@ -42,7 +42,7 @@ typedef enum { CG_MODE_PASS, CG_MODE_STREAM, CG_MODE_BODY } cg_ex_mode_t;
 /* What the upstream pool serving an exchange keeps in it. */
 typedef struct cg_upslot {
     void *ctx;            /* the pool's connection or stream */
-    cg_waitq_link_t wait; /* in the pool's queue */
+    cg_list_t wait; /* in the pool's queue */
     uint8_t resent;       /* times sent again after a refusal */
 } cg_upslot_t;
 

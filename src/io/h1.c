@@ -537,8 +537,8 @@ static void h1_read(cg_client_t *c, const char *p, size_t n)
 
 static void next_request(cg_defer_t *d)
 {
-    cg_h1_t *h = (cg_h1_t *)((char *)d - offsetof(cg_h1_t, next));
-    cg_client_t *c = (cg_client_t *)((char *)h - offsetof(cg_client_t, h1));
+    cg_h1_t *h = CG_CONTAINER_OF(d, cg_h1_t, next);
+    cg_client_t *c = CG_CONTAINER_OF(h, cg_client_t, h1);
     if (h->message_done || !cg_conn_usable(&c->conn) || h->pending.len == 0)
         return;
     cg_buf_t pending = h->pending;

@@ -37,7 +37,7 @@ typedef struct cg_h2stream cg_h2stream_t;
 typedef struct cg_h2conn {
     cg_client_t *c;
     nghttp2_session *s;
-    cg_h2stream_t *streams;
+    cg_list_t streams; /* cg_h2stream_t, by link */
     size_t nstreams;
     unsigned n431;
     bool heading;       /* a header block has begun and not yet ended */
@@ -58,14 +58,14 @@ struct cg_h2stream {
     int reject;          /* 413 or 431 instead of an exchange */
     size_t header_bytes; /* of the header block, as RFC 9113 counts them */
     bool eof, deferred, closed;
-    cg_h2stream_t *prev, *next;
+    cg_list_t link; /* in the connection's streams */
 };
 
 static void flush_now(cg_h2conn_t *h);
 
 static void on_flush(cg_defer_t *d)
 {
-    flush_now((cg_h2conn_t *)((char *)d - offsetof(cg_h2conn_t, flush)));
+    flush_now(CG_CONTAINER_OF(d, cg_h2conn_t, flush));
 }
 
 static void flush_soon(cg_h2conn_t *h)
@@ -100,12 +100,7 @@ static void head_ends(cg_h2conn_t *h)
 static void stream_free(cg_h2stream_t *st)
 {
     cg_h2conn_t *h = st->conn;
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        h->streams = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
+    cg_list_unlink(&st->link);
     if (--h->nstreams == 0 && !h->heading)
         cg_client_expect_request(h->c, true); /* idle: it may stay open so long */
     cg_reqmsg_free(&st->msg);
@@ -237,10 +232,7 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
     st->id = f->hd.stream_id;
     st->msg.keep_alive = true;
     st->msg.method = -1;
-    st->next = h->streams;
-    if (h->streams)
-        h->streams->prev = st;
-    h->streams = st;
+    cg_list_insert(&h->streams, &st->link);
     h->nstreams++;
     nghttp2_session_set_stream_user_data(s, st->id, st);
     return 0;
@@ -481,6 +473,7 @@ static void h2_start(cg_client_t *c)
     cg_h2conn_t *h = cg_xcalloc(1, sizeof(*h));
     h->c = c;
     c->h2 = h;
+    cg_list_init(&h->streams);
     h->budget = FLOOD_BURST;
     h->budget_at = cg_now_ms(c->w);
     if (nghttp2_session_server_new2(&h->s, callbacks(), h, options()) != 0) {
@@ -547,8 +540,8 @@ static void h2_closed(cg_client_t *c)
 {
     cg_h2conn_t *h = c->h2;
     cg_defer_cancel(&h->flush);
-    while (h->streams) {
-        cg_h2stream_t *st = h->streams;
+    while (!cg_list_empty(&h->streams)) {
+        cg_h2stream_t *st = CG_CONTAINER_OF(h->streams.next, cg_h2stream_t, link);
         st->closed = true;
         if (st->ex)
             cg_exchange_client_gone(st->ex); /* frees st through h2_done */
@@ -578,9 +571,12 @@ static void h2_drain(cg_client_t *c)
 
 static void h2_shutdown(cg_client_t *c)
 {
-    for (cg_h2stream_t *st = c->h2->streams; st; st = st->next)
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &c->h2->streams) {
+        cg_h2stream_t *st = CG_CONTAINER_OF(pos, cg_h2stream_t, link);
         if (st->ex)
             cg_exchange_shutdown(st->ex);
+    }
 }
 
 /* An idle connection, or one inside a header block, past its deadline:

@@ -31,15 +31,15 @@ typedef struct h1conn {
     llhttp_t parser;
     cg_hdrs_t hdrs;
     cg_exchange_t *ex;
-    struct h1conn *prev, *next; /* in the idle list */
-    bool idle, reused, got_bytes, done;
+    cg_list_t idle; /* in the pool's idle list while idle */
+    bool reused, got_bytes, done;
     uint64_t idle_since;
     cg_span_t body; /* this read's body bytes so far, while in one piece */
 } h1conn_t;
 
 struct h1pool {
     cg_upstream_t base;
-    h1conn_t *idle;
+    cg_list_t idle; /* h1conn_t, newest first */
     unsigned conns;
     cg_waitq_t waiting;
     cg_defer_t serve; /* the queue is served at a safe point */
@@ -57,9 +57,9 @@ static h1pool_t *pool_of(cg_upstream_t *up)
     return (h1pool_t *)up;
 }
 
-static cg_exchange_t *ex_of_link(cg_waitq_link_t *l)
+static cg_exchange_t *ex_of_link(cg_list_t *l)
 {
-    return (cg_exchange_t *)((char *)l - offsetof(cg_exchange_t, up.wait));
+    return CG_CONTAINER_OF(l, cg_exchange_t, up.wait);
 }
 
 static void serve(cg_defer_t *d);
@@ -74,27 +74,13 @@ static void serve_soon(h1pool_t *p)
 static void idle_push(h1conn_t *u)
 {
     h1pool_t *p = u->pool;
-    u->idle = true;
     u->idle_since = cg_now_ms(p->base.w);
-    u->prev = NULL;
-    u->next = p->idle;
-    if (p->idle)
-        p->idle->prev = u;
-    p->idle = u;
+    cg_list_insert(p->idle.next, &u->idle);
 }
 
-static void idle_remove(h1conn_t *u)
+static h1conn_t *idle_conn(cg_list_t *l)
 {
-    if (!u->idle)
-        return;
-    if (u->prev)
-        u->prev->next = u->next;
-    else
-        u->pool->idle = u->next;
-    if (u->next)
-        u->next->prev = u->prev;
-    u->idle = false;
-    u->prev = u->next = NULL;
+    return CG_CONTAINER_OF(l, h1conn_t, idle);
 }
 
 static void attach(h1conn_t *u, cg_exchange_t *ex)
@@ -299,7 +285,7 @@ static void on_closed(cg_conn_t *c)
 {
     h1conn_t *u = c->owner;
     h1pool_t *p = u->pool;
-    idle_remove(u);
+    cg_list_unlink(&u->idle);
     p->conns--;
     if (c->ready)
         cg_metrics->upstream_connections[CG_PROTO_LABEL_HTTP1]--;
@@ -333,9 +319,9 @@ static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
 {
     h1pool_t *p = pool_of(up);
     const cg_config_t *cfg = p->base.w->cfg;
-    if (p->idle) {
-        h1conn_t *u = p->idle;
-        idle_remove(u);
+    if (!cg_list_empty(&p->idle)) {
+        h1conn_t *u = idle_conn(p->idle.next);
+        cg_list_unlink(&u->idle);
         attach(u, ex);
         write_request(u);
     } else if (p->conns < cfg->upstream_max_connections) {
@@ -352,9 +338,9 @@ static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
 
 static void serve(cg_defer_t *d)
 {
-    h1pool_t *p = (h1pool_t *)((char *)d - offsetof(h1pool_t, serve));
+    h1pool_t *p = CG_CONTAINER_OF(d, h1pool_t, serve);
     while (!cg_waitq_empty(&p->waiting) &&
-           (p->idle || p->conns < p->base.w->cfg->upstream_max_connections))
+           (!cg_list_empty(&p->idle) || p->conns < p->base.w->cfg->upstream_max_connections))
         send_ex(&p->base, ex_of_link(cg_waitq_pop(&p->waiting)));
 }
 
@@ -386,14 +372,10 @@ static void on_sweep(uv_timer_t *t)
 {
     h1pool_t *p = t->data;
     uint64_t now = cg_now_ms(p->base.w);
-    h1conn_t *u = p->idle;
-    while (u && u->next)
-        u = u->next;
-    while (u && now - u->idle_since >= IDLE_CLOSE_MS) {
-        h1conn_t *older = u->prev;
-        idle_remove(u);
+    while (!cg_list_empty(&p->idle) && now - idle_conn(p->idle.prev)->idle_since >= IDLE_CLOSE_MS) {
+        h1conn_t *u = idle_conn(p->idle.prev);
+        cg_list_unlink(&u->idle);
         cg_conn_close(&u->conn, CG_OK);
-        u = older;
     }
 }
 
@@ -403,9 +385,9 @@ static void drain(cg_upstream_t *up)
     p->draining = true;
     if (!uv_is_closing((uv_handle_t *)&p->sweep))
         uv_close((uv_handle_t *)&p->sweep, NULL);
-    while (p->idle) {
-        h1conn_t *u = p->idle;
-        idle_remove(u);
+    while (!cg_list_empty(&p->idle)) {
+        h1conn_t *u = idle_conn(p->idle.next);
+        cg_list_unlink(&u->idle);
         cg_conn_close(&u->conn, CG_OK);
     }
 }
@@ -437,6 +419,7 @@ cg_upstream_t *cg_up_h1_new(cg_worker_t *w, const cg_upstream_target_t *t, cg_up
     p->base.target = t;
     p->base.slot = slot;
     cg_waitq_init(&p->waiting);
+    cg_list_init(&p->idle);
     uv_timer_init(w->loop, &p->sweep);
     p->sweep.data = p;
     uv_timer_start(&p->sweep, on_sweep, SWEEP_MS, SWEEP_MS);

@@ -38,7 +38,7 @@ typedef struct h2stream {
     cg_buf_t body;
     size_t body_off;
     size_t unconsumed; /* DATA bytes held back from the window while paused */
-    struct h2stream *prev, *next;
+    cg_list_t link;    /* in the connection's streams */
 } h2stream_t;
 
 struct h2conn {
@@ -49,16 +49,16 @@ struct h2conn {
     bool goaway, ping_out;
     uint64_t t_open, t_active; /* when it was opened; last had a stream or an answer */
     unsigned nstreams;
-    h2stream_t *streams;
+    cg_list_t streams; /* h2stream_t, by link */
     cg_buf_t out;     /* frames gathered for one write */
     cg_defer_t flush; /* frames to send at the next safe point */
-    h2conn_t *prev, *next;
+    cg_list_t link;   /* in the pool's connections */
 };
 
 struct h2pool {
     cg_upstream_t base;
     cg_upstream_t *fallback; /* HTTP/1.1, when ALPN may choose it */
-    h2conn_t *conns;
+    cg_list_t conns; /* h2conn_t, by link */
     unsigned nconns;
     cg_waitq_t waiting;
     cg_defer_t serve;
@@ -79,9 +79,9 @@ static cg_worker_t *worker_of(const h2conn_t *u)
     return u->pool->base.w;
 }
 
-static cg_exchange_t *ex_of_link(cg_waitq_link_t *l)
+static cg_exchange_t *ex_of_link(cg_list_t *l)
 {
-    return (cg_exchange_t *)((char *)l - offsetof(cg_exchange_t, up.wait));
+    return CG_CONTAINER_OF(l, cg_exchange_t, up.wait);
 }
 
 static void serve_soon(h2pool_t *p)
@@ -91,7 +91,7 @@ static void serve_soon(h2pool_t *p)
 
 static void on_flush(cg_defer_t *d)
 {
-    flush_now((h2conn_t *)((char *)d - offsetof(h2conn_t, flush)));
+    flush_now(CG_CONTAINER_OF(d, h2conn_t, flush));
 }
 
 static void flush_soon(h2conn_t *u)
@@ -109,10 +109,7 @@ static h2stream_t *stream_new(h2conn_t *u, cg_exchange_t *ex)
     st->body = ex->upreq.body;
     memset(&ex->upreq.body, 0, sizeof(ex->upreq.body));
     ex->up.ctx = st;
-    st->next = u->streams;
-    if (u->streams)
-        u->streams->prev = st;
-    u->streams = st;
+    cg_list_insert(u->streams.next, &st->link); /* newest first */
     u->nstreams++;
     return st;
 }
@@ -130,12 +127,7 @@ static cg_exchange_t *stream_detach(h2stream_t *st)
 static void stream_free(h2stream_t *st)
 {
     h2conn_t *u = st->conn;
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        u->streams = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
+    cg_list_unlink(&st->link);
     u->nstreams--;
     cg_hdrs_free(&st->hdrs);
     cg_buf_free(&st->body);
@@ -190,9 +182,12 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 static void on_goaway(h2conn_t *u, int32_t last)
 {
     u->goaway = true;
-    for (h2stream_t *st = u->streams; st; st = st->next)
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &u->streams) {
+        h2stream_t *st = CG_CONTAINER_OF(pos, h2stream_t, link);
         if (st->id > last)
             resend(st);
+    }
 }
 
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
@@ -337,7 +332,7 @@ static void fall_back(h2conn_t *u)
     cg_log_info(NULL, "upstream %s:%d chose HTTP/1.1 by ALPN", t->url.host, t->url.port);
     *p->base.slot = p->fallback;
     cg_conn_close(&u->conn, CG_OK);
-    cg_waitq_link_t *l;
+    cg_list_t *l;
     while ((l = cg_waitq_pop(&p->waiting))) {
         cg_exchange_t *ex = ex_of_link(l);
         if (p->fallback->ops->send(p->fallback, ex) == CG_E_BUSY)
@@ -394,19 +389,28 @@ static bool may_take(const h2conn_t *u)
     return u->nstreams < (m ? m : 1);
 }
 
+static h2conn_t *conn_of(cg_list_t *l)
+{
+    return CG_CONTAINER_OF(l, h2conn_t, link);
+}
+
 static h2conn_t *pick(h2pool_t *p)
 {
-    for (h2conn_t *u = p->conns; u; u = u->next)
-        if (may_take(u))
-            return u;
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &p->conns)
+        if (may_take(conn_of(pos)))
+            return conn_of(pos);
     return NULL;
 }
 
-static bool connecting(const h2pool_t *p)
+static bool connecting(h2pool_t *p)
 {
-    for (const h2conn_t *u = p->conns; u; u = u->next)
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &p->conns) {
+        const h2conn_t *u = conn_of(pos);
         if (cg_conn_usable(&u->conn) && !u->goaway && !u->settled)
             return true;
+    }
     return false;
 }
 
@@ -416,7 +420,7 @@ static void fail_waiting(h2pool_t *p, cg_err_t err)
 {
     if (pick(p) || connecting(p))
         return;
-    cg_waitq_link_t *l;
+    cg_list_t *l;
     while ((l = cg_waitq_pop(&p->waiting)))
         cg_ex_on_end(ex_of_link(l), err);
 }
@@ -438,19 +442,15 @@ static void on_closed(cg_conn_t *c)
     h2conn_t *u = c->owner;
     h2pool_t *p = u->pool;
     cg_defer_cancel(&u->flush);
-    if (u->prev)
-        u->prev->next = u->next;
-    else
-        p->conns = u->next;
-    if (u->next)
-        u->next->prev = u->prev;
+    cg_list_unlink(&u->link);
     p->nconns--;
     if (c->ready)
         cg_metrics->upstream_connections[CG_PROTO_LABEL_H2]--;
     cg_err_t err = failure(c);
-    while (u->streams) {
-        stream_end(u->streams, err);
-        stream_free(u->streams);
+    while (!cg_list_empty(&u->streams)) {
+        h2stream_t *st = CG_CONTAINER_OF(u->streams.next, h2stream_t, link);
+        stream_end(st, err);
+        stream_free(st);
     }
     if (!u->settled && *p->base.slot == &p->base)
         fail_waiting(p, err);
@@ -468,10 +468,8 @@ static void connect_new(h2pool_t *p)
     cg_worker_t *w = p->base.w;
     h2conn_t *u = cg_xcalloc(1, sizeof(*u));
     u->pool = p;
-    u->next = p->conns;
-    if (p->conns)
-        p->conns->prev = u;
-    p->conns = u;
+    cg_list_init(&u->streams);
+    cg_list_insert(p->conns.next, &u->link); /* newest first */
     p->nconns++;
     u->t_open = u->t_active = cg_now_ms(w);
     const cg_upstream_target_t *t = p->base.target;
@@ -507,7 +505,7 @@ static void start_stream(h2conn_t *u, cg_exchange_t *ex)
 
 static void serve(cg_defer_t *d)
 {
-    h2pool_t *p = (h2pool_t *)((char *)d - offsetof(h2pool_t, serve));
+    h2pool_t *p = CG_CONTAINER_OF(d, h2pool_t, serve);
     while (!cg_waitq_empty(&p->waiting)) {
         h2conn_t *u = pick(p);
         if (u == NULL) {
@@ -587,8 +585,9 @@ static void on_sweep(uv_timer_t *t)
 {
     h2pool_t *p = t->data;
     uint64_t now = cg_now_ms(p->base.w);
-    for (h2conn_t *u = p->conns; u; u = u->next)
-        sweep_one(u, now);
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &p->conns)
+        sweep_one(conn_of(pos), now);
 }
 
 static void drain(cg_upstream_t *up)
@@ -597,9 +596,10 @@ static void drain(cg_upstream_t *up)
     p->draining = true;
     if (!uv_is_closing((uv_handle_t *)&p->sweep))
         uv_close((uv_handle_t *)&p->sweep, NULL); /* no probes while draining */
-    for (h2conn_t *u = p->conns; u; u = u->next)
-        if (u->nstreams == 0 && cg_waitq_empty(&p->waiting))
-            cg_conn_close(&u->conn, CG_OK);
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &p->conns)
+        if (conn_of(pos)->nstreams == 0 && cg_waitq_empty(&p->waiting))
+            cg_conn_close(&conn_of(pos)->conn, CG_OK);
     if (p->fallback)
         p->fallback->ops->drain(p->fallback);
 }
@@ -626,6 +626,7 @@ cg_upstream_t *cg_up_h2_new(cg_worker_t *w, const cg_upstream_target_t *t, cg_up
     p->base.slot = slot;
     p->fallback = fallback;
     cg_waitq_init(&p->waiting);
+    cg_list_init(&p->conns);
     uv_timer_init(w->loop, &p->sweep);
     p->sweep.data = p;
     uv_timer_start(&p->sweep, on_sweep, SWEEP_MS, SWEEP_MS);

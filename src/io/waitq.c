@@ -3,46 +3,39 @@
 
 void cg_waitq_init(cg_waitq_t *q)
 {
-    q->head.prev = q->head.next = &q->head;
+    cg_list_init(&q->head);
     q->len = 0;
 }
 
-static void insert(cg_waitq_t *q, cg_waitq_link_t *after, cg_waitq_link_t *l)
+void cg_waitq_push(cg_waitq_t *q, cg_list_t *l)
 {
-    if (cg_waitq_linked(l))
+    if (cg_list_linked(l))
         return;
-    l->prev = after;
-    l->next = after->next;
-    after->next->prev = l;
-    after->next = l;
+    cg_list_insert(&q->head, l);
     q->len++;
 }
 
-void cg_waitq_push(cg_waitq_t *q, cg_waitq_link_t *l)
+void cg_waitq_push_front(cg_waitq_t *q, cg_list_t *l)
 {
-    insert(q, q->head.prev, l);
-}
-
-void cg_waitq_push_front(cg_waitq_t *q, cg_waitq_link_t *l)
-{
-    insert(q, &q->head, l);
-}
-
-void cg_waitq_remove(cg_waitq_t *q, cg_waitq_link_t *l)
-{
-    if (!cg_waitq_linked(l))
+    if (cg_list_linked(l))
         return;
-    l->prev->next = l->next;
-    l->next->prev = l->prev;
-    l->prev = l->next = NULL;
+    cg_list_insert(q->head.next, l);
+    q->len++;
+}
+
+void cg_waitq_remove(cg_waitq_t *q, cg_list_t *l)
+{
+    if (!cg_list_linked(l))
+        return;
+    cg_list_unlink(l);
     q->len--;
 }
 
-cg_waitq_link_t *cg_waitq_pop(cg_waitq_t *q)
+cg_list_t *cg_waitq_pop(cg_waitq_t *q)
 {
     if (q->len == 0)
         return NULL;
-    cg_waitq_link_t *l = q->head.next;
+    cg_list_t *l = q->head.next;
     cg_waitq_remove(q, l);
     return l;
 }

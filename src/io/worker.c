@@ -33,9 +33,10 @@ static void drain_pools(cg_worker_t *w)
 /* Nothing is in flight: close what is left, each through its own path. */
 static void on_quiet(cg_defer_t *d)
 {
-    cg_worker_t *w = (cg_worker_t *)((char *)d - offsetof(cg_worker_t, quiet));
-    for (cg_client_t *c = w->clients; c; c = c->next)
-        cg_conn_close(&c->conn, CG_OK);
+    cg_worker_t *w = CG_CONTAINER_OF(d, cg_worker_t, quiet);
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &w->clients)
+        cg_conn_close(&cg_client_of(pos)->conn, CG_OK);
     drain_pools(w);
     uv_stop(w->loop);
 }
@@ -44,8 +45,9 @@ static void on_grace(uv_timer_t *t)
 {
     cg_worker_t *w = t->data;
     cg_log_warn(NULL, "drain time over: ending %zu streams", w->active);
-    for (cg_client_t *c = w->clients; c; c = c->next)
-        cg_client_shutdown(c);
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &w->clients)
+        cg_client_shutdown(cg_client_of(pos));
     if (w->active == 0)
         cg_defer(&w->safe, &w->quiet, on_quiet);
 }
@@ -61,8 +63,9 @@ static void start_drain(cg_worker_t *w)
         uv_close((uv_handle_t *)&w->listener, NULL);
         w->listener_open = false;
     }
-    for (cg_client_t *c = w->clients; c; c = c->next)
-        cg_client_drain(c);
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &w->clients)
+        cg_client_drain(cg_client_of(pos));
     cg_tracking_drain(w);
     drain_pools(w);
     uv_timer_start(&w->grace, on_grace, w->cfg->shutdown_grace_ms, 0);
@@ -335,6 +338,7 @@ int cg_worker_run(const cg_config_t *cfg, int index, char *data_sources)
     w->index = index;
     w->data_sources = data_sources;
     w->on_quiet = on_quiet;
+    cg_list_init(&w->clients);
     cg_log_init(cfg->log_json, cfg->log_level, index);
     cg_metrics_select((unsigned)index);
     signal(SIGPIPE, SIG_IGN);

@@ -26,7 +26,7 @@ typedef struct cg_worker {
     uv_tcp_t listener, admin;
     bool listener_open;
     struct cg_tls_conf *srv_tls; /* TLS on the client listener */
-    cg_client_t *clients;        /* every open client connection */
+    cg_list_t clients;           /* every open client connection (cg_client_t) */
     size_t nclients;
     size_t nserving;         /* of them, on the client listener (capped) */
     bool accept_paused;      /* a connection waits in the listener: at the cap */

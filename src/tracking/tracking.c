@@ -51,7 +51,7 @@ struct cg_track_query {
     cg_worker_t *w;
     cg_embed_call_t *call; /* while its query's vector is awaited */
     uint64_t embed_due;    /* loop time to stop waiting for it */
-    cg_track_query_t *prev, *next;
+    cg_list_t link;        /* in the tracking's queries out */
 };
 
 typedef struct cg_tracking {
@@ -67,7 +67,7 @@ typedef struct cg_tracking {
     cg_reader_t *reader;       /* PostgreSQL: the admin queries' thread */
     uv_timer_t poll;           /* runs while queries are out */
     uv_timer_t watch;          /* runs while there is a writer: see on_watch */
-    cg_track_query_t *out;     /* the queries out: at the reader, or awaiting a vector */
+    cg_list_t out;             /* cg_track_query_t: at the reader, or awaiting a vector */
     cg_embed_t *embed;         /* semantic recall's embeddings client, or NULL */
 } cg_tracking_t;
 
@@ -170,6 +170,7 @@ void cg_tracking_start(cg_worker_t *w)
 {
     const cg_config_t *cfg = w->cfg;
     cg_tracking_t *t = w->tracking = cg_xcalloc(1, sizeof(*t));
+    cg_list_init(&t->out);
     choose_store(t, cfg);
     uv_timer_init(w->loop, &t->poll);
     t->poll.data = w;
@@ -211,15 +212,9 @@ void cg_tracking_drain(cg_worker_t *w)
         cg_embed_drain(w->tracking->embed);
 }
 
-static void unlink_query(cg_tracking_t *t, cg_track_query_t *tq)
+static cg_track_query_t *query_of(cg_list_t *l)
 {
-    if (tq->prev)
-        tq->prev->next = tq->next;
-    else
-        t->out = tq->next;
-    if (tq->next)
-        tq->next->prev = tq->prev;
-    tq->prev = tq->next = NULL;
+    return CG_CONTAINER_OF(l, cg_track_query_t, link);
 }
 
 /* Frees a query not linked in t->out. */
@@ -229,9 +224,9 @@ static void drop_query(cg_track_query_t *tq)
     free(tq);
 }
 
-static void free_query(cg_tracking_t *t, cg_track_query_t *tq)
+static void free_query(cg_track_query_t *tq)
 {
-    unlink_query(t, tq);
+    cg_list_unlink(&tq->link);
     drop_query(tq);
 }
 
@@ -243,17 +238,18 @@ void cg_tracking_stop(cg_worker_t *w)
     /* Every client is gone by now: recalls awaiting a vector are dropped,
      * then the calls still out end, which hands their patterns to the
      * writer, and what the reader returns is only freed. */
-    for (cg_track_query_t *tq = t->out, *next; tq; tq = next) {
-        next = tq->next;
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &t->out) {
+        cg_track_query_t *tq = query_of(pos);
         if (tq->call) {
             cg_embed_cancel(tq->call);
-            free_query(t, tq);
+            free_query(tq);
         }
     }
     cg_embed_free(t->embed);
-    for (cg_query_t *q = cg_reader_stop(t->reader), *next; q; q = next) {
-        next = q->next;
-        free_query(t, (cg_track_query_t *)q);
+    for (cg_query_t *q = cg_reader_stop(t->reader), *after; q; q = after) {
+        after = q->next;
+        free_query((cg_track_query_t *)q);
     }
     cg_writer_stop(t->writer);
     cg_memory_close(t->read);
@@ -422,32 +418,30 @@ static void on_poll(uv_timer_t *h)
     cg_worker_t *w = h->data;
     cg_tracking_t *t = w->tracking;
     cg_query_t *done = t->reader ? cg_reader_finished(t->reader) : NULL;
-    for (cg_query_t *q = done, *next; q; q = next) {
-        next = q->next;
+    for (cg_query_t *q = done, *after; q; q = after) {
+        after = q->next;
         cg_track_query_t *tq = (cg_track_query_t *)q;
         if (tq->cb)
             answer(w, tq, NULL);
-        free_query(t, tq);
+        free_query(tq);
     }
     uint64_t now = cg_now_ms(w);
-    for (cg_track_query_t *tq = t->out, *next; tq; tq = next) {
-        next = tq->next;
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &t->out) {
+        cg_track_query_t *tq = query_of(pos);
         if (tq->call && now >= tq->embed_due)
             stop_waiting(w, tq);
         else if (!tq->call && tq->cb && now >= tq->due)
             answer(w, tq, "no answer from the database in time");
     }
-    if (t->out == NULL)
+    if (cg_list_empty(&t->out))
         uv_timer_stop(h);
 }
 
 static void link_query(cg_worker_t *w, cg_track_query_t *tq)
 {
     cg_tracking_t *t = w->tracking;
-    tq->next = t->out;
-    if (t->out)
-        t->out->prev = tq;
-    t->out = tq;
+    cg_list_insert(t->out.next, &tq->link);
     if (!uv_is_active((uv_handle_t *)&t->poll))
         uv_timer_start(&t->poll, on_poll, QUERY_POLL_MS, QUERY_POLL_MS);
 }
@@ -555,7 +549,7 @@ static void on_query_vector(void *ctx, cg_vector_t *vec, const char *why)
         memset(vec, 0, sizeof(*vec));
     }
     tq->call = NULL;
-    unlink_query(w->tracking, tq);
+    cg_list_unlink(&tq->link);
     recall_with(w, tq);
 }
 
@@ -565,7 +559,7 @@ static void stop_waiting(cg_worker_t *w, cg_track_query_t *tq)
 {
     cg_embed_cancel(tq->call);
     tq->call = NULL;
-    unlink_query(w->tracking, tq);
+    cg_list_unlink(&tq->link);
     recall_with(w, tq);
 }
 

@@ -55,6 +55,7 @@ void fs_init(void)
     uv_prepare_start(&alive, on_prepare);
     fs_w.loop = &loop;
     fs_w.cfg = &fs_cfg;
+    cg_list_init(&fs_w.clients);
     cg_safepoint_init(&fs_w.safe, &loop);
     cg_client_sweep_start(&fs_w);
     cg_tracking_start(&fs_w); /* analysis and counters; no store */
@@ -195,7 +196,7 @@ bool fs_write(fs_peer_t *p, const void *b, size_t n)
 
 static bool safepoint_idle(void)
 {
-    return fs_w.safe.queue.next == &fs_w.safe.queue;
+    return cg_list_empty(&fs_w.safe.queue);
 }
 
 void fs_settle(fs_busy_fn busy, void *arg)
@@ -239,8 +240,9 @@ void fs_advance(uint64_t ms, fs_busy_fn busy, void *arg)
 static void drain_all(bool shutdown)
 {
     fs_w.draining = true;
-    for (cg_client_t *c = fs_w.clients, *next; c; c = next) {
-        next = c->next; /* a drained client may close, not free, now */
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &fs_w.clients) {
+        cg_client_t *c = cg_client_of(pos);
         if (shutdown)
             cg_client_shutdown(c);
         else
@@ -290,7 +292,7 @@ void fs_teardown(fs_busy_fn busy, void *arg)
      * learns nothing from a closed peer: its deadlines close it. */
     for (int i = 0; i < 3 && (fs_w.nclients || fs_w.active); i++)
         fs_advance(400000, busy, arg);
-    FZ_CHECK(fs_w.nclients == 0 && fs_w.clients == NULL);
+    FZ_CHECK(fs_w.nclients == 0 && cg_list_empty(&fs_w.clients));
     FZ_CHECK(fs_w.active == 0);
     FZ_CHECK(safepoint_idle());
     FZ_CHECK(cg_metrics->active_streams == 0);

@@ -8,12 +8,12 @@
 
 typedef struct item {
     int id;
-    cg_waitq_link_t link;
+    cg_list_t link;
 } item_t;
 
-static int id_of(cg_waitq_link_t *l)
+static int id_of(cg_list_t *l)
 {
-    return l ? ((item_t *)((char *)l - offsetof(item_t, link)))->id : -1;
+    return l ? CG_CONTAINER_OF(l, item_t, link)->id : -1;
 }
 
 static void test_fifo_order(void **state)
@@ -55,7 +55,7 @@ static void test_remove_middle_and_absent(void **state)
     cg_waitq_push(&q, &b.link);
     cg_waitq_push(&q, &c.link);
     cg_waitq_remove(&q, &b.link);
-    assert_false(cg_waitq_linked(&b.link));
+    assert_false(cg_list_linked(&b.link));
     cg_waitq_remove(&q, &b.link);   /* twice: no effect */
     cg_waitq_remove(&q, &out.link); /* never queued: no effect */
     assert_int_equal(q.len, 2);
