@@ -397,6 +397,10 @@ static int on_headers_complete(llhttp_t *p)
     cg_reqmsg_t *m = &c->h1.msg;
     cg_client_expect_request(c, false);
     m->http10 = p->http_major == 1 && p->http_minor == 0;
+    /* A request line without a version is HTTP/0.9 to llhttp, which reads
+     * on as if it had one (any method, headers and all). */
+    if (p->http_major != 1)
+        return refuse(p, 505, "only HTTP/1.0 and HTTP/1.1 are supported");
     if (!names_valid(&m->hdrs))
         return refuse(p, 400, "a header field has an empty name");
     if (p->http_minor >= 1 && !one_host(&m->hdrs))

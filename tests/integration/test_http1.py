@@ -645,6 +645,11 @@ class PassThroughPlain(CitegateCase):
                 line, body = self.raw_exchange(b"GET /echo %s\r\nHost: x\r\n\r\n" % version)
                 self.assertEqual(line, "HTTP/1.1 505 HTTP Version Not Supported", body[:300])
                 self.assertTrue(is_openai_error(body), body)
+        # No version at all is HTTP/0.9 to llhttp, which reads headers after it all the same
+        for line in (b"GET /echo", b"POST /echo", b"PRI http://x/y"):
+            with self.subTest(line=line):
+                got, body = self.raw_exchange(line + b"\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+                self.assertEqual(got, "HTTP/1.1 505 HTTP Version Not Supported", body[:300])
         for version in (b"HTTP/1.x", b"HTTP/11.1"):
             with self.subTest(version=version):
                 line, _ = self.raw_exchange(b"GET /echo %s\r\nHost: x\r\n\r\n" % version)
