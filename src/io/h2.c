@@ -13,6 +13,7 @@
  */
 #include "client.h"
 #include "exchange.h"
+#include "h2lib.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -62,6 +63,13 @@ struct cg_h2stream {
 };
 
 static void flush_now(cg_h2conn_t *h);
+
+/* A checked call's verdict (h2lib.h), carried out. */
+static void apply(cg_h2conn_t *h, cg_h2_verdict_t v)
+{
+    if (v == CG_H2_CLOSE)
+        cg_conn_close(&h->c->conn, CG_E_PROTOCOL);
+}
 
 static void on_flush(cg_defer_t *d)
 {
@@ -168,7 +176,8 @@ static void h2_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h, long long
     }
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
     bool nobody = cg_status_no_body(status, st->msg.method);
-    nghttp2_submit_response(st->conn->s, st->id, nva, k, nobody ? NULL : &prd);
+    int rv = CG_H2_CALL(nghttp2_submit_response(st->conn->s, st->id, nva, k, nobody ? NULL : &prd));
+    apply(st->conn, cg_h2_verdict(st->conn->s, st->id, rv, "response"));
     free(nva);
     cg_buf_free(&names);
     flush_soon(st->conn);
@@ -178,7 +187,8 @@ static void resume(cg_h2stream_t *st)
 {
     if (st->deferred) {
         st->deferred = false;
-        nghttp2_session_resume_data(st->conn->s, st->id);
+        int rv = CG_H2_CALL(nghttp2_session_resume_data(st->conn->s, st->id));
+        apply(st->conn, cg_h2_verdict(st->conn->s, st->id, rv, "resume"));
     }
     flush_soon(st->conn);
 }
@@ -200,7 +210,9 @@ static void h2_end(cg_exchange_t *ex, bool complete)
         resume(st);
         return;
     }
-    nghttp2_submit_rst_stream(st->conn->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    int rv = CG_H2_CALL(
+        nghttp2_submit_rst_stream(st->conn->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR));
+    apply(st->conn, cg_h2_verdict(st->conn->s, 0, rv, "reset"));
     flush_soon(st->conn);
 }
 
@@ -246,7 +258,8 @@ static void calm(cg_h2conn_t *h, const char *why)
         return;
     h->calm = true;
     cg_log_warn(NULL, "h2 client: %s: GOAWAY(ENHANCE_YOUR_CALM)", why);
-    nghttp2_session_terminate_session(h->s, NGHTTP2_ENHANCE_YOUR_CALM);
+    int rv = CG_H2_CALL(nghttp2_session_terminate_session(h->s, NGHTTP2_ENHANCE_YOUR_CALM));
+    apply(h, cg_h2_verdict(h->s, 0, rv, "GOAWAY"));
 }
 
 /* RFC 9110 §5.6.2: token = 1*tchar. */
@@ -444,7 +457,7 @@ static nghttp2_session_callbacks *callbacks(void)
 {
     static nghttp2_session_callbacks *cbs;
     if (cbs == NULL) {
-        nghttp2_session_callbacks_new(&cbs);
+        cbs = cg_h2_callbacks_new();
         nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
         nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
@@ -461,7 +474,7 @@ static nghttp2_option *options(void)
 {
     static nghttp2_option *opt;
     if (opt == NULL) {
-        nghttp2_option_new(&opt);
+        opt = cg_h2_option_new();
         nghttp2_option_set_max_continuations(opt, 8);
         nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
     }
@@ -483,7 +496,8 @@ static void h2_start(cg_client_t *c)
     }
     nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_STREAMS},
                                    {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST}};
-    nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, 2);
+    int rv = CG_H2_CALL(nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, 2));
+    apply(h, cg_h2_verdict(h->s, 0, rv, "SETTINGS"));
     flush_soon(h);
 }
 
@@ -564,7 +578,9 @@ static void h2_drain(cg_client_t *c)
 {
     cg_h2conn_t *h = c->h2;
     if (h->s) {
-        nghttp2_submit_shutdown_notice(h->s); /* no new streams; in-flight ones finish */
+        /* no new streams; in-flight ones finish */
+        apply(h, cg_h2_verdict(h->s, 0, CG_H2_CALL(nghttp2_submit_shutdown_notice(h->s)),
+                               "shutdown notice"));
         flush_soon(h);
     }
 }
@@ -589,7 +605,8 @@ static void h2_expire(cg_client_t *c)
         cg_conn_close(&c->conn, CG_E_TIMEOUT);
         return;
     }
-    nghttp2_session_terminate_session(h->s, NGHTTP2_NO_ERROR);
+    int rv = CG_H2_CALL(nghttp2_session_terminate_session(h->s, NGHTTP2_NO_ERROR));
+    apply(h, cg_h2_verdict(h->s, 0, rv, "GOAWAY"));
     flush_now(h);
     cg_conn_read_stop(&c->conn);
     cg_conn_shutdown(&c->conn);

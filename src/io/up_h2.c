@@ -13,6 +13,7 @@
  */
 #include "conn.h"
 #include "exchange.h"
+#include "h2lib.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -82,6 +83,13 @@ static cg_worker_t *worker_of(const h2conn_t *u)
 static cg_exchange_t *ex_of_link(cg_list_t *l)
 {
     return CG_CONTAINER_OF(l, cg_exchange_t, up.wait);
+}
+
+/* A checked call's verdict (h2lib.h), carried out. */
+static void apply(h2conn_t *u, cg_h2_verdict_t v)
+{
+    if (v == CG_H2_CLOSE)
+        cg_conn_close(&u->conn, CG_E_PROTOCOL);
 }
 
 static void serve_soon(h2pool_t *p)
@@ -212,7 +220,9 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     if (f->hd.type == NGHTTP2_HEADERS && !st->head_done && st->status >= 100 && st->status < 200 &&
         st->status != 100 && st->status != 103) {
         cg_log_warn(st->ex->rid, "upstream answered %d: not an answer to relay", st->status);
-        nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_PROTOCOL_ERROR);
+        int rv = CG_H2_CALL(nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id,
+                                                      NGHTTP2_PROTOCOL_ERROR));
+        apply(u, cg_h2_verdict(s, 0, rv, "reset"));
         stream_end(st, CG_E_PROTOCOL);
         return 0;
     }
@@ -231,24 +241,32 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     return 0;
 }
 
+/* Gives len bytes of stream id's window back to the upstream. */
+static void consume_stream(h2conn_t *u, int32_t id, size_t len)
+{
+    int rv = CG_H2_CALL(nghttp2_session_consume_stream(u->s, id, len));
+    apply(u, cg_h2_verdict(u->s, id, rv, "window update"));
+}
+
 static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *ud)
 {
     (void)flags;
-    (void)ud;
+    h2conn_t *u = ud;
     /* The connection's window always reopens; a stream's only as fast as its
      * own client reads, so one stalled client never stalls its neighbours. */
-    nghttp2_session_consume_connection(s, len);
+    int rv = CG_H2_CALL(nghttp2_session_consume_connection(s, len));
+    apply(u, cg_h2_verdict(s, 0, rv, "window update"));
     h2stream_t *st = nghttp2_session_get_stream_user_data(s, id);
     if (st == NULL || st->ex == NULL) {
-        nghttp2_session_consume_stream(s, id, len);
+        consume_stream(u, id, len);
         return 0;
     }
     cg_ex_on_body(st->ex, (const char *)data, len);
     if (st->ex && st->ex->paused)
         st->unconsumed += len;
     else
-        nghttp2_session_consume_stream(s, id, len);
+        consume_stream(u, id, len);
     return 0;
 }
 
@@ -344,7 +362,7 @@ static nghttp2_session_callbacks *callbacks(void)
 {
     static nghttp2_session_callbacks *cbs;
     if (cbs == NULL) {
-        nghttp2_session_callbacks_new(&cbs);
+        cbs = cg_h2_callbacks_new();
         nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
         nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
@@ -370,14 +388,15 @@ static void on_ready(cg_conn_t *c)
     }
     static nghttp2_option *opt;
     if (opt == NULL) {
-        nghttp2_option_new(&opt);
+        opt = cg_h2_option_new();
         nghttp2_option_set_no_auto_window_update(opt, 1);
     }
     if (nghttp2_session_client_new2(&u->s, callbacks(), u, opt) != 0) {
         cg_conn_close(c, CG_E_PROTOCOL);
         return;
     }
-    nghttp2_submit_settings(u->s, NGHTTP2_FLAG_NONE, NULL, 0);
+    int rv = CG_H2_CALL(nghttp2_submit_settings(u->s, NGHTTP2_FLAG_NONE, NULL, 0));
+    apply(u, cg_h2_verdict(u->s, 0, rv, "SETTINGS"));
     flush_now(u);
 }
 
@@ -490,10 +509,16 @@ static void start_stream(h2conn_t *u, cg_exchange_t *ex)
                                   &names, &n);
     h2stream_t *st = stream_new(u, ex);
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
-    int32_t id = nghttp2_submit_request(u->s, NULL, nva, n, st->body.len ? &prd : NULL, st);
+    int32_t id =
+        CG_H2_CALL(nghttp2_submit_request(u->s, NULL, nva, n, st->body.len ? &prd : NULL, st));
     free(nva);
     cg_buf_free(&names);
     if (id < 0) {
+        /* No stream was made: the exchange fails, the connection goes on
+         * unless nghttp2 is broken. */
+        cg_log_warn(ex->rid, "h2 request: %s", nghttp2_strerror(id));
+        if (nghttp2_is_fatal(id))
+            cg_conn_close(&u->conn, CG_E_PROTOCOL);
         stream_end(st, CG_E_PROTOCOL);
         stream_free(st);
         return;
@@ -535,7 +560,9 @@ static void abort_ex(cg_upstream_t *up, cg_exchange_t *ex)
     if (st == NULL)
         return;
     stream_detach(st);
-    nghttp2_submit_rst_stream(st->conn->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    int rv = CG_H2_CALL(
+        nghttp2_submit_rst_stream(st->conn->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL));
+    apply(st->conn, cg_h2_verdict(st->conn->s, 0, rv, "cancel"));
     flush_soon(st->conn);
 }
 
@@ -545,7 +572,7 @@ static void pause_ex(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
     h2stream_t *st = ex->up.ctx;
     if (st == NULL || pause || st->unconsumed == 0)
         return;
-    nghttp2_session_consume_stream(st->conn->s, st->id, st->unconsumed);
+    consume_stream(st->conn, st->id, st->unconsumed);
     st->unconsumed = 0;
     flush_soon(st->conn);
 }
@@ -577,7 +604,8 @@ static void sweep_one(h2conn_t *u, uint64_t now)
     }
     u->ping_out = true;
     u->t_active = now;
-    nghttp2_submit_ping(u->s, NGHTTP2_FLAG_NONE, NULL);
+    apply(u, cg_h2_verdict(u->s, 0, CG_H2_CALL(nghttp2_submit_ping(u->s, NGHTTP2_FLAG_NONE, NULL)),
+                           "PING"));
     flush_soon(u);
 }
 

@@ -3,8 +3,10 @@
 Needs a citegate built with -DCITEGATE_FAULTS=ON (the ASan build of `make test-asan`):
 CITEGATE_FAULT_WRITE=N makes the Nth socket write attempt of the process behave as if
 the socket had failed (UV_EPIPE), CITEGATE_FAULT_TLS=N makes the Nth TLS encrypt
-(cg_tls_write) fail; with a negative value citegate only counts and prints
-"citegate-fault: writes=W tls=T" at exit (src/fault.h).
+(cg_tls_write) fail, CITEGATE_FAULT_H2=N / CITEGATE_FAULT_H2_FATAL=N make the Nth checked
+nghttp2 call (a submitted response, reset, SETTINGS, window update, ...: src/io/h2lib.h)
+fail with a non-fatal / fatal error instead of being made; with a negative value citegate
+only counts and prints "citegate-fault: writes=W tls=T h2=H" at exit (src/io/fault.h).
 
 Each configuration (an upstream, a client side) has a fixed, sequential matrix of
 requests. A dry run (N = -1) counts the write attempts W the matrix makes; then for
@@ -45,7 +47,10 @@ OP_TIMEOUT = 5.0
 PARALLEL = int(os.environ.get("CG_FAULT_PARALLEL", "4"))
 MAX_RUNS_PER_CONFIG = int(os.environ.get("CG_FAULT_MAX_RUNS", "200"))
 MOCK_STREAM = {"X-Mock-Fixture": "azure_oyd_stream.sse", "X-Mock-Delay-Ms": "5"}
-REPORT_RE = re.compile(r"citegate-fault: writes=(\d+) tls=(\d+)")
+REPORT_RE = re.compile(r"citegate-fault: writes=(\d+) tls=(\d+) h2=(\d+)")
+# Which count of the report each variable's N runs over.
+COUNT_OF = {"CITEGATE_FAULT_WRITE": 0, "CITEGATE_FAULT_TLS": 1, "CITEGATE_FAULT_H2": 2,
+            "CITEGATE_FAULT_H2_FATAL": 2}
 
 
 def fault_build():
@@ -301,7 +306,7 @@ class Faults(unittest.TestCase):
             for rep in H.sanitizer_reports(err):
                 res["problems"].append("sanitizer: " + rep)
             m = REPORT_RE.search(err)
-            res["counts"] = (int(m.group(1)), int(m.group(2))) if m else None
+            res["counts"] = tuple(int(g) for g in m.groups()) if m else None
             if res["problems"]:
                 res["stderr_tail"] = err[-1200:]
         finally:
@@ -318,7 +323,7 @@ class Faults(unittest.TestCase):
         dry = self.run_one(config, var, -1, clean=False)
         self.assertEqual(dry["problems"], [], f"{config}: dry run: {dry}")
         self.assertIsNotNone(dry["counts"], f"{config}: no citegate-fault report: {dry}")
-        w = dry["counts"][0 if var == "CITEGATE_FAULT_WRITE" else 1]
+        w = dry["counts"][COUNT_OF[var]]
         self.assertGreater(w, 0, f"{config}: the matrix made no {var} attempts")
         k = min(w, MAX_RUNS_PER_CONFIG)
         with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL) as pool:
@@ -329,7 +334,7 @@ class Faults(unittest.TestCase):
                           + f.read()[-2000:])
         self.assertIsNone(self.back.proc.poll(), "the h2-over-TLS back instance died: "
                           + self.back.stderr()[-2000:])
-        idx = 0 if var == "CITEGATE_FAULT_WRITE" else 1
+        idx = COUNT_OF[var]
         not_fired = [r["n"] for r in results if r["counts"] and r["counts"][idx] < r["n"]]
         failed = [r for r in results if r["problems"]]
         secs = time.monotonic() - t0
@@ -373,6 +378,20 @@ class Faults(unittest.TestCase):
 
     def test_tls_h2_tls_upstream(self):
         self.sweep("h2_tls_upstream", "CITEGATE_FAULT_TLS")
+
+    # A refused nghttp2 call resets its stream, or closes its connection when it is
+    # fatal or concerns the whole session (src/io/h2lib.h): h2 clients, h2 upstreams.
+    def test_h2_demo(self):
+        self.sweep("demo", "CITEGATE_FAULT_H2")
+
+    def test_h2_h2mock(self):
+        self.sweep("h2mock", "CITEGATE_FAULT_H2")
+
+    def test_h2_fatal_demo(self):
+        self.sweep("demo", "CITEGATE_FAULT_H2_FATAL")
+
+    def test_h2_fatal_h2mock(self):
+        self.sweep("h2mock", "CITEGATE_FAULT_H2_FATAL")
 
 
 if __name__ == "__main__":
