@@ -56,7 +56,8 @@ struct cg_h2stream {
     cg_exchange_t *ex;
     cg_buf_t out; /* answer bytes not yet taken by nghttp2, from off on */
     size_t off;
-    int reject;          /* 413 or 431 instead of an exchange */
+    int reject;          /* 400, 413 or 431 instead of an exchange */
+    const char *why;     /* a 400's reason */
     size_t header_bytes; /* of the header block, as RFC 9113 counts them */
     bool eof, deferred, closed;
     cg_list_t link; /* in the connection's streams */
@@ -307,6 +308,17 @@ static bool too_long(const cg_h2conn_t *h, const uint8_t *v, size_t n)
     return len > h->c->w->cfg->max_request_bytes;
 }
 
+/* RFC 9112 §3.2: a request target is visible ASCII; over HTTP/1.1 llhttp
+ * refuses anything else, and nghttp2 lets obs-text through. Forwarded, it
+ * would make an HTTP/1.1 upstream's request line invalid. */
+static bool visible(const uint8_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] <= 0x20 || v[i] >= 0x7F)
+            return false;
+    return true;
+}
+
 static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
                      const uint8_t *value, size_t vl, uint8_t flags, void *ud)
 {
@@ -327,6 +339,10 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     if (nl == 7 && memcmp(name, ":method", 7) == 0) {
         set_method(&st->msg, value, vl);
     } else if (nl == 5 && memcmp(name, ":path", 5) == 0) {
+        if (!visible(value, vl)) {
+            st->reject = 400;
+            st->why = "request target has a byte that is not visible ASCII";
+        }
         cg_buf_put(&st->msg.url, value, vl);
     } else if (nl > 0 && name[0] == ':') {
         return 0; /* :scheme, :authority: the upstream's replace them */
@@ -373,6 +389,7 @@ static void dispatch(cg_h2conn_t *h, cg_h2stream_t *st)
                                        : "bad_request",
                        status == 413   ? "request body too large"
                        : status == 431 ? "request headers too large"
+                       : st->why       ? st->why
                                        : "malformed request");
 }
 

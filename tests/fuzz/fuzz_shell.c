@@ -414,8 +414,10 @@ size_t fs_check_h1_requests(const char *p, size_t n)
     llhttp_init(&parser, HTTP_REQUEST, &set);
     parser.data = &s;
     enum llhttp_errno e = llhttp_execute(&parser, p, n);
-    if (e != HPE_OK)
-        fprintf(stderr, "upstream request: %s\n", llhttp_get_error_reason(&parser));
+    if (e != HPE_OK) {
+        fprintf(stderr, "upstream request: %s in:\n", llhttp_get_error_reason(&parser));
+        fwrite(p, 1, n > 2000 ? 2000 : n, stderr);
+    }
     FZ_CHECK(e == HPE_OK); /* no obs-fold, no bare CR or LF, valid framing */
     cg_hdrs_free(&s.hdrs);
     cg_buf_free(&s.url);

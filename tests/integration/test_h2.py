@@ -109,6 +109,32 @@ class H2Clients(unittest.TestCase):
             self.assertEqual(st.status, 413)
             self.assertIn(b"request_too_large", bytes(st.body))
 
+    def test_path_must_be_visible_ascii_and_connect_refused(self):
+        """A :path byte outside visible ASCII (nghttp2 lets obs-text through) would make an
+        HTTP/1.1 upstream's request line invalid: 400, nothing upstream. CONNECT opens no
+        tunnel: 501. The connection serves the next request."""
+        import h2frames as F
+        self.mock.reset()
+        with F.H2Client(self.plain.port) as c:
+            c.wait_settings()
+            st = c.response(c.request("GET", "/echo/caf\xe9"), timeout=5)
+            self.assertEqual(st.status, 400, bytes(st.body[:200]))
+            self.assertIn(b"visible ASCII", bytes(st.body))
+            for path in ("/echo/a b", "/echo/\x7f"):  # nghttp2 resets these itself
+                with self.subTest(path=path):
+                    st = c.response(c.request("GET", path), timeout=5)
+                    self.assertTrue(st.status == 400 or st.reset is not None, st.status)
+            sid = c.next_sid
+            c.next_sid += 2
+            c.streams[sid] = F.Stream(sid)
+            c.send(F.headers(sid, [(":method", "CONNECT"), (":authority", "upstream:443")],
+                             end_stream=True))
+            st = c.response(sid, timeout=5)
+            self.assertEqual(st.status, 501, bytes(st.body[:200]))
+            st = c.response(c.request("GET", "/echo/ok"), timeout=5)
+            self.assertEqual(st.status, 200)
+        self.assertEqual([r["path"] for r in self.mock.requests()], ["/echo/ok"])
+
     def test_h2load_many_streams_none_fail(self):
         for scheme, port in (("http", self.plain.port), ("https", self.tls.port)):
             host = "127.0.0.1" if scheme == "http" else "localhost"
