@@ -37,6 +37,7 @@ struct cg_embed {
     uv_timer_t sweep;
     uint64_t last_log; /* loop time of the last failure logged; 0: none yet */
     uint64_t unlogged; /* failures since */
+    uint32_t dim;      /* the vectors' dimension so far; 0: none yet */
     bool draining;
 };
 
@@ -168,15 +169,38 @@ static bool outcome(cg_embed_call_t *c, cg_vector_t *vec, char *why, size_t len)
     return false;
 }
 
+/* A vector of another dimension than the ones before: the endpoint's model
+ * changed, and recall ranks the patterns stored before lexically from now
+ * on. Counted, and said once per change; the vector is kept. */
+static void check_dim(cg_embed_t *e, uint32_t dim)
+{
+    if (e->dim && dim != e->dim) {
+        cg_metrics->embedding_failures++;
+        cg_log_warn(NULL,
+                    "embeddings: vectors of %u dimensions after %u (model %s): recall compares a "
+                    "vector only with those of its dimension, so the patterns stored before "
+                    "rank lexically",
+                    (unsigned)dim, (unsigned)e->dim, e->w->cfg->embeddings_model);
+    }
+    e->dim = dim;
+}
+
+void cg_embed_expect_dim(cg_embed_t *e, uint32_t dim)
+{
+    if (e)
+        e->dim = dim;
+}
+
 static void deliver(cg_embed_call_t *c)
 {
     cg_embed_t *e = c->e;
     cg_vector_t vec = {0};
     char why[256];
     bool ok = outcome(c, &vec, why, sizeof(why));
-    if (ok)
+    if (ok) {
         vec.model = cg_xstrndup(e->w->cfg->embeddings_model, strlen(e->w->cfg->embeddings_model));
-    else
+        check_dim(e, vec.dim);
+    } else
         failed(e, why);
     if (c->cb)
         c->cb(c->ctx, ok ? &vec : NULL, ok ? NULL : why);

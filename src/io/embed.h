@@ -43,6 +43,12 @@ cg_embed_t *cg_embed_new(cg_worker_t *w);
 cg_embed_call_t *cg_embed_ask(cg_embed_t *e, const char *text, size_t n, const cg_hdrs_t *keys,
                               bool urgent, cg_embed_cb cb, void *ctx);
 
+/* The dimension of the vectors stored so far (0: none). A vector of
+ * another dimension (the endpoint's model changed: recall can compare it
+ * with none of them) is still handed out, but counted as a failure and
+ * logged once per change, with both dimensions (SPEC §8). */
+void cg_embed_expect_dim(cg_embed_t *e, uint32_t dim);
+
 /* Forgets a call whose callback has not run: it never will. */
 void cg_embed_cancel(cg_embed_call_t *c);
 

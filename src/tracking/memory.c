@@ -362,6 +362,20 @@ int cg_memory_put(cg_memory_t *m, const cg_pattern_t *p)
     return rc;
 }
 
+uint32_t cg_memory_vector_dim(cg_memory_t *m)
+{
+    static const char sql[] = "SELECT length(embedding) FROM patterns"
+                              " WHERE embedding IS NOT NULL ORDER BY id DESC LIMIT 1";
+    sqlite3_stmt *st;
+    if (m == NULL || sqlite3_prepare_v2(m->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    uint32_t dim = 0;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        dim = (uint32_t)(sqlite3_column_int64(st, 0) / 4);
+    sqlite3_finalize(st);
+    return dim;
+}
+
 long cg_memory_prune(cg_memory_t *m, int64_t now, int days)
 {
     if (days < 0) {

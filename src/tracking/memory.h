@@ -44,6 +44,11 @@ const char *cg_memory_errmsg(cg_memory_t *m);
  */
 int cg_memory_put(cg_memory_t *m, const cg_pattern_t *p);
 
+/* The dimension of the newest stored vector (of any model), or 0 when no
+ * pattern has one (or on an error): what a new vector's is compared with,
+ * to tell that the embeddings endpoint changed models. */
+uint32_t cg_memory_vector_dim(cg_memory_t *m);
+
 /* Removes patterns with created_at < now - days*86400; returns rows deleted, or -1
  * (also for days < 0). */
 long cg_memory_prune(cg_memory_t *m, int64_t now, int days);

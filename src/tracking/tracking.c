@@ -204,6 +204,10 @@ void cg_tracking_start(cg_worker_t *w)
     char err[512];
     if (!pg && cfg->semantic_memory)
         t->read = cg_memory_open(cfg->memory_db_path, err, sizeof(err));
+    /* A new vector is compared with the stored ones' dimension (SQLite; with
+     * PostgreSQL, with the first one this worker gets). */
+    if (t->embed)
+        cg_embed_expect_dim(t->embed, cg_memory_vector_dim(t->read));
 }
 
 void cg_tracking_drain(cg_worker_t *w)

@@ -377,16 +377,33 @@ class Embeddings(Base):
         cg = self.start(self.mock)
         self.ask(cg, CHARGE)
         self.wait_recall(cg, PARAPHRASE, lambda r: self.semantic_with(1)(r) and self.first_is(CHARGE)(r))
+        self.assertEqual(metric(cg, FAILURES), 0)
         self.assertEqual(set_embeddings(self.mock, dim=32)["dim"], 32)
         before = len(calls_for(self.mock, PARAPHRASE))
         got = self.recall(cg, PARAPHRASE)
         self.assertEqual(got["ranking"], "lexical", got)
         calls = calls_for(self.mock, PARAPHRASE)  # it was embedded, in 32 dimensions
         self.assertEqual((len(calls), calls[-1]["outcome"]), (before + 1, "complete"))
+        # SPEC §8: the change is counted as a failure and logged once, with both dimensions
+        self.wait_metric(cg, FAILURES, lambda v: v == 1)
+        changed = [l for l in embeddings_lines(cg) if "32 dimensions after 64" in l]
+        self.assertEqual(len(changed), 1, embeddings_lines(cg))
         self.ask(cg, "recharge my phone")
         got = self.wait_recall(cg, PARAPHRASE, lambda r: r["ranking"] == "semantic")
         self.assertEqual(got["patterns"][0]["query"], "recharge my phone")
         self.assertGreater(got["patterns"][0]["score"], 0.9)
+        self.assertEqual(metric(cg, FAILURES), 1)  # once per change, not per vector
+        # A restart compares with the store: the newest stored vectors have 32 dimensions
+        cg.stop()
+        set_embeddings(self.mock, dim=64)
+        cg2 = H.Citegate(upstream=self.mock.url, env={"CITEGATE_EMBEDDINGS_MODEL": MODEL},
+                         workdir=cg.dir).start()
+        self.addCleanup(self.stop_clean, cg2)
+        self.assertEqual(metric(cg2, FAILURES), 0)
+        self.recall(cg2, PARAPHRASE)
+        self.wait_metric(cg2, FAILURES, lambda v: v == 1)
+        self.assertTrue(any("64 dimensions after 32" in l for l in embeddings_lines(cg2)),
+                        embeddings_lines(cg2))
 
     # ------------------------------------------------------------------ keys
 
