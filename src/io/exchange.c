@@ -33,36 +33,7 @@ static bool head_sent(const cg_exchange_t *ex)
     return ex->state == CG_EX_STREAMING;
 }
 
-/* --- routes and request ids ---------------------------------------------------- */
-
-/* The deployment name of an Azure deployment route,
- * /openai/deployments/{name}/chat/completions, as written; else {NULL, 0}. */
-static cg_span_t deployment_name(const char *path, size_t n)
-{
-    static const char prefix[] = "/openai/deployments/";
-    static const char tail[] = "/chat/completions";
-    size_t pl = sizeof(prefix) - 1, tl = sizeof(tail) - 1;
-    if (n <= pl + tl || memcmp(path, prefix, pl) != 0 || memcmp(path + n - tl, tail, tl) != 0)
-        return cg_span(NULL, 0);
-    cg_span_t name = cg_span(path + pl, n - pl - tl);
-    return memchr(name.p, '/', name.n) ? cg_span(NULL, 0) : name;
-}
-
-/* Length of the url's path (without its query). */
-static size_t path_length(cg_span_t url)
-{
-    const char *q = url.n ? memchr(url.p, '?', url.n) : NULL;
-    return q ? (size_t)(q - url.p) : url.n;
-}
-
-static int classify(const char *path, size_t n)
-{
-    if (n == 20 && memcmp(path, "/v1/chat/completions", 20) == 0)
-        return CG_ROUTE_CHAT;
-    if (n == 27 && memcmp(path, "/openai/v1/chat/completions", 27) == 0)
-        return CG_ROUTE_OPENAI_V1;
-    return deployment_name(path, n).p ? CG_ROUTE_DEPLOYMENT : CG_ROUTE_OTHER;
-}
+/* --- request ids ----------------------------------------------------------------- */
 
 static void make_rid(cg_exchange_t *ex, cg_span_t given)
 {
@@ -85,25 +56,12 @@ static void make_rid(cg_exchange_t *ex, cg_span_t given)
 /* Adds AZURE_AI_DATA_SOURCES to a chat body that has no data_sources (SPEC §5). */
 static void put_body(cg_exchange_t *ex, const cg_buf_t *body)
 {
-    cg_buf_t *o = &ex->upreq.body;
     const char *sources = ex->w->data_sources;
-    if (!ex->transform || sources == NULL || ex->req.has_data_sources) {
-        cg_buf_put(o, body->p, body->len);
-        return;
-    }
-    /* Insert before the root object's closing brace. */
-    size_t end = body->len;
-    while (end > 0 && body->p[end - 1] != '}')
-        end--;
-    size_t k = end - 1;
-    while (k > 0 && (body->p[k - 1] == ' ' || body->p[k - 1] == '\n' || body->p[k - 1] == '\r' ||
-                     body->p[k - 1] == '\t'))
-        k--;
-    bool empty = k > 0 && body->p[k - 1] == '{';
-    cg_buf_put(o, body->p, end - 1);
-    cg_buf_puts(o, empty ? "\"data_sources\":" : ",\"data_sources\":");
-    cg_buf_puts(o, sources);
-    cg_buf_put(o, body->p + end - 1, body->len - (end - 1));
+    cg_span_t b = cg_span(body->p, body->len);
+    if (!ex->transform || sources == NULL || ex->req.has_data_sources)
+        cg_buf_put(&ex->upreq.body, b.p, b.n);
+    else
+        cg_route_add_sources(&ex->upreq.body, b, sources);
 }
 
 /* Request fields citegate does not forward: framing, routing, its own,
@@ -169,25 +127,6 @@ static void build_request(cg_exchange_t *ex, cg_span_t path_q)
 
 /* --- CORS (SPEC §4) ------------------------------------------------------------------ */
 
-/* Is `origin` in CITEGATE_CORS_ORIGINS (a comma-separated list, or "*")? */
-static bool cors_allowed(const char *list, cg_span_t origin)
-{
-    if (list == NULL || origin.p == NULL)
-        return false;
-    for (const char *p = list; *p;) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        size_t n = strcspn(p, ",");
-        size_t k = n;
-        while (k > 0 && p[k - 1] == ' ')
-            k--;
-        if ((k == 1 && p[0] == '*') || (k == origin.n && strncasecmp(p, origin.p, k) == 0))
-            return true;
-        p += n;
-    }
-    return false;
-}
-
 /* What every answer to an allowed origin carries. */
 static void cors_headers(const cg_exchange_t *ex, cg_hdrs_t *h)
 {
@@ -225,7 +164,7 @@ static void answer_preflight(cg_exchange_t *ex)
 static void note_origin(cg_exchange_t *ex)
 {
     cg_span_t origin = cg_hdrs_get(&ex->msg.hdrs, "origin");
-    if (ex->cors_origin == NULL && cors_allowed(ex->w->cfg->cors_origins, origin))
+    if (ex->cors_origin == NULL && cg_route_cors_allowed(ex->w->cfg->cors_origins, origin))
         ex->cors_origin = cg_xstrndup(origin.p, origin.n);
 }
 
@@ -281,7 +220,7 @@ void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const c
      * a chat route is a chat request refused). */
     cg_span_t url = cg_span(ex->msg.url.p, ex->msg.url.len);
     if (ex->route == CG_ROUTE_OTHER && url.n)
-        ex->route = classify(url.p, path_length(url));
+        ex->route = cg_route_of(cg_span(url.p, cg_route_path_length(url)));
     note_origin(ex); /* a refused request was not run: its answer has CORS all the same */
     respond_error(ex, status, "invalid_request_error", code, message);
 }
@@ -295,36 +234,6 @@ static void respond_busy(cg_exchange_t *ex, int reason)
     if (!ex->internal)
         cg_log_warn(ex->rid, "%s", cg_err_message(err));
     respond_error(ex, 503, "server_error", "upstream_busy", cg_err_message(err));
-}
-
-/* A path segment "." or "..", also percent-encoded (SPEC §4): with a base
- * path it would reach beyond it upstream. */
-static bool dot_segment(const char *p, size_t n)
-{
-    char seg[8];
-    size_t k = 0;
-    for (size_t i = 0; i < n && k < sizeof(seg); i++) {
-        if (p[i] == '%' && i + 2 < n && p[i + 1] == '2' && (p[i + 2] == 'e' || p[i + 2] == 'E')) {
-            seg[k++] = '.';
-            i += 2;
-        } else {
-            seg[k++] = p[i];
-        }
-    }
-    return (k == 1 && seg[0] == '.') || (k == 2 && seg[0] == '.' && seg[1] == '.');
-}
-
-static bool has_dot_segment(const char *path, size_t n)
-{
-    size_t start = 0;
-    for (size_t i = 0; i <= n; i++) {
-        if (i == n || path[i] == '/') {
-            if (dot_segment(path + start, i - start))
-                return true;
-            start = i + 1;
-        }
-    }
-    return false;
 }
 
 /* --- starting --------------------------------------------------------------------- */
@@ -356,7 +265,7 @@ static bool translate(cg_exchange_t *ex, size_t path_len)
     cg_reqmsg_t *m = &ex->msg;
     cg_dialect_err_t e;
     if (cg_dialect_request(ex->dialect, m->body.p ? m->body.p : "", m->body.len, &ex->req,
-                           deployment_name(m->url.p, path_len), &ex->dreq, &e) == 0)
+                           cg_route_deployment(cg_span(m->url.p, path_len)), &ex->dreq, &e) == 0)
         return true;
     cg_buf_t b = {0};
     cg_dialect_err_json(&e, &b);
@@ -422,8 +331,8 @@ void cg_exchange_run(cg_exchange_t *ex)
     cg_worker_t *w = ex->w;
     cg_reqmsg_t *m = &ex->msg;
     cg_span_t url = cg_span(m->url.p, m->url.len);
-    size_t path_len = path_length(url);
-    ex->route = url.n ? classify(url.p, path_len) : CG_ROUTE_OTHER;
+    size_t path_len = cg_route_path_length(url);
+    ex->route = cg_route_of(cg_span(url.p, path_len));
     ex->transform = ex->route != CG_ROUTE_OTHER && m->method == HTTP_POST;
     ex->dialect = ex->transform ? w->cfg->upstream_dialect : CG_DIALECT_OPENAI;
     if (cors(ex))
@@ -444,7 +353,7 @@ void cg_exchange_run(cg_exchange_t *ex)
                       "request target must be a path");
         return;
     }
-    if (has_dot_segment(url.p, path_len)) {
+    if (cg_route_dot_segment(cg_span(url.p, path_len))) {
         respond_error(ex, 400, "invalid_request_error", "bad_request",
                       "request path has a '.' or '..' segment");
         return;

@@ -11,15 +11,8 @@
 #include "citegate/common.h"
 #include "citegate/profile.h"
 #include "err.h"
+#include "route.h"
 
-enum {
-    CG_ROUTE_CHAT,
-    CG_ROUTE_DEPLOYMENT,
-    CG_ROUTE_OPENAI_V1,
-    CG_ROUTE_OTHER,
-    CG_ROUTE_ADMIN,
-    CG_NROUTES
-};
 enum { CG_PROTO_LABEL_HTTP1, CG_PROTO_LABEL_H2, CG_NPROTO_LABELS };
 /* upstream_queue_rejections_total{reason} */
 enum { CG_QUEUE_FULL, CG_QUEUE_TIMEOUT, CG_NQUEUE_REASONS };
