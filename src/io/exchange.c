@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CG_MAX_BODY_RESPONSE (64u << 20) /* non-streaming answers held to transform */
 
@@ -45,10 +47,13 @@ static void make_rid(cg_exchange_t *ex, cg_span_t given)
         ex->rid[given.n] = '\0';
         return;
     }
-    static uint64_t counter;
-    uint64_t r = ((uint64_t)rand() << 32) ^ (uint64_t)rand();
-    snprintf(ex->rid, sizeof(ex->rid), "cg-%08x%06llx-%llu", (unsigned)(r & 0xffffffffu),
-             (unsigned long long)(uv_hrtime() & 0xffffff), (unsigned long long)++counter);
+    /* A random prefix per process, drawn in the worker itself (after the
+     * fork), then a counter: ids unique across workers and restarts. */
+    static uint64_t prefix, counter;
+    if (counter == 0 && getrandom(&prefix, sizeof(prefix), 0) != (ssize_t)sizeof(prefix))
+        prefix = uv_hrtime() ^ ((uint64_t)getpid() << 40);
+    snprintf(ex->rid, sizeof(ex->rid), "cg-%016llx-%llu", (unsigned long long)prefix,
+             (unsigned long long)++counter);
 }
 
 /* --- the upstream request ------------------------------------------------------- */

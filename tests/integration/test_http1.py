@@ -1068,6 +1068,32 @@ class Workers(CitegateCase):
             self.assertEqual(st, 200, content)
             self.assertEqual(content, exp["content"])
 
+    def test_request_ids_unique_across_workers_and_restarts(self):
+        """A generated X-Request-Id is `cg-<a random prefix of the worker process>-<counter>`:
+        the prefix is drawn in each worker after the fork (forked workers once shared one
+        unseeded rand() sequence), so two workers, and a restart, never share one."""
+        def ids(port, n):
+            out = []
+            for _ in range(n):  # a connection each: SO_REUSEPORT spreads them over the workers
+                st, hd, _ = H.request(port, "GET", "/v1/models", timeout=10)
+                self.assertEqual(st, 200)
+                out.append(hd.get("X-Request-Id"))
+            return out
+        first = ids(self.cg.port, 60)
+        for rid in first:
+            self.assertRegex(rid, r"^cg-[0-9a-f]{16}-[0-9]+$")
+        prefixes = {rid.split("-")[1] for rid in first}
+        self.assertEqual(len(prefixes), 2, f"both workers answer, each with its own prefix: {first}")
+        self.assertEqual(len(set(first)), len(first))
+        again = H.Citegate(upstream=self.upstream_url(), env={"CITEGATE_WORKERS": "1"}).start()
+        try:
+            later = ids(again.port, 5)
+        finally:
+            again.stop()
+            again.cleanup()
+        self.assertEqual(len({rid.split("-")[1] for rid in later}), 1)
+        self.assertFalse({rid.split("-")[1] for rid in later} & prefixes, (later, prefixes))
+
 
 class Drain(CitegateCase):
     env = {"CITEGATE_SHUTDOWN_GRACE_MS": "5000"}
