@@ -634,23 +634,34 @@ static int run_parse(const char *body, size_t len, const cg_request_t *req)
     return rc;
 }
 
-static int run_translate(cg_dialect_t d, const char *body, size_t len, const cg_request_t *req)
+/* A registered dialect (the bench names only those it was built with). */
+static const cg_dialect_t *dialect(const char *name)
+{
+    const cg_dialect_t *d;
+    if (!cg_dialect_parse(name, &d))
+        die("unknown dialect");
+    return d;
+}
+
+static int run_translate(const cg_dialect_t *d, const char *body, size_t len,
+                         const cg_request_t *req)
 {
     cg_dialect_req_t out;
     cg_dialect_err_t err;
-    int rc = cg_dialect_request(d, body, len, req, cg_span(NULL, 0), &out, &err);
+    cg_dialect_in_t in = {.req = req};
+    int rc = cg_dialect_request(d, body, len, &in, &out, &err);
     cg_dialect_req_free(&out);
     return rc;
 }
 
 static int run_anthropic(const char *body, size_t len, const cg_request_t *req)
 {
-    return run_translate(CG_DIALECT_ANTHROPIC, body, len, req);
+    return run_translate(dialect("anthropic"), body, len, req);
 }
 
 static int run_responses(const char *body, size_t len, const cg_request_t *req)
 {
-    return run_translate(CG_DIALECT_RESPONSES, body, len, req);
+    return run_translate(dialect("responses"), body, len, req);
 }
 
 /* Median ns per call over ROUNDS alternating rounds of ITERS calls each,
@@ -731,7 +742,7 @@ static int bench_anthropic(size_t target, unsigned nev, size_t rd, size_t rounds
     gen_totals_t gt = {0};
     input_t in;
     make_input(&in, &buf, target, nev, rd, gen_anthropic_answer, &gt);
-    in.view = cg_dialect_view(CG_DIALECT_ANTHROPIC);
+    in.view = cg_dialect_view(dialect("anthropic"));
     printf("\nanthropic input: %.2f MiB, %zu answers, %" PRIu64 " events (%" PRIu64
            " text_delta of %.1f bytes of text on average), avg %.1f bytes/event\n",
            (double)in.len / 1048576.0, in.nans, gt.events, gt.content_events,
@@ -952,7 +963,7 @@ static int bench_responses(size_t mib, size_t rd, size_t rounds, unsigned nev, b
             die("out of memory");
         off[++nans] = buf.len;
     }
-    input_t in = {cg_dialect_view(CG_DIALECT_RESPONSES), buf.p, off, nans, buf.len, 0};
+    input_t in = {cg_dialect_view(dialect("responses")), buf.p, off, nans, buf.len, 0};
     printf("\nresponses input%s: %.2f MiB, %zu answers, %" PRIu64 " events (%.1f bytes/event), %"
            PRIu64 " markers with their annotations\n", markers ? " with markers" : "",
            (double)buf.len / 1048576.0, nans, t.events, (double)buf.len / (double)t.events,
@@ -1290,12 +1301,12 @@ int main(int argc, char **argv)
     static const struct {
         const char *section;
         gen_fn gen;
-        cg_dialect_t dialect;
+        const char *dialect;
     } slopes[] = {
-        {"core", gen_answer, CG_DIALECT_OPENAI},
-        {"anthropic", gen_anthropic_answer, CG_DIALECT_ANTHROPIC},
-        {"responses", gen_rs_plain, CG_DIALECT_RESPONSES},
-        {"responses_markers", gen_rs_markers, CG_DIALECT_RESPONSES},
+        {"core", gen_answer, "openai"},
+        {"anthropic", gen_anthropic_answer, "anthropic"},
+        {"responses", gen_rs_plain, "responses"},
+        {"responses_markers", gen_rs_markers, "responses"},
     };
     for (size_t k = 0; k < sizeof(slopes) / sizeof(slopes[0]); k++) {
         if (!want(only, slopes[k].section))
@@ -1305,7 +1316,7 @@ int main(int argc, char **argv)
                    "calls):\n",
                    nev, nev, nev);
         reseed(seed, 11 + k);
-        print_slope(slopes[k].section, slopes[k].gen, cg_dialect_view(slopes[k].dialect),
+        print_slope(slopes[k].section, slopes[k].gen, cg_dialect_view(dialect(slopes[k].dialect)),
                     (unsigned)nev, rd, &cfg);
     }
     if (want(only, "core"))

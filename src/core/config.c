@@ -315,8 +315,8 @@ static int apply(cg_config_t *c, const var_t *v, const char *value, char *err, s
             return not_one_of(err, errlen, v->name, value, cg_profile_list());
         return 0;
     case T_DIALECT:
-        if (!cg_dialect_parse(value, (cg_dialect_t *)field))
-            return not_one_of(err, errlen, v->name, value, CG_DIALECT_NAMES);
+        if (!cg_dialect_parse(value, (const cg_dialect_t **)field))
+            return not_one_of(err, errlen, v->name, value, cg_dialect_list());
         return 0;
     case T_JSON:
         return set_json(v, (char **)field, value, err, errlen);

@@ -489,13 +489,47 @@ static void responses_body(cg_demo_answer_t *a)
     rs_free(&r);
 }
 
-void cg_demo_answer(cg_demo_answer_t *a, cg_dialect_t d, bool stream, size_t request_docs)
+/* The answers of each dialect, by name; any other gets openai's. */
+typedef struct demo_dialect {
+    const char *name;
+    void (*stream)(cg_demo_answer_t *a, size_t request_docs);
+    void (*body)(cg_demo_answer_t *a, size_t request_docs);
+} demo_dialect_t;
+
+static void openai_stream_of(cg_demo_answer_t *a, size_t docs)
 {
-    switch (d) {
-    case CG_DIALECT_ANTHROPIC:
-        stream ? anthropic_stream(a, request_docs) : anthropic_body(a, request_docs);
-        break;
-    case CG_DIALECT_RESPONSES: stream ? responses_stream(a) : responses_body(a); break;
-    default: stream ? openai_stream(a) : openai_body(a); break;
-    }
+    (void)docs;
+    openai_stream(a);
+}
+
+static void openai_body_of(cg_demo_answer_t *a, size_t docs)
+{
+    (void)docs;
+    openai_body(a);
+}
+
+static void responses_stream_of(cg_demo_answer_t *a, size_t docs)
+{
+    (void)docs;
+    responses_stream(a);
+}
+
+static void responses_body_of(cg_demo_answer_t *a, size_t docs)
+{
+    (void)docs;
+    responses_body(a);
+}
+
+static const demo_dialect_t demos[] = {
+    {"anthropic", anthropic_stream, anthropic_body},
+    {"responses", responses_stream_of, responses_body_of},
+};
+
+void cg_demo_answer(cg_demo_answer_t *a, const cg_dialect_t *d, bool stream, size_t request_docs)
+{
+    demo_dialect_t demo = {"openai", openai_stream_of, openai_body_of};
+    for (size_t i = 0; i < sizeof(demos) / sizeof(demos[0]); i++)
+        if (strcmp(cg_dialect_name(d), demos[i].name) == 0)
+            demo = demos[i];
+    (stream ? demo.stream : demo.body)(a, request_docs);
 }

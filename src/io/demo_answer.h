@@ -32,7 +32,7 @@ typedef struct cg_demo_answer {
  * request_docs: the documents the translated request sends (anthropic's
  * <source> documents, cg_dialect_req_t.ndocs), which the answer's
  * document_index must not name. */
-void cg_demo_answer(cg_demo_answer_t *a, cg_dialect_t d, bool stream, size_t request_docs);
+void cg_demo_answer(cg_demo_answer_t *a, const cg_dialect_t *d, bool stream, size_t request_docs);
 /* The 404 body the demo gives on every path but the chat routes. */
 void cg_demo_not_found(cg_demo_answer_t *a);
 void cg_demo_answer_free(cg_demo_answer_t *a);

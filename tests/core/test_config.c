@@ -130,7 +130,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.upstream_max_connections, 1024);
     assert_int_equal(c.upstream_max_pending, 1024);
     assert_int_equal(c.upstream_queue_timeout_ms, 10000);
-    assert_int_equal(c.upstream_dialect, CG_DIALECT_OPENAI);
+    assert_string_equal(c.upstream_dialect->name, "openai");
     assert_int_equal(c.max_client_connections, 16384);
     assert_int_equal(c.request_timeout_ms, 30000);
     assert_int_equal(c.max_event_bytes, 4194304);
@@ -442,15 +442,10 @@ static void test_enums(void **state)
     reject_val("CITEGATE_UPSTREAM_PROTOCOL", "http/1.1");
     reject_val("CITEGATE_UPSTREAM_PROTOCOL", "");
 
-    static const struct {
-        const char *s;
-        cg_dialect_t v;
-    } dialects[] = {{"openai", CG_DIALECT_OPENAI},
-                    {"anthropic", CG_DIALECT_ANTHROPIC},
-                    {"responses", CG_DIALECT_RESPONSES}};
+    static const char *const dialects[] = {"openai", "anthropic", "responses"};
     for (size_t i = 0; i < sizeof(dialects) / sizeof(dialects[0]); i++) {
-        accept_val(&c, "CITEGATE_UPSTREAM_DIALECT", dialects[i].s);
-        assert_int_equal(c.upstream_dialect, dialects[i].v);
+        accept_val(&c, "CITEGATE_UPSTREAM_DIALECT", dialects[i]);
+        assert_string_equal(c.upstream_dialect->name, dialects[i]);
         cg_config_free(&c);
     }
     reject_val("CITEGATE_UPSTREAM_DIALECT", "Anthropic");
@@ -557,10 +552,10 @@ static void test_set_overrides(void **state)
     assert_int_equal(c.ref_style, CG_REF_NUMERIC);
     assert_int_equal(
         cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "responses", err, sizeof(err)), 0);
-    assert_int_equal(c.upstream_dialect, CG_DIALECT_RESPONSES);
+    assert_string_equal(c.upstream_dialect->name, "responses");
     assert_int_equal(cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "x", err, sizeof(err)), -1);
     assert_int_equal(strncmp(err, "CITEGATE_UPSTREAM_DIALECT:", 26), 0);
-    assert_int_equal(c.upstream_dialect, CG_DIALECT_RESPONSES); /* unchanged */
+    assert_string_equal(c.upstream_dialect->name, "responses"); /* unchanged */
     assert_int_equal(cg_config_set(&c, "ENABLE_CITATION_TRACKING", "off?", err, sizeof(err)), -1);
     assert_int_equal(strncmp(err, "ENABLE_CITATION_TRACKING:", 25), 0);
     assert_int_equal(cg_config_set(&c, "ENABLE_CITATION_TRACKING", "FALSE", err, sizeof(err)), 0);

@@ -12,6 +12,7 @@
 
 #include "citegate/dialect.h"
 #include "citegate/json.h"
+#include "dialects.h"
 #include "view.h"
 
 #include <dirent.h>
@@ -22,23 +23,32 @@
 static const cg_cite_opts_t opts = {8192, true};
 static const cg_span_t no_model = {NULL, 0};
 
-#define A CG_DIALECT_ANTHROPIC
-#define R CG_DIALECT_RESPONSES
+#define O dialect_named("openai")
+#define A dialect_named("anthropic")
+#define R dialect_named("responses")
+
+/* The translating dialects whose bodies these tests pin, and every one. */
+static const char *const translating[] = {"anthropic", "responses"};
+#define NTRANSLATING (sizeof(translating) / sizeof(translating[0]))
+static const char *const all[] = {"openai", "anthropic", "responses"};
+#define NALL (sizeof(all) / sizeof(all[0]))
 
 /* Translates body as the shell would: cg_request_parse (with o) first, for
  * the <source> tags. */
-static int run_with(cg_dialect_t d, const char *body, size_t n, const cg_cite_opts_t *o,
+static int run_with(const cg_dialect_t *d, const char *body, size_t n, const cg_cite_opts_t *o,
                     cg_span_t model, cg_dialect_req_t *out, cg_dialect_err_t *err)
 {
     cg_request_t req;
     int parsed = cg_request_parse(&req, body, n, o);
     memset(err, 0, sizeof(*err));
-    int rc = cg_dialect_request(d, body, n, parsed == 0 ? &req : NULL, model, out, err);
+    cg_dialect_in_t in = {.req = parsed == 0 ? &req : NULL, .deployment = model};
+    int rc = cg_dialect_request(d, body, n, &in, out, err);
     cg_request_free(&req);
     return rc;
 }
 
-static int run(cg_dialect_t d, const char *body, cg_dialect_req_t *out, cg_dialect_err_t *err)
+static int run(const cg_dialect_t *d, const char *body, cg_dialect_req_t *out,
+               cg_dialect_err_t *err)
 {
     return run_with(d, body, strlen(body), &opts, no_model, out, err);
 }
@@ -61,7 +71,7 @@ static void check_json_equal(const char *what, const char *got, size_t n, const 
 }
 
 /* The upstream body of `body` for d must equal `want` as JSON. */
-static void expect_body(cg_dialect_t d, const char *body, const char *want)
+static void expect_body(const cg_dialect_t *d, const char *body, const char *want)
 {
     cg_dialect_req_t out;
     cg_dialect_err_t err;
@@ -84,7 +94,8 @@ static void expect_both(const char *body, const char *anthropic, const char *res
 /* `body` must be refused with code and param (both dialects), nothing kept. */
 static void expect_error(const char *body, const char *code, const char *param)
 {
-    for (cg_dialect_t d = A; d <= R; d++) {
+    for (size_t k = 0; k < NTRANSLATING; k++) {
+        const cg_dialect_t *d = dialect_named(translating[k]);
         cg_dialect_req_t out;
         cg_dialect_err_t err;
         int rc = run(d, body, &out, &err);
@@ -104,28 +115,47 @@ static void expect_error(const char *body, const char *code, const char *param)
 
 /* ---- names, paths, headers --------------------------------------------------- */
 
+/* The path a dialect gives request r, or NULL when the client's is kept. */
+static char *path_of(const cg_dialect_t *d, const cg_dialect_req_t *r)
+{
+    cg_buf_t b = {0};
+    if (!cg_dialect_path(d, r, &b))
+        return NULL;
+    cg_buf_putc(&b, '\0');
+    return b.p;
+}
+
 static void test_names(void **state)
 {
     (void)state;
-    cg_dialect_t d = CG_DIALECT_RESPONSES;
-    assert_true(cg_dialect_parse("openai", &d));
-    assert_int_equal(d, CG_DIALECT_OPENAI);
-    assert_true(cg_dialect_parse("anthropic", &d));
-    assert_int_equal(d, CG_DIALECT_ANTHROPIC);
-    assert_true(cg_dialect_parse("responses", &d));
-    assert_int_equal(d, CG_DIALECT_RESPONSES);
+    for (size_t i = 0; i < NALL; i++) {
+        const cg_dialect_t *d = NULL;
+        assert_true(cg_dialect_parse(all[i], &d));
+        assert_string_equal(cg_dialect_name(d), all[i]);
+        assert_non_null(strstr(cg_dialect_list(), all[i]));
+    }
+    assert_string_equal(cg_dialect_list(), "openai, anthropic, responses");
+    assert_ptr_equal(cg_dialect_default(), O);
     static const char *const bad[] = {"", "Anthropic", "openai ", "claude", "response", "azure"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        d = CG_DIALECT_ANTHROPIC;
+        const cg_dialect_t *d = A;
         assert_false(cg_dialect_parse(bad[i], &d));
-        assert_int_equal(d, CG_DIALECT_ANTHROPIC); /* untouched */
+        assert_ptr_equal(d, A); /* untouched */
     }
-    assert_string_equal(cg_dialect_name(CG_DIALECT_OPENAI), "openai");
-    assert_string_equal(cg_dialect_name(CG_DIALECT_ANTHROPIC), "anthropic");
-    assert_string_equal(cg_dialect_name(CG_DIALECT_RESPONSES), "responses");
-    assert_null(cg_dialect_path(CG_DIALECT_OPENAI));
-    assert_string_equal(cg_dialect_path(CG_DIALECT_ANTHROPIC), "/v1/messages");
-    assert_string_equal(cg_dialect_path(CG_DIALECT_RESPONSES), "/v1/responses");
+    cg_dialect_req_t r = {0};
+    assert_null(path_of(O, &r));
+    char *p = path_of(A, &r);
+    assert_string_equal(p, "/v1/messages");
+    free(p);
+    p = path_of(R, &r);
+    assert_string_equal(p, "/v1/responses");
+    free(p);
+    assert_false(cg_dialect_translates(O));
+    assert_true(cg_dialect_translates(A));
+    assert_true(cg_dialect_translates(R));
+    assert_null(cg_dialect_view(O));
+    assert_non_null(cg_dialect_view(A));
+    assert_non_null(cg_dialect_view(R));
 }
 
 static cg_span_t span(const char *s)
@@ -178,11 +208,11 @@ static void test_forwards_header(void **state)
     for (size_t i = 0; i < sizeof(dropped) / sizeof(dropped[0]); i++) {
         assert_false(cg_dialect_forwards_header(A, span(dropped[i])));
         assert_true(cg_dialect_forwards_header(R, span(dropped[i])));
-        assert_true(cg_dialect_forwards_header(CG_DIALECT_OPENAI, span(dropped[i])));
+        assert_true(cg_dialect_forwards_header(O, span(dropped[i])));
     }
     for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
-        for (cg_dialect_t d = CG_DIALECT_OPENAI; d <= R; d++)
-            assert_true(cg_dialect_forwards_header(d, span(kept[i])));
+        for (size_t k = 0; k < NALL; k++)
+            assert_true(cg_dialect_forwards_header(dialect_named(all[k]), span(kept[i])));
     assert_string_equal(CG_ANTHROPIC_VERSION, "2023-06-01");
 }
 
@@ -462,7 +492,7 @@ static void test_documents_edges(void **state)
     /* Without the parsed request there are no sources to send. */
     static const char one[] =
         "{\"messages\":[{\"role\":\"user\",\"content\":\"<source id=\\\"1\\\">One</source>\"}]}";
-    assert_int_equal(cg_dialect_request(A, one, strlen(one), NULL, no_model, &out, &err), 0);
+    assert_int_equal(cg_dialect_request(A, one, strlen(one), NULL, &out, &err), 0);
     assert_int_equal(out.ndocs, 0);
     assert_false(contains(&out.body, "document"));
     cg_dialect_req_free(&out);
@@ -486,7 +516,8 @@ static void test_documents_whole_text(void **state)
     assert_int_equal(strlen(req.sources.v[0].content), 16);
     cg_dialect_req_t out;
     cg_dialect_err_t err;
-    assert_int_equal(cg_dialect_request(A, body.p, body.len, &req, no_model, &out, &err), 0);
+    cg_dialect_in_t in = {.req = &req};
+    assert_int_equal(cg_dialect_request(A, body.p, body.len, &in, &out, &err), 0);
     cg_buf_t want = {0};
     cg_buf_puts(&want, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\","
                        "\"source\":{\"type\":\"text\",\"media_type\":\"text/plain\",\"data\":\"");
@@ -567,16 +598,16 @@ static void test_refusal_messages(void **state)
 {
     (void)state;
     static const struct {
-        cg_dialect_t d;
+        const char *d;
         const char *body, *message;
     } cases[] = {
-        {A, "{\"tools\":[{}],\"messages\":[]}",
+        {"anthropic", "{\"tools\":[{}],\"messages\":[]}",
          "tools is not supported with the anthropic upstream dialect"},
-        {R, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"n\":4}",
+        {"responses", "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"n\":4}",
          "n > 1 is not supported with the responses upstream dialect"},
-        {A, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"tool\"}]}",
+        {"anthropic", "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"tool\"}]}",
          "a tool message is not supported with the anthropic upstream dialect (messages[1])"},
-        {R,
+        {"responses",
          "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
          "{\"type\":\"input_audio\"}]}]}",
          "input_audio is not supported with the responses upstream dialect "
@@ -585,7 +616,7 @@ static void test_refusal_messages(void **state)
     cg_dialect_req_t out;
     cg_dialect_err_t err;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        assert_int_equal(run(cases[i].d, cases[i].body, &out, &err), -1);
+        assert_int_equal(run(dialect_named(cases[i].d), cases[i].body, &out, &err), -1);
         assert_string_equal(err.message, cases[i].message);
     }
     /* A part type that is not a plain name is named by its place. */
@@ -732,10 +763,10 @@ static void test_stream_flags(void **state)
                  cases[i].members);
         cg_request_t req;
         assert_int_equal(cg_request_parse(&req, body, strlen(body), &opts), 0);
-        for (cg_dialect_t d = CG_DIALECT_OPENAI; d <= R; d++) {
+        for (size_t k = 0; k < NALL; k++) {
             cg_dialect_req_t out;
             cg_dialect_err_t err;
-            assert_int_equal(run(d, body, &out, &err), 0);
+            assert_int_equal(run(dialect_named(all[k]), body, &out, &err), 0);
             assert_int_equal(out.stream, cases[i].stream);
             assert_int_equal(out.stream, req.stream);
             assert_int_equal(out.include_usage, cases[i].usage);
@@ -752,12 +783,12 @@ static void test_openai_unchanged(void **state)
         " {\"model\":\"m\",\"tools\":[{}],\"n\":5,\"messages\":[{\"role\":\"tool\"}],\"x\":1}\n";
     cg_dialect_req_t out;
     cg_dialect_err_t err;
-    assert_int_equal(run(CG_DIALECT_OPENAI, body, &out, &err), 0);
+    assert_int_equal(run(O, body, &out, &err), 0);
     assert_int_equal(out.body.len, strlen(body));
     assert_memory_equal(out.body.p, body, out.body.len);
     assert_int_equal(out.ndocs, 0);
     cg_dialect_req_free(&out);
-    assert_int_equal(run(CG_DIALECT_OPENAI, "[]", &out, &err), -1);
+    assert_int_equal(run(O, "[]", &out, &err), -1);
     assert_string_equal(err.code, "invalid_json");
 }
 
@@ -796,7 +827,8 @@ static void test_large(void **state)
     for (int i = 0; i < N; i++)
         cg_buf_printf(&b, ",\"m%d\":%d", i, i);
     cg_buf_puts(&b, "}");
-    for (cg_dialect_t d = A; d <= R; d++) {
+    for (size_t k = 0; k < NTRANSLATING; k++) {
+        const cg_dialect_t *d = dialect_named(translating[k]);
         cg_dialect_req_t out;
         cg_dialect_err_t err;
         assert_int_equal(run_with(d, b.p, b.len, &opts, no_model, &out, &err), 0);
@@ -823,7 +855,8 @@ static void check_fixture(const char *name)
     size_t n, en;
     snprintf(path, sizeof(path), "%s/dialects/%s.request.json", CG_FIXTURES, name);
     char *body = read_file(path, &n);
-    for (cg_dialect_t d = A; d <= R; d++) {
+    for (size_t k = 0; k < NTRANSLATING; k++) {
+        const cg_dialect_t *d = dialect_named(translating[k]);
         snprintf(path, sizeof(path), "%s/dialects/%s.%s.json", CG_FIXTURES, name,
                  cg_dialect_name(d));
         char *want = read_file(path, &en);

@@ -26,6 +26,7 @@
  */
 #include "citegate/dialect.h"
 
+#include "../support/dialects.h"
 #include "fuzz_common.h"
 #include "fuzz_jsonv.h"
 
@@ -181,10 +182,10 @@ static void check_members(const cg_json_t *j, const char *const *names)
     }
 }
 
-static void check_translation(cg_dialect_t d, const char *body, size_t len, const cg_request_t *req,
-                              const cg_dialect_req_t *out)
+static void check_translation(const char *d, const char *body, size_t len,
+                              const cg_request_t *req, const cg_dialect_req_t *out)
 {
-    bool anthropic = d == CG_DIALECT_ANTHROPIC;
+    bool anthropic = strcmp(d, "anthropic") == 0;
     cg_json_t j;
     cg_json_init(&j, MAX_TOKENS);
     check_valid_json(&j, out->body.p, out->body.len);
@@ -210,9 +211,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    static const cg_dialect_t dialects[4] = {CG_DIALECT_ANTHROPIC, CG_DIALECT_RESPONSES,
-                                             CG_DIALECT_OPENAI, CG_DIALECT_ANTHROPIC};
-    cg_dialect_t d = dialects[data[0] & 3];
+    static const char *const dialects[4] = {"anthropic", "responses", "openai", "anthropic"};
+    const char *name = dialects[data[0] & 3];
+    const cg_dialect_t *d = dialect_named(name);
     cg_span_t model = (data[0] & 4) ? CG_SPAN_LIT("dep") : (cg_span_t){NULL, 0};
     cg_cite_opts_t o = {(data[0] & 8) ? 16 : 8192, true};
     size_t len = size - 1;
@@ -223,7 +224,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cg_dialect_req_t out, again;
     cg_dialect_err_t err, err2;
     memset(&err, 0, sizeof(err));
-    int rc = cg_dialect_request(d, body, len, req_rc == 0 ? &req : NULL, model, &out, &err);
+    cg_dialect_in_t in = {.req = req_rc == 0 ? &req : NULL, .deployment = model};
+    int rc = cg_dialect_request(d, body, len, &in, &out, &err);
     FZ_CHECK(rc == 0 || rc == -1);
     FZ_CHECK((req_rc != 0) == (rc == -1 && strcmp(err.code, "invalid_json") == 0));
     if (rc != 0) {
@@ -231,13 +233,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         FZ_CHECK(err.code == NULL);
         FZ_CHECK(out.stream == req.stream);
-        if (d == CG_DIALECT_OPENAI)
+        if (!cg_dialect_translates(d))
             FZ_CHECK(out.body.len == len && memcmp(out.body.p, body, len) == 0);
         else
-            check_translation(d, body, len, &req, &out);
+            check_translation(name, body, len, &req, &out);
     }
-    FZ_CHECK(cg_dialect_request(d, body, len, req_rc == 0 ? &req : NULL, model, &again, &err2) ==
-             rc);
+    FZ_CHECK(cg_dialect_request(d, body, len, &in, &again, &err2) == rc);
     FZ_CHECK(again.body.len == out.body.len &&
              (out.body.len == 0 || memcmp(again.body.p, out.body.p, out.body.len) == 0));
     cg_dialect_req_free(&again);

@@ -1,6 +1,7 @@
 /* The demo's answers in each dialect: well-formed events, streams that say
  * what the bodies say, and responses annotations that cover their markers. */
 #include "citegate/json.h"
+#include "../support/dialects.h"
 #include "io/demo_answer.h"
 
 #include <setjmp.h>
@@ -58,12 +59,12 @@ static bool type_is(const cg_json_t *j, int obj, const char *type)
 static void test_events_are_named_by_their_type(void **state)
 {
     (void)state;
-    cg_dialect_t dialects[] = {CG_DIALECT_ANTHROPIC, CG_DIALECT_RESPONSES};
+    const char *const dialects[] = {"anthropic", "responses"};
     cg_json_t j;
     cg_json_init(&j, 4096);
     for (size_t k = 0; k < 2; k++) {
         cg_demo_answer_t a = {0};
-        cg_demo_answer(&a, dialects[k], true, 0);
+        cg_demo_answer(&a, dialect_named(dialects[k]), true, 0);
         assert_true(a.npieces > 10);
         for (size_t i = 0; i < a.npieces; i++) {
             cg_span_t name, data;
@@ -84,7 +85,7 @@ static void test_openai_stream_ends_with_done(void **state)
 {
     (void)state;
     cg_demo_answer_t a = {0};
-    cg_demo_answer(&a, CG_DIALECT_OPENAI, true, 0);
+    cg_demo_answer(&a, dialect_named("openai"), true, 0);
     cg_span_t last = piece(&a, a.npieces - 1);
     const char *done = "data: [DONE]\n\n";
     assert_true(last.n > strlen(done));
@@ -96,12 +97,12 @@ static void test_openai_stream_ends_with_done(void **state)
 static void test_bodies_are_one_json_object(void **state)
 {
     (void)state;
-    cg_dialect_t dialects[] = {CG_DIALECT_OPENAI, CG_DIALECT_ANTHROPIC, CG_DIALECT_RESPONSES};
+    const char *const dialects[] = {"openai", "anthropic", "responses"};
     cg_json_t j;
     cg_json_init(&j, 4096);
     for (size_t k = 0; k < 3; k++) {
         cg_demo_answer_t a = {0};
-        cg_demo_answer(&a, dialects[k], false, 0);
+        cg_demo_answer(&a, dialect_named(dialects[k]), false, 0);
         assert_int_equal(a.npieces, 1);
         parse(&j, cg_span(a.bytes.p, a.bytes.len));
         cg_demo_answer_free(&a);
@@ -114,8 +115,8 @@ static void test_anthropic_stream_says_what_the_body_says(void **state)
 {
     (void)state;
     cg_demo_answer_t s = {0}, b = {0};
-    cg_demo_answer(&s, CG_DIALECT_ANTHROPIC, true, 0);
-    cg_demo_answer(&b, CG_DIALECT_ANTHROPIC, false, 0);
+    cg_demo_answer(&s, dialect_named("anthropic"), true, 0);
+    cg_demo_answer(&b, dialect_named("anthropic"), false, 0);
     cg_json_t j;
     cg_json_init(&j, 4096);
     cg_buf_t streamed = {0}, cited = {0};
@@ -161,8 +162,8 @@ static void test_anthropic_document_follows_the_request_ones(void **state)
     const char *want[] = {"\"document_index\":1,", "\"document_index\":3,"};
     for (size_t docs = 0; docs <= 2; docs += 2) {
         cg_demo_answer_t s = {0}, b = {0};
-        cg_demo_answer(&s, CG_DIALECT_ANTHROPIC, true, docs);
-        cg_demo_answer(&b, CG_DIALECT_ANTHROPIC, false, docs);
+        cg_demo_answer(&s, dialect_named("anthropic"), true, docs);
+        cg_demo_answer(&b, dialect_named("anthropic"), false, docs);
         const char *w = want[docs / 2], *other = want[1 - docs / 2];
         assert_non_null(memmem(s.bytes.p, s.bytes.len, w, strlen(w)));
         assert_non_null(memmem(b.bytes.p, b.bytes.len, w, strlen(w)));
@@ -203,7 +204,7 @@ static void test_responses_body_annotations_cover_markers(void **state)
 {
     (void)state;
     cg_demo_answer_t b = {0};
-    cg_demo_answer(&b, CG_DIALECT_RESPONSES, false, 0);
+    cg_demo_answer(&b, dialect_named("responses"), false, 0);
     cg_json_t j;
     cg_json_init(&j, 4096);
     parse(&j, cg_span(b.bytes.p, b.bytes.len));
@@ -227,8 +228,8 @@ static void test_responses_stream_annotates_each_marker_next(void **state)
 {
     (void)state;
     cg_demo_answer_t s = {0}, b = {0};
-    cg_demo_answer(&s, CG_DIALECT_RESPONSES, true, 0);
-    cg_demo_answer(&b, CG_DIALECT_RESPONSES, false, 0);
+    cg_demo_answer(&s, dialect_named("responses"), true, 0);
+    cg_demo_answer(&b, dialect_named("responses"), false, 0);
     cg_json_t j;
     cg_json_init(&j, 4096);
     cg_buf_t text = {0};
