@@ -46,7 +46,9 @@ typedef struct cg_dialect_err {
      * "invalid_json": the body is not a JSON object;
      * "missing_required_parameter", "invalid_type", "invalid_value": the
      * messages or a kept field are not what chat completions allow, or no
-     * message is a user or assistant message. */
+     * message is a user or assistant message;
+     * "invalid_request": a model name that the upstream path cannot carry
+     * (gemini, vertex). */
     const char *code;
     /* The parameter: its name for unsupported_parameter ("tools",
      * "tool_calls", "image_url", ...; message says where; a content part
@@ -68,8 +70,13 @@ typedef struct cg_dialect_in {
      * anthropic document blocks); NULL: none. */
     const cg_request_t *req;
     /* The deployment name of an Azure deployment route, as written, or
-     * {NULL, 0}: the model when the body names none. */
+     * {NULL, 0}: the model when the body names none (anthropic,
+     * responses), the model whatever the body names (gemini, vertex). */
     cg_span_t deployment;
+    /* CITEGATE_GEMINI_TOOLS, a JSON array sent as gemini's and vertex's
+     * `tools` as it is (checked when the configuration was read); NULL:
+     * none. */
+    const char *tools;
 } cg_dialect_in_t;
 
 /* What the shell sends upstream, and what the answer side must know. */
@@ -77,6 +84,9 @@ typedef struct cg_dialect_req {
     cg_buf_t body;      /* the upstream request body, a JSON object */
     bool stream;        /* the client asked for a stream ("stream": true) */
     bool include_usage; /* and "stream_options": {"include_usage": true} */
+    /* The model the upstream path names (gemini, vertex), checked to be
+     * made of A-Z a-z 0-9 . _ - only, without ".."; empty otherwise. */
+    cg_buf_t model;
     /* anthropic: the <source> id of each document block, in document_index
      * order (owned; NULL when none). A citation with document_index k cites
      * request-side source doc_ids[k]. */
@@ -111,8 +121,11 @@ typedef struct cg_dialect_view {
      * called once the stream has ended. */
     void (*event)(struct cg_xform *x, void *state, const struct cg_sse_event *ev);
     /* The upstream response ended (any reason) before the stream did:
-     * release what is held. May be NULL. */
-    void (*end)(struct cg_xform *x, void *state);
+     * release what is held. `pending` is the incomplete last event's bytes
+     * (no blank line ended it; a lead LF included), which the transformer
+     * then drops: a gemini upstream ends a failed stream with an error
+     * object on lines of their own. May be NULL. */
+    void (*end)(struct cg_xform *x, void *state, cg_span_t pending);
     /* A non-streaming body: appends the chat completion it amounts to to
      * `chat`. Returns 0, or -1 when it is not this dialect's answer (the
      * body then goes to the client unchanged). */

@@ -22,6 +22,7 @@ typedef enum {
     T_PROFILE,
     T_DIALECT,
     T_JSON,
+    T_JSON_ARRAY,
     T_DSN
 } vtype_t;
 
@@ -53,6 +54,7 @@ static const var_t vars[] = {
     {"CITEGATE_UPSTREAM_MAX_PENDING", T_UINT, OFF(upstream_max_pending), "1024", 0, 1000000, NULL},
     {"CITEGATE_UPSTREAM_QUEUE_TIMEOUT_MS", T_UINT, OFF(upstream_queue_timeout_ms), "10000", 1, 3600000, NULL},
     {"CITEGATE_UPSTREAM_DIALECT", T_DIALECT, OFF(upstream_dialect), "openai", 0, 0, NULL},
+    {"CITEGATE_GEMINI_TOOLS", T_JSON_ARRAY, OFF(gemini_tools), NULL, 0, 0, NULL},
     {"CITEGATE_MAX_CLIENT_CONNECTIONS", T_UINT, OFF(max_client_connections), "16384", 1, 1000000, NULL},
     {"CITEGATE_REQUEST_TIMEOUT_MS", T_UINT, OFF(request_timeout_ms), "30000", 1, 3600000, NULL},
     {"CITEGATE_MAX_EVENT_BYTES", T_SIZE, OFF(max_event_bytes), "4194304", 1024, 1u << 30, NULL},
@@ -199,15 +201,19 @@ static int set_number(const var_t *v, void *field, const char *value, char *err,
     return 0;
 }
 
-static int set_json(const var_t *v, char **field, const char *value, char *err, size_t errlen)
+/* A JSON object or array; only an array when array_only. */
+static int set_json(const var_t *v, char **field, const char *value, bool array_only, char *err,
+                    size_t errlen)
 {
     cg_json_t j;
     cg_json_init(&j, 1u << 16);
     int rc = cg_json_parse(&j, value, strlen(value));
-    bool ok = rc == CG_JSON_OK && (j.tok[0].type == JSMN_OBJECT || j.tok[0].type == JSMN_ARRAY);
+    bool ok = rc == CG_JSON_OK && (j.tok[0].type == JSMN_ARRAY ||
+                                   (j.tok[0].type == JSMN_OBJECT && !array_only));
     cg_json_free(&j);
     if (!ok)
-        return fail(err, errlen, v->name, NULL, "is not a JSON object or array");
+        return fail(err, errlen, v->name, NULL,
+                    array_only ? "is not a JSON array" : "is not a JSON object or array");
     free(*field);
     *field = cg_xstrndup(value, strlen(value));
     return 0;
@@ -319,7 +325,8 @@ static int apply(cg_config_t *c, const var_t *v, const char *value, char *err, s
             return not_one_of(err, errlen, v->name, value, cg_dialect_list());
         return 0;
     case T_JSON:
-        return set_json(v, (char **)field, value, err, errlen);
+    case T_JSON_ARRAY:
+        return set_json(v, (char **)field, value, v->type == T_JSON_ARRAY, err, errlen);
     case T_DSN:
         return set_dsn(v, (char **)field, value, err, errlen);
     }
@@ -367,7 +374,7 @@ void cg_config_free(cg_config_t *c)
 {
     for (size_t i = 0; i < NVARS; i++) {
         if (vars[i].type == T_STR || vars[i].type == T_ADDR || vars[i].type == T_URL ||
-            vars[i].type == T_JSON || vars[i].type == T_DSN) {
+            vars[i].type == T_JSON || vars[i].type == T_JSON_ARRAY || vars[i].type == T_DSN) {
             char **f = (char **)((char *)c + vars[i].off);
             free(*f);
             *f = NULL;

@@ -543,8 +543,9 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
 /* The upstream ended without message_stop. After a stop_reason the stream
  * is complete but for [DONE] (the transformer adds it): the usage chunk
  * still goes before it. */
-static void on_end(cg_xform_t *x, void *state)
+static void on_end(cg_xform_t *x, void *state, cg_span_t pending)
 {
+    (void)pending; /* an incomplete event: dropped, as EventSource does */
     state_t *s = state;
     if (s->finished && !s->over)
         put_usage(x, s);

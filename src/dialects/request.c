@@ -564,6 +564,7 @@ int cg_dialect_request(const cg_dialect_t *d, const char *body, size_t len,
 void cg_dialect_req_free(cg_dialect_req_t *r)
 {
     cg_buf_free(&r->body);
+    cg_buf_free(&r->model);
     free(r->doc_ids);
     memset(r, 0, sizeof(*r));
 }

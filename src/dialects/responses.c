@@ -1219,8 +1219,9 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
 }
 
 /* The upstream ended before the response did: what is held goes out. */
-static void on_end(cg_xform_t *x, void *state)
+static void on_end(cg_xform_t *x, void *state, cg_span_t pending)
 {
+    (void)pending; /* an incomplete event: dropped, as EventSource does */
     rs_t *s = state;
     if (!s->done)
         boundary(x, s);

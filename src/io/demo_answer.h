@@ -11,6 +11,9 @@
  * with a URL, char_location for the one without).
  * responses: Responses events, 【…†…】 markers in the text, each followed by
  * the url_citation annotation that covers it.
+ * gemini, vertex: GenerateContentResponse events (CRLF CRLF, no [DONE]),
+ * the answer with characters of several bytes, its grounding (Vertex AI
+ * Search datastore chunks, supports at byte offsets) on the last event.
  * The demo's documents are its own: the request's <source> tags are not
  * cited, and the anthropic answer numbers its document after theirs.
  */

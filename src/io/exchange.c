@@ -355,7 +355,7 @@ static bool translate(cg_exchange_t *ex, size_t path_len)
 {
     cg_reqmsg_t *m = &ex->msg;
     cg_dialect_err_t e;
-    cg_dialect_in_t in = {&ex->req, deployment_name(m->url.p, path_len)};
+    cg_dialect_in_t in = {&ex->req, deployment_name(m->url.p, path_len), ex->w->cfg->gemini_tools};
     if (cg_dialect_request(ex->dialect, m->body.p ? m->body.p : "", m->body.len, &in, &ex->dreq,
                            &e) == 0)
         return true;

@@ -36,6 +36,7 @@ static const char *const all_vars[] = {
     "CITEGATE_SHUTDOWN_GRACE_MS",
     "CITEGATE_LOG_FORMAT",
     "CITEGATE_LOG_LEVEL",
+    "CITEGATE_GEMINI_TOOLS",
     "AZURE_AI_DATA_SOURCES",
     "AZURE_AI_INCLUDE_SEARCH_SCORES",
     "ENABLE_CITATION_TRACKING",
@@ -392,6 +393,36 @@ static void test_data_sources(void **state)
     reject_val("AZURE_AI_DATA_SOURCES", "[1,2");
 }
 
+/* CITEGATE_GEMINI_TOOLS: a JSON array, kept as given; anything else is a
+ * configuration error that names the variable. */
+static void test_gemini_tools(void **state)
+{
+    (void)state;
+    cg_config_t c;
+    accept_val(&c, "CITEGATE_UPSTREAM_DIALECT", "gemini");
+    assert_null(c.gemini_tools);
+    cg_config_free(&c);
+    static const char *const good[] = {
+        "[{\"googleSearch\":{}}]",
+        " [ {\"retrieval\": {\"vertexAiSearch\": {\"datastore\": \"projects/p/locations/"
+        "global/collections/default_collection/dataStores/d\"}}} ]\n",
+        "[]",
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        accept_val(&c, "CITEGATE_GEMINI_TOOLS", good[i]);
+        assert_string_equal(c.gemini_tools, good[i]);
+        cg_config_free(&c);
+        assert_null(c.gemini_tools);
+    }
+    static const char *const bad[] = {"{\"googleSearch\":{}}", "googleSearch", "",  "[",
+                                      "[{\"googleSearch\":{}}",  "[] []",        "null", "1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        reject_val("CITEGATE_GEMINI_TOOLS", bad[i]);
+    char err[256];
+    assert_int_equal(load_with(&c, "CITEGATE_GEMINI_TOOLS", "{}", err, sizeof(err)), -1);
+    assert_string_equal(err, "CITEGATE_GEMINI_TOOLS: is not a JSON array");
+}
+
 static void test_enums(void **state)
 {
     (void)state;
@@ -442,7 +473,8 @@ static void test_enums(void **state)
     reject_val("CITEGATE_UPSTREAM_PROTOCOL", "http/1.1");
     reject_val("CITEGATE_UPSTREAM_PROTOCOL", "");
 
-    static const char *const dialects[] = {"openai", "anthropic", "responses"};
+    static const char *const dialects[] = {"openai", "anthropic", "responses", "gemini",
+                                           "vertex"};
     for (size_t i = 0; i < sizeof(dialects) / sizeof(dialects[0]); i++) {
         accept_val(&c, "CITEGATE_UPSTREAM_DIALECT", dialects[i]);
         assert_string_equal(c.upstream_dialect->name, dialects[i]);
@@ -456,7 +488,7 @@ static void test_enums(void **state)
     char err[256];
     assert_int_equal(load_with(&c, "CITEGATE_UPSTREAM_DIALECT", "bedrock", err, sizeof(err)), -1);
     assert_string_equal(err, "CITEGATE_UPSTREAM_DIALECT: 'bedrock' is not one of: openai, "
-                             "anthropic, responses");
+                             "anthropic, responses, gemini, vertex");
 
     accept_val(&c, "CITEGATE_LOG_FORMAT", "text");
     assert_false(c.log_json);
@@ -733,6 +765,7 @@ int main(void)
         cmocka_unit_test_setup(test_booleans, clear_env),
         cmocka_unit_test_setup(test_upstream_url, clear_env),
         cmocka_unit_test_setup(test_data_sources, clear_env),
+        cmocka_unit_test_setup(test_gemini_tools, clear_env),
         cmocka_unit_test_setup(test_enums, clear_env),
         cmocka_unit_test_setup(test_many_at_once, clear_env),
         cmocka_unit_test_setup(test_set_overrides, clear_env),

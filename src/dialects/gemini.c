@@ -1,0 +1,939 @@
+/*
+ * Dialect `gemini` (SPEC §6a): the Gemini API, generateContent.
+ *
+ * Request: POST {base}/models/{MODEL}:streamGenerateContent?alt=sse when
+ * the client streams, else {base}/models/{MODEL}:generateContent. MODEL is
+ * the Azure route's deployment name, else the body's model; it becomes part
+ * of the path, so it must be made of A-Z a-z 0-9 . _ - and hold no "..",
+ * or the client gets a 400 and nothing is sent. The key goes as
+ * x-goog-api-key: the client's x-goog-api-key, else api-key, else its
+ * Authorization: Bearer credentials; neither api-key nor Authorization goes
+ * upstream. The body: system and developer texts joined into
+ * systemInstruction; user and assistant messages in order as `contents`
+ * (roles user and model, one text part each); generationConfig
+ * (maxOutputTokens, temperature, topP, stopSequences), left out when empty;
+ * `tools` = CITEGATE_GEMINI_TOOLS as it is. Nothing else.
+ *
+ * Answer: every SSE event (or the body) is a GenerateContentResponse; only
+ * candidates[0] is read. Its text parts are content (JSON string bytes
+ * handed on as they came), except those with "thought": true. The first
+ * event brings the role chunk. finishReason maps to finish_reason (STOP
+ * stop; MAX_TOKENS length; SAFETY, RECITATION, BLOCKLIST,
+ * PROHIBITED_CONTENT, SPII, LANGUAGE, IMAGE_* content_filter; anything else
+ * stop), and a promptFeedback.blockReason with no candidate to
+ * content_filter. Usage comes from the last usageMetadata (a running
+ * snapshot, not a maximum). There is no [DONE]: the stream ends with the
+ * body. The finish chunk waits for that end (nothing the client reads
+ * follows it but the end itself), so that references can still go before
+ * it; then the usage chunk when asked, and the transformer's [DONE].
+ *
+ * Errors: an `error` object, as an event's data or on lines of their own
+ * without a field name (how Gemini reports a failure once a stream has
+ * started, possibly pretty-printed over several lines, possibly after the
+ * finishReason event, possibly with no blank line after it) ends the
+ * stream with SPEC §6's error event: code = its status (else its numeric
+ * code as a string), message = its message; no [DONE]. What came before it
+ * (references, the finish) goes out first. Lines that are neither an SSE
+ * field nor part of such an object are counted malformed and dropped, and
+ * so is data that is not a JSON object; a comment is forwarded as `: ping`.
+ *
+ * Grounding: the candidate's last non-empty groundingMetadata is kept (a
+ * copy of its JSON: Gemini sends {} on every event but the last, and a later
+ * non-empty one replaces an earlier one). Its groundingChunks are the
+ * sources: web (url = uri, title) and retrievedContext (url = uri, title,
+ * snippet = text; without a uri the key is its customMetadata source_url
+ * string when there is one). A support cites its groundingChunkIndices at
+ * segment.endIndex, a UTF-8 byte offset (absent: 0) into the visible text
+ * (thoughts left out); one past the text or not on a character boundary is
+ * ignored. Sources are numbered in the order first cited (supports by
+ * endIndex, then as listed; within a support in its index order), after any
+ * request-side <source> ids; a chunk no support cites is no citation.
+ *   - A stream: text is never held for grounding that has not come, so at
+ *     the end one content delta " [N][M]…" (every cited source, in number
+ *     order) follows the last text, as if the model had written it.
+ *   - A body: at each support's endIndex the references of its chunks are
+ *     inserted into the text (supports ending at one offset in their order,
+ *     a number not repeated there).
+ * Either way the profile rewrites them like any numeric reference.
+ * citationMetadata (recitation) is no source.
+ *
+ * Byte offsets: the view counts the decoded bytes of the visible text and
+ * keeps one bit per byte, set for a UTF-8 continuation byte (allocated at
+ * the first one; an all-ASCII answer keeps none), up to TEXT_MAX bytes of
+ * text: a support ending past that is taken as past the text.
+ *
+ * State per stream, bounded: the token array (borrowed from the call's
+ * cg_out_t while an event is read), one grounding copy and one pending
+ * error object (each at most max_event bytes), the bitmap (TEXT_MAX / 8 at
+ * most), and at the end the supports and chunks of one grounding.
+ */
+#include "gemini.h"
+
+#include "core/emit.h"
+#include "core/xform_int.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEXT_MAX (16u << 20) /* bytes of text whose character boundaries are known */
+
+/* --- The request ------------------------------------------------------------- */
+
+static bool model_byte(char c)
+{
+    return isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-';
+}
+
+/* The model the path names: the Azure route's deployment, else the body's
+ * model, decoded. */
+static int read_model(cg_chatreq_t *c, cg_dialect_err_t *e)
+{
+    cg_buf_t *m = &c->dreq->model;
+    cg_span_t deployment = c->in->deployment;
+    int tok = c->r[CG_REQ_MODEL];
+    if (deployment.p) {
+        cg_buf_put(m, deployment.p, deployment.n);
+    } else if (cg_json_is_str(c->j, tok)) {
+        cg_span_t raw = cg_json_raw(c->j, tok);
+        char *t = cg_buf_reserve(m, raw.n + 1);
+        m->len = cg_json_unescape(raw.p, raw.n, t);
+    }
+    bool ok = m->len > 0 && memmem(m->p, m->len, "..", 2) == NULL;
+    for (size_t i = 0; ok && i < m->len; i++)
+        ok = model_byte(m->p[i]);
+    if (ok)
+        return 0;
+    return cg__req_fail(e, "invalid_request", "model",
+                        "model must be a model name of A-Z, a-z, 0-9, '.', '_' and '-' (it "
+                        "becomes part of the %s upstream path)",
+                        c->d->name);
+}
+
+static void put_contents(cg_chatreq_t *c)
+{
+    cg_buf_t *o = c->out;
+    cg__req_key(o, "contents");
+    cg_buf_putc(o, '[');
+    int n, i = cg__req_messages(c, &n);
+    for (int k = 0; k < n; k++, i = cg_json_skip(c->j, i)) {
+        cg_req_role_t role = cg__req_role(c, i);
+        if (role != CG_ROLE_USER && role != CG_ROLE_ASSISTANT)
+            continue;
+        cg__req_sep(o);
+        cg_buf_puts(o, role == CG_ROLE_USER ? "{\"role\":\"user\",\"parts\":[{\"text\":\""
+                                            : "{\"role\":\"model\",\"parts\":[{\"text\":\"");
+        cg__req_put_content_text(c, i);
+        cg_buf_puts(o, "\"}]}");
+    }
+    cg_buf_putc(o, ']');
+}
+
+/* generationConfig, left out when it would be empty. */
+static void put_generation_config(cg_chatreq_t *c)
+{
+    cg_buf_t *o = c->out;
+    size_t start = o->len;
+    cg__req_key(o, "generationConfig");
+    cg_buf_putc(o, '{');
+    size_t open = o->len;
+    int max = cg__req_max_tokens(c);
+    if (max >= 0) {
+        cg__req_key(o, "maxOutputTokens");
+        cg__req_put_raw(c, max);
+    }
+    cg__req_put_kept(c, CG_REQ_TEMPERATURE, "temperature");
+    cg__req_put_kept(c, CG_REQ_TOP_P, "topP");
+    cg__req_put_stop_list(c, "stopSequences");
+    if (o->len == open)
+        o->len = start;
+    else
+        cg_buf_putc(o, '}');
+}
+
+int cg__gemini_request(cg_chatreq_t *c, cg_dialect_err_t *err)
+{
+    if (cg__req_check_stop(c, err) != 0 || read_model(c, err) != 0)
+        return -1;
+    cg_buf_t *o = c->out;
+    cg_buf_putc(o, '{');
+    cg__req_put_system(c, "\"systemInstruction\":{\"parts\":[{\"text\":\"", "\"}]}");
+    put_contents(c);
+    put_generation_config(c);
+    if (c->in->tools) {
+        cg__req_key(o, "tools");
+        cg_buf_puts(o, c->in->tools);
+    }
+    cg_buf_putc(o, '}');
+    return 0;
+}
+
+void cg__gemini_path(const cg_dialect_req_t *r, cg_buf_t *out)
+{
+    cg_buf_puts(out, "/models/");
+    cg_buf_put(out, r->model.p, r->model.len);
+    cg_buf_puts(out, r->stream ? ":streamGenerateContent?alt=sse" : ":generateContent");
+}
+
+cg_span_t cg__gemini_own_key(const cg_dialect_hdrs_t *h)
+{
+    return cg_dialect_api_key(h->get(h->ctx, "x-goog-api-key"), cg_span(NULL, 0));
+}
+
+/* The key goes as x-goog-api-key, citegate's, once. */
+static bool forwards(cg_span_t name)
+{
+    return !cg__req_field_is(name, "api-key") && !cg__req_field_is(name, "authorization") &&
+           !cg__req_field_is(name, "x-goog-api-key");
+}
+
+static void headers(const cg_dialect_hdrs_t *h)
+{
+    cg_span_t key = cg__gemini_own_key(h);
+    if (key.p == NULL)
+        key = cg_dialect_api_key(h->get(h->ctx, "api-key"), h->get(h->ctx, "authorization"));
+    if (key.p)
+        h->add(h->ctx, CG_SPAN_LIT("x-goog-api-key"), key);
+}
+
+/* --- The answer: state ------------------------------------------------------- */
+
+/* A support that counts: where it ends, its place in the list, and the
+ * token of its groundingChunkIndices. */
+typedef struct support {
+    uint64_t end;
+    size_t order;
+    int indices;
+} support_t;
+
+typedef struct gm {
+    cg_json_t json; /* the upstream event being read (x->json is the chunks') */
+    cg_buf_t data;  /* an event's data of several lines, LF -> space */
+    cg_buf_t strs;  /* decoded strings of one source */
+    cg_buf_t text;  /* decoded text: one part (stream), all of it (body) */
+
+    bool started;        /* the role chunk went out */
+    bool over;           /* the error went out: nothing more is read */
+    bool refs_out;       /* the grounding's references went out */
+    const char *finish;  /* the finish_reason to send at the end, or NULL */
+    double prompt, total; /* the last usageMetadata */
+
+    uint64_t bytes;  /* decoded bytes of visible text so far */
+    uint64_t *cont;  /* bit i: byte i is a UTF-8 continuation byte */
+    size_t cont_words;
+
+    cg_buf_t ground; /* the last non-empty groundingMetadata, as JSON */
+    cg_buf_t raw;    /* lines without a field name: an error object, maybe */
+
+    support_t *sup; /* at the end: the supports that count */
+    size_t nsup, sup_cap;
+    int *chunk;      /* ... the token of each groundingChunks entry */
+    unsigned *num;   /* ... and its number, 0: none yet */
+    size_t nchunk, chunk_cap;
+    unsigned *here; /* a body: the numbers inserted at one offset */
+    size_t here_cap;
+} gm_t;
+
+static void state_free(void *p)
+{
+    gm_t *s = p;
+    cg_json_free(&s->json);
+    cg_buf_free(&s->data);
+    cg_buf_free(&s->strs);
+    cg_buf_free(&s->text);
+    cg_buf_free(&s->ground);
+    cg_buf_free(&s->raw);
+    free(s->cont);
+    free(s->sup);
+    free(s->chunk);
+    free(s->num);
+    free(s->here);
+}
+
+/* --- Reading the upstream's JSON -------------------------------------------- */
+
+static bool is(const cg_json_t *j, int tok, const char *lit)
+{
+    return cg_json_is_str(j, tok) && cg_span_eq(cg_json_raw(j, tok), lit);
+}
+
+static bool is_object(const cg_json_t *j, int tok)
+{
+    return cg_json_type(j, tok) == JSMN_OBJECT;
+}
+
+/* A string token as its whole JSON value, quotes included. */
+static cg_span_t raw_value(const cg_json_t *j, int tok)
+{
+    size_t b = cg_json_begin(j, tok);
+    return cg_span(j->js + b, cg_json_end(j, tok) - b);
+}
+
+/* A non-negative whole number token (a count or an offset), else dflt. */
+static double count(const cg_json_t *j, int tok, double dflt)
+{
+    double v;
+    if (cg_json_type(j, tok) == JSMN_PRIMITIVE && cg_json_number(j, tok, &v) && v >= 0 &&
+        v < 1e15 && v == (double)(uint64_t)v)
+        return v;
+    return dflt;
+}
+
+/* Parses data into s->json, with tokens borrowed until give_back(); false
+ * when it is not a JSON object. */
+static bool parse(cg_xform_t *x, gm_t *s, const cg_sse_event_t *ev)
+{
+    if (s->json.max == 0)
+        cg_json_init(&s->json, CG_XFORM_MAX_TOKENS);
+    cg_json_borrow(&s->json, cg__xform_view_tokens(x));
+    return cg__xform_parse_data(&s->json, ev, &s->data);
+}
+
+static bool parse_bytes(cg_xform_t *x, gm_t *s, const char *p, size_t n)
+{
+    cg_sse_event_t ev = {0};
+    ev.data = cg_span(p, n);
+    ev.ndata = 1;
+    return parse(x, s, &ev);
+}
+
+static void give_back(cg_xform_t *x, gm_t *s)
+{
+    cg_json_give_back(&s->json, cg__xform_view_tokens(x));
+}
+
+/* --- Visible text: its length and character boundaries ---------------------- */
+
+static void mark(gm_t *s, uint64_t at)
+{
+    size_t w = (size_t)(at / 64);
+    if (w >= s->cont_words) {
+        size_t n = s->cont_words ? s->cont_words : 64;
+        while (n <= w)
+            n *= 2;
+        s->cont = cg_xrealloc(s->cont, n * sizeof(uint64_t));
+        memset(s->cont + s->cont_words, 0, (n - s->cont_words) * sizeof(uint64_t));
+        s->cont_words = n;
+    }
+    s->cont[w] |= (uint64_t)1 << (at % 64);
+}
+
+/* Decoded text bytes p[0..n) follow the visible text so far. */
+static void note_decoded(gm_t *s, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (((unsigned char)p[i] & 0xC0) == 0x80 && s->bytes + i < TEXT_MAX)
+            mark(s, s->bytes + i);
+    s->bytes += n;
+}
+
+/* A text part's JSON string bytes follow the visible text so far; body:
+ * its decoded bytes are kept too, in s->text. */
+static void note_text(gm_t *s, cg_span_t raw, bool keep)
+{
+    if (!keep)
+        s->text.len = 0;
+    if (!keep && memchr(raw.p, '\\', raw.n) == NULL) {
+        note_decoded(s, raw.p, raw.n); /* the same bytes */
+        return;
+    }
+    size_t at = s->text.len;
+    char *t = cg_buf_reserve(&s->text, raw.n);
+    size_t n = cg_json_unescape(raw.p, raw.n, t);
+    s->text.len = at + n;
+    note_decoded(s, s->text.p + at, n);
+}
+
+/* SPEC §6a: past the text, or inside a character, an offset counts not. */
+static bool on_boundary(const gm_t *s, uint64_t at)
+{
+    if (at > s->bytes || at > TEXT_MAX)
+        return false;
+    if (at == s->bytes || at / 64 >= s->cont_words)
+        return true;
+    return (s->cont[at / 64] >> (at % 64) & 1) == 0;
+}
+
+/* --- Writing chunks of our own ---------------------------------------------- */
+
+static void put_open(cg_xform_t *x, cg_buf_t *b)
+{
+    cg_buf_putc(b, '{');
+    cg__xform_chunk_meta(x, b);
+}
+
+static void put_role(cg_xform_t *x, gm_t *s)
+{
+    if (s->started)
+        return;
+    s->started = true;
+    cg_buf_t *b = cg__xform_chunk_begin(x);
+    put_open(x, b);
+    cg_buf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+                   "\"finish_reason\":null}]}");
+    cg__xform_chunk_end(x);
+}
+
+static void put_usage_members(cg_buf_t *b, double prompt, double total)
+{
+    double completion = total > prompt ? total - prompt : 0;
+    cg_buf_printf(
+        b, "\"usage\":{\"prompt_tokens\":%.0f,\"completion_tokens\":%.0f,\"total_tokens\":%.0f}",
+        prompt, completion, total);
+}
+
+/* The held finish chunk, then the usage chunk when the client asked. */
+static void put_finish(cg_xform_t *x, gm_t *s)
+{
+    if (s->finish == NULL)
+        return;
+    cg_buf_t *b = cg__xform_chunk_begin(x);
+    put_open(x, b);
+    cg_buf_printf(b, ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"%s\"}]}",
+                  s->finish);
+    cg__xform_chunk_end(x);
+    s->finish = NULL;
+    if (x->dreq == NULL || !x->dreq->include_usage)
+        return;
+    b = cg__xform_chunk_begin(x);
+    put_open(x, b);
+    cg_buf_puts(b, ",\"choices\":[],");
+    put_usage_members(b, s->prompt, s->total);
+    cg_buf_putc(b, '}');
+    cg__xform_chunk_end(x);
+}
+
+/* An SSE comment goes straight out: it carries nothing to rewrite or hold. */
+static void put_ping(cg_xform_t *x)
+{
+    cg__emit_str(x->out, ": ping\n\n");
+    x->stats.events_out++;
+}
+
+static const char *finish_reason(const cg_json_t *j, int tok)
+{
+    static const char *const filtered[] = {"SAFETY", "RECITATION", "BLOCKLIST",
+                                           "PROHIBITED_CONTENT", "SPII", "LANGUAGE"};
+    cg_span_t r = cg_json_raw(j, tok);
+    if (cg_span_eq(r, "MAX_TOKENS"))
+        return "length";
+    for (size_t i = 0; i < sizeof(filtered) / sizeof(filtered[0]); i++)
+        if (cg_span_eq(r, filtered[i]))
+            return "content_filter";
+    if (r.n >= 6 && memcmp(r.p, "IMAGE_", 6) == 0)
+        return "content_filter";
+    return "stop";
+}
+
+/* --- Sources ------------------------------------------------------------------ */
+
+/* Appends the decoded string token to s->strs; returns its offset and
+ * length (0 when the token is not a string). */
+static size_t decode(gm_t *s, const cg_json_t *j, int tok, size_t *len)
+{
+    size_t at = s->strs.len;
+    *len = 0;
+    if (!cg_json_is_str(j, tok))
+        return at;
+    cg_span_t raw = cg_json_raw(j, tok);
+    char *dst = cg_buf_reserve(&s->strs, raw.n + 1);
+    *len = cg_json_unescape(raw.p, raw.n, dst);
+    s->strs.len += *len;
+    return at;
+}
+
+/* The stringValue of the customMetadata entry whose key is source_url. */
+static int source_url(const cg_json_t *j, int ctx)
+{
+    int md = cg_json_get(j, ctx, "customMetadata");
+    if (cg_json_type(j, md) != JSMN_ARRAY)
+        return -1;
+    int n = j->tok[md].size;
+    for (int k = 0, e = md + 1; k < n; k++, e = cg_json_skip(j, e))
+        if (is(j, cg_json_get(j, e, "key"), "source_url"))
+            return cg_json_get(j, e, "stringValue");
+    return -1;
+}
+
+/* Makes grounding chunk `chunk` a citation; its number, or 0 when it is
+ * not a source (neither web nor retrievedContext) or the table is full. */
+static unsigned cite_chunk(cg_xform_t *x, gm_t *s, const cg_json_t *j, int chunk)
+{
+    int web = cg_json_get(j, chunk, "web"), ctx = cg_json_get(j, chunk, "retrievedContext");
+    int src = is_object(j, web) ? web : is_object(j, ctx) ? ctx : -1;
+    if (src < 0)
+        return 0;
+    s->strs.len = 0;
+    cg_buf_reserve(&s->strs, 1); /* spans into it are taken even when nothing is decoded */
+    size_t un, tn, cn, kn = 0;
+    size_t u = decode(s, j, cg_json_get(j, src, "uri"), &un);
+    size_t t = decode(s, j, cg_json_get(j, src, "title"), &tn);
+    size_t k = 0, c = decode(s, j, src == ctx ? cg_json_get(j, src, "text") : -1, &cn);
+    if (src == ctx && un == 0)
+        k = decode(s, j, source_url(j, src), &kn);
+    cg_cite_in_t in = {0};
+    in.url = cg_span(s->strs.p + u, un);
+    in.title = cg_span(s->strs.p + t, tn);
+    in.content = cg_span(s->strs.p + c, cn);
+    in.key = cg_span(s->strs.p + k, kn);
+    return cg__xform_cite(x, &in);
+}
+
+static int by_end(const void *a, const void *b)
+{
+    const support_t *p = a, *q = b;
+    if (p->end != q->end)
+        return p->end < q->end ? -1 : 1;
+    return (p->order > q->order) - (p->order < q->order);
+}
+
+/* The supports of grounding token gm that count, by endIndex then as
+ * listed, into s->sup; its chunks into s->chunk. */
+static void read_supports(gm_t *s, const cg_json_t *j, int gm)
+{
+    s->nsup = s->nchunk = 0;
+    int chunks = cg_json_get(j, gm, "groundingChunks");
+    int n = cg_json_type(j, chunks) == JSMN_ARRAY ? j->tok[chunks].size : 0;
+    for (int k = 0, c = chunks + 1; k < n; k++, c = cg_json_skip(j, c)) {
+        s->chunk = cg_grow(s->chunk, s->nchunk, &s->chunk_cap, 16, sizeof(int));
+        s->chunk[s->nchunk++] = c;
+    }
+    s->num = cg_xrealloc(s->num, (s->nchunk ? s->nchunk : 1) * sizeof(unsigned));
+    memset(s->num, 0, (s->nchunk ? s->nchunk : 1) * sizeof(unsigned));
+    int sups = cg_json_get(j, gm, "groundingSupports");
+    n = cg_json_type(j, sups) == JSMN_ARRAY ? j->tok[sups].size : 0;
+    for (int k = 0, p = sups + 1; k < n; k++, p = cg_json_skip(j, p)) {
+        int indices = cg_json_get(j, p, "groundingChunkIndices");
+        double end = count(j, cg_json_get(j, cg_json_get(j, p, "segment"), "endIndex"), 0);
+        if (cg_json_type(j, indices) != JSMN_ARRAY || !on_boundary(s, (uint64_t)end))
+            continue;
+        s->sup = cg_grow(s->sup, s->nsup, &s->sup_cap, 16, sizeof(support_t));
+        s->sup[s->nsup++] = (support_t){(uint64_t)end, (size_t)k, indices};
+    }
+    qsort(s->sup, s->nsup, sizeof(support_t), by_end);
+}
+
+/* Calls fn for each chunk index of support p that names a chunk. */
+static void each_index(const cg_json_t *j, const support_t *p, size_t nchunk,
+                       void (*fn)(cg_xform_t *, gm_t *, const cg_json_t *, size_t),
+                       cg_xform_t *x, gm_t *s)
+{
+    int n = j->tok[p->indices].size;
+    for (int k = 0, t = p->indices + 1; k < n; k++, t = cg_json_skip(j, t)) {
+        double i = count(j, t, -1);
+        if (i >= 0 && i < (double)nchunk)
+            fn(x, s, j, (size_t)i);
+    }
+}
+
+static void number_chunk(cg_xform_t *x, gm_t *s, const cg_json_t *j, size_t i)
+{
+    if (s->num[i] == 0)
+        s->num[i] = cite_chunk(x, s, j, s->chunk[i]);
+    if (s->num[i] == 0)
+        s->num[i] = UINT32_MAX; /* no source: not tried again */
+}
+
+/* Numbers the sources of grounding token gm in the order first cited. */
+static void number_sources(cg_xform_t *x, gm_t *s, const cg_json_t *j, int gm)
+{
+    read_supports(s, j, gm);
+    for (size_t k = 0; k < s->nsup; k++)
+        each_index(j, &s->sup[k], s->nchunk, number_chunk, x, s);
+}
+
+static bool cited(unsigned n)
+{
+    return n != 0 && n != UINT32_MAX;
+}
+
+static int by_number(const void *a, const void *b)
+{
+    unsigned p = *(const unsigned *)a, q = *(const unsigned *)b;
+    return (p > q) - (p < q);
+}
+
+/* A stream's grounding, at its end: one delta of every cited source's
+ * reference, in number order, after the last text. */
+static void put_refs(cg_xform_t *x, gm_t *s)
+{
+    if (s->refs_out || s->ground.len == 0)
+        return;
+    s->refs_out = true;
+    if (!parse_bytes(x, s, s->ground.p, s->ground.len)) {
+        give_back(x, s);
+        return;
+    }
+    number_sources(x, s, &s->json, 0);
+    give_back(x, s);
+    size_t n = 0;
+    for (size_t i = 0; i < s->nchunk; i++)
+        if (cited(s->num[i]))
+            s->num[n++] = s->num[i];
+    if (n == 0)
+        return;
+    qsort(s->num, n, sizeof(unsigned), by_number);
+    s->strs.len = 0;
+    cg_buf_putc(&s->strs, ' ');
+    for (size_t i = 0; i < n; i++)
+        cg_buf_printf(&s->strs, "[%u]", s->num[i]);
+    cg__xform_content(x, 0, cg_span(s->strs.p, s->strs.len));
+}
+
+/* --- Stream events --------------------------------------------------------- */
+
+/* SPEC §6's error event, with what came before it first. */
+static void fail(cg_xform_t *x, gm_t *s, const cg_json_t *j, int err)
+{
+    int msg = cg_json_get(j, err, "message"), status = cg_json_get(j, err, "status");
+    int code = cg_json_get(j, err, "code");
+    char num[32];
+    cg_span_t c = CG_SPAN_LIT("\"upstream_error\"");
+    double v;
+    if (cg_json_is_str(j, status) && cg_json_raw(j, status).n > 0) {
+        c = raw_value(j, status);
+    } else if (cg_json_type(j, code) == JSMN_PRIMITIVE && cg_json_number(j, code, &v) &&
+               v == (double)(int64_t)v && v > -1e15 && v < 1e15) {
+        c = cg_span(num, (size_t)snprintf(num, sizeof(num), "\"%lld\"", (long long)v));
+    }
+    cg_span_t m = cg_json_is_str(j, msg) ? raw_value(j, msg)
+                                         : CG_SPAN_LIT("\"the upstream reported an error\"");
+    s->over = true;
+    /* The object's strings are in s->json's text, which the references
+     * and the finish chunk below do not touch: they parse s->ground. */
+    cg_buf_t copy = {0};
+    cg_buf_put(&copy, m.p, m.n);
+    size_t mn = copy.len;
+    cg_buf_put(&copy, c.p, c.n);
+    give_back(x, s);
+    put_refs(x, s);
+    put_finish(x, s);
+    cg__xform_error(x, cg_span(copy.p, mn), cg_span(copy.p + mn, copy.len - mn));
+    cg_buf_free(&copy);
+}
+
+/* Keeps a non-empty groundingMetadata: the last one wins. */
+static void keep_grounding(gm_t *s, const cg_json_t *j, int gm)
+{
+    if (!is_object(j, gm) || j->tok[gm].size == 0)
+        return;
+    size_t b = cg_json_begin(j, gm);
+    s->ground.len = 0;
+    cg_buf_put(&s->ground, j->js + b, cg_json_end(j, gm) - b);
+}
+
+/* The visible text parts of content token `content`: each to the client,
+ * its bytes counted. */
+static void put_parts(cg_xform_t *x, gm_t *s, const cg_json_t *j, int content)
+{
+    int parts = cg_json_get(j, content, "parts");
+    if (cg_json_type(j, parts) != JSMN_ARRAY)
+        return;
+    int n = j->tok[parts].size;
+    for (int k = 0, p = parts + 1; k < n; k++, p = cg_json_skip(j, p)) {
+        int text = cg_json_get(j, p, "text");
+        if (!cg_json_is_str(j, text) || cg_json_raw(j, text).n == 0)
+            continue;
+        int thought = cg_json_get(j, p, "thought");
+        if (cg_json_type(j, thought) == JSMN_PRIMITIVE && j->js[j->tok[thought].start] == 't')
+            continue;
+        cg_span_t raw = cg_json_raw(j, text);
+        note_text(s, raw, false);
+        cg__xform_content(x, 0, raw);
+    }
+}
+
+static void take_usage(gm_t *s, const cg_json_t *j)
+{
+    int u = cg_json_get(j, 0, "usageMetadata");
+    if (!is_object(j, u))
+        return;
+    /* Zero counts are left out: absent is 0. */
+    s->prompt = count(j, cg_json_get(j, u, "promptTokenCount"), 0);
+    s->total = count(j, cg_json_get(j, u, "totalTokenCount"), 0);
+}
+
+static void take_meta(cg_xform_t *x, const cg_json_t *j)
+{
+    int id = cg_json_get(j, 0, "responseId"), model = cg_json_get(j, 0, "modelVersion");
+    cg__xform_meta(x, cg_json_is_str(j, id) ? raw_value(j, id) : cg_span(NULL, 0),
+                   cg_json_is_str(j, model) ? raw_value(j, model) : cg_span(NULL, 0));
+}
+
+/* One GenerateContentResponse of a stream. */
+static void on_response(cg_xform_t *x, gm_t *s)
+{
+    const cg_json_t *j = &s->json;
+    int err = cg_json_get(j, 0, "error");
+    if (is_object(j, err)) {
+        fail(x, s, j, err);
+        return;
+    }
+    take_meta(x, j);
+    take_usage(s, j);
+    put_role(x, s);
+    int cands = cg_json_get(j, 0, "candidates");
+    if (cg_json_type(j, cands) != JSMN_ARRAY || j->tok[cands].size == 0) {
+        int block = cg_json_get(j, cg_json_get(j, 0, "promptFeedback"), "blockReason");
+        if (cg_json_is_str(j, block))
+            s->finish = "content_filter";
+        return;
+    }
+    int cand = cands + 1;
+    put_parts(x, s, j, cg_json_get(j, cand, "content"));
+    keep_grounding(s, j, cg_json_get(j, cand, "groundingMetadata"));
+    int fr = cg_json_get(j, cand, "finishReason");
+    if (cg_json_is_str(j, fr))
+        s->finish = finish_reason(j, fr);
+}
+
+/* Can a line be part of a JSON object written on lines of its own? Such
+ * lines start with white space, a bracket, a brace or a quote; an SSE field
+ * (data, event, id, retry) or a comment never does. */
+static bool json_line(char c)
+{
+    return c == ' ' || c == '\t' || c == '{' || c == '}' || c == '[' || c == ']' || c == '"';
+}
+
+/* Appends the lines of p[0..n) that may be part of a JSON object to
+ * s->raw; returns whether there was any. */
+static bool json_lines(gm_t *s, const char *p, size_t n)
+{
+    bool any = false;
+    for (const char *end = p + n; p < end;) {
+        const char *e = p;
+        while (e < end && *e != '\r' && *e != '\n')
+            e++;
+        while (e < end && (*e == '\r' || *e == '\n'))
+            e++;
+        if (json_line(*p)) {
+            cg_buf_put(&s->raw, p, (size_t)(e - p));
+            any = true;
+        }
+        p = e;
+    }
+    return any;
+}
+
+/* Lines without a field name: an error object once they parse as one. */
+static void try_raw(cg_xform_t *x, gm_t *s)
+{
+    if (s->raw.len == 0)
+        return;
+    if (parse_bytes(x, s, s->raw.p, s->raw.len)) {
+        int err = cg_json_get(&s->json, 0, "error");
+        s->raw.len = 0;
+        if (is_object(&s->json, err)) {
+            fail(x, s, &s->json, err);
+            return;
+        }
+        x->stats.malformed++;
+    } else if (s->raw.len > x->cfg.max_event) {
+        s->raw.len = 0;
+        x->stats.malformed++;
+    }
+    give_back(x, s);
+}
+
+static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
+{
+    gm_t *s = state;
+    if (s->over)
+        return; /* a holding profile has not ended the stream yet; the answer has */
+    if (ev->ndata > 0) {
+        if (s->raw.len) { /* lines that never made an object */
+            x->stats.malformed++;
+            s->raw.len = 0;
+        }
+        if (parse(x, s, ev))
+            on_response(x, s);
+        else
+            x->stats.malformed++;
+        if (!s->over)
+            give_back(x, s);
+    }
+    if (s->over || ev->nother == 0)
+        return;
+    if (json_lines(s, ev->raw.p + ev->lead, ev->raw.n - ev->lead))
+        try_raw(x, s);
+    else if (ev->ndata == 0)
+        put_ping(x); /* a comment, a keep-alive: the client sees traffic */
+}
+
+/* The end of the body: an error object on its last lines, or the normal
+ * end: the references, the finish chunk (the transformer adds [DONE]).
+ * Without a finish, the transformer ends the stream as truncated. */
+static void on_end(cg_xform_t *x, void *state, cg_span_t pending)
+{
+    gm_t *s = state;
+    if (s->over)
+        return;
+    if (pending.n && json_lines(s, pending.p, pending.n)) {
+        try_raw(x, s);
+        if (s->over)
+            return;
+        if (s->raw.len) {
+            x->stats.malformed++;
+            s->raw.len = 0;
+        }
+    }
+    put_refs(x, s);
+    put_finish(x, s);
+}
+
+/* --- Non-streaming bodies ------------------------------------------------------ */
+
+static void put_raw_or(cg_buf_t *b, const cg_buf_t *v, const char *dflt)
+{
+    if (v->len)
+        cg_buf_put(b, v->p, v->len);
+    else
+        cg_buf_puts(b, dflt);
+}
+
+/* Appends support p's numbers not yet in s->here[0..*n). */
+static void collect(const cg_json_t *j, gm_t *s, const support_t *p, size_t *n)
+{
+    int m = j->tok[p->indices].size;
+    for (int k = 0, t = p->indices + 1; k < m; k++, t = cg_json_skip(j, t)) {
+        double i = count(j, t, -1);
+        if (!(i >= 0 && i < (double)s->nchunk) || !cited(s->num[(size_t)i]))
+            continue;
+        unsigned v = s->num[(size_t)i];
+        bool dup = false;
+        for (size_t q = 0; q < *n && !dup; q++)
+            dup = s->here[q] == v;
+        if (dup)
+            continue;
+        s->here = cg_grow(s->here, *n, &s->here_cap, 16, sizeof(unsigned));
+        s->here[(*n)++] = v;
+    }
+}
+
+/* The body's text (s->text) with each support's references inserted at its
+ * endIndex, JSON-escaped. */
+static void put_cited_text(const cg_json_t *j, gm_t *s, cg_buf_t *chat)
+{
+    size_t from = 0;
+    for (size_t k = 0; k < s->nsup;) {
+        uint64_t end = s->sup[k].end;
+        size_t n = 0;
+        for (; k < s->nsup && s->sup[k].end == end; k++)
+            collect(j, s, &s->sup[k], &n);
+        cg_json_put_escaped(chat, s->text.p + from, (size_t)end - from);
+        from = (size_t)end;
+        for (size_t q = 0; q < n; q++)
+            cg_buf_printf(chat, "[%u]", s->here[q]);
+    }
+    cg_json_put_escaped(chat, s->text.p + from, s->text.len - from);
+}
+
+/* Decodes the visible text of candidate cand into s->text. */
+static void body_text(gm_t *s, const cg_json_t *j, int cand)
+{
+    int parts = cg_json_get(j, cg_json_get(j, cand, "content"), "parts");
+    s->text.len = 0;
+    cg_buf_reserve(&s->text, 1);
+    if (cg_json_type(j, parts) != JSMN_ARRAY)
+        return;
+    int n = j->tok[parts].size;
+    for (int k = 0, p = parts + 1; k < n; k++, p = cg_json_skip(j, p)) {
+        int text = cg_json_get(j, p, "text"), thought = cg_json_get(j, p, "thought");
+        bool is_thought =
+            cg_json_type(j, thought) == JSMN_PRIMITIVE && j->js[j->tok[thought].start] == 't';
+        if (cg_json_is_str(j, text) && !is_thought)
+            note_text(s, cg_json_raw(j, text), true);
+    }
+}
+
+/* A failed answer: SPEC §6's error, as a body. */
+static void put_error(const cg_json_t *j, int err, cg_buf_t *chat)
+{
+    int msg = cg_json_get(j, err, "message"), status = cg_json_get(j, err, "status");
+    cg_buf_puts(chat, "{\"error\":{\"message\":");
+    if (cg_json_is_str(j, msg))
+        cg_buf_put(chat, raw_value(j, msg).p, raw_value(j, msg).n);
+    else
+        cg_buf_puts(chat, "\"the upstream reported an error\"");
+    cg_buf_puts(chat, ",\"type\":\"upstream_error\",\"code\":");
+    if (cg_json_is_str(j, status) && cg_json_raw(j, status).n > 0)
+        cg_buf_put(chat, raw_value(j, status).p, raw_value(j, status).n);
+    else
+        cg_buf_puts(chat, "\"upstream_error\"");
+    cg_buf_puts(chat, "}}");
+}
+
+static void put_body(cg_xform_t *x, gm_t *s, cg_buf_t *chat)
+{
+    const cg_json_t *j = &s->json;
+    take_meta(x, j);
+    cg_buf_puts(chat, "{\"id\":");
+    put_raw_or(chat, &x->meta_id, "\"\"");
+    cg_buf_puts(chat, ",\"object\":\"chat.completion\",\"created\":");
+    put_raw_or(chat, &x->meta_created, "0");
+    cg_buf_puts(chat, ",\"model\":");
+    put_raw_or(chat, &x->meta_model, "\"\"");
+    cg_buf_puts(chat,
+                ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"");
+    const char *finish = NULL;
+    int cands = cg_json_get(j, 0, "candidates");
+    if (cg_json_type(j, cands) == JSMN_ARRAY && j->tok[cands].size > 0) {
+        int cand = cands + 1, fr = cg_json_get(j, cand, "finishReason");
+        body_text(s, j, cand);
+        int gm = cg_json_get(j, cand, "groundingMetadata");
+        s->nsup = 0;
+        if (is_object(j, gm))
+            number_sources(x, s, j, gm);
+        put_cited_text(j, s, chat);
+        finish = cg_json_is_str(j, fr) ? finish_reason(j, fr) : NULL;
+    } else if (cg_json_is_str(j, cg_json_get(j, cg_json_get(j, 0, "promptFeedback"),
+                                             "blockReason"))) {
+        finish = "content_filter";
+    }
+    cg_buf_puts(chat, "\"},\"finish_reason\":");
+    if (finish)
+        cg_buf_printf(chat, "\"%s\"", finish);
+    else
+        cg_buf_puts(chat, "null");
+    cg_buf_puts(chat, "}]");
+    if (is_object(j, cg_json_get(j, 0, "usageMetadata"))) {
+        take_usage(s, j);
+        cg_buf_putc(chat, ',');
+        put_usage_members(chat, s->prompt, s->total);
+    }
+    cg_buf_putc(chat, '}');
+}
+
+static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_buf_t *chat)
+{
+    gm_t *s = state;
+    if (!parse_bytes(x, s, body, len)) {
+        give_back(x, s);
+        return -1;
+    }
+    int err = cg_json_get(&s->json, 0, "error");
+    if (is_object(&s->json, err))
+        put_error(&s->json, err, chat);
+    else
+        put_body(x, s, chat);
+    give_back(x, s);
+    return 0;
+}
+
+const cg_dialect_view_t cg__gemini_view = {
+    .state_size = sizeof(gm_t),
+    .state_free = state_free,
+    .event = on_event,
+    .end = on_end,
+    .body = on_body,
+};
+
+const cg_dialect_t cg__dialect_gemini = {
+    .name = "gemini",
+    .request = cg__gemini_request,
+    .path = cg__gemini_path,
+    .forwards = forwards,
+    .headers = headers,
+    .view = &cg__gemini_view,
+};
