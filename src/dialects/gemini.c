@@ -44,8 +44,8 @@
  * snippet = text; without a uri the key is its customMetadata source_url
  * string when there is one). A support cites its groundingChunkIndices at
  * segment.endIndex, a UTF-8 byte offset (absent: 0) into the visible text
- * (thoughts left out); one past the text or not on a character boundary is
- * ignored. Sources are numbered in the order first cited (supports by
+ * (thoughts left out); one past the text, not on a character boundary, or
+ * that is no whole number is ignored. Sources are numbered in the order first cited (supports by
  * endIndex, then as listed; within a support in its index order), after any
  * request-side <source> ids; a chunk no support cites is no citation.
  *   - A stream: text is never held for grounding that has not come, so at
@@ -213,14 +213,14 @@ typedef struct gm {
     cg_buf_t strs;  /* decoded strings of one source */
     cg_buf_t text;  /* decoded text: one part (stream), all of it (body) */
 
-    bool started;        /* the role chunk went out */
-    bool over;           /* the error went out: nothing more is read */
-    bool refs_out;       /* the grounding's references went out */
-    const char *finish;  /* the finish_reason to send at the end, or NULL */
+    bool started;         /* the role chunk went out */
+    bool over;            /* the error went out: nothing more is read */
+    bool refs_out;        /* the grounding's references went out */
+    const char *finish;   /* the finish_reason to send at the end, or NULL */
     double prompt, total; /* the last usageMetadata */
 
-    uint64_t bytes;  /* decoded bytes of visible text so far */
-    uint64_t *cont;  /* bit i: byte i is a UTF-8 continuation byte */
+    uint64_t bytes; /* decoded bytes of visible text so far */
+    uint64_t *cont; /* bit i: byte i is a UTF-8 continuation byte */
     size_t cont_words;
 
     cg_buf_t ground; /* the last non-empty groundingMetadata, as JSON */
@@ -228,11 +228,10 @@ typedef struct gm {
 
     support_t *sup; /* at the end: the supports that count */
     size_t nsup, sup_cap;
-    int *chunk;      /* ... the token of each groundingChunks entry */
-    unsigned *num;   /* ... and its number, 0: none yet */
+    int *chunk;    /* ... the token of each groundingChunks entry */
+    unsigned *num; /* ... and its number, 0: none yet */
     size_t nchunk, chunk_cap;
-    unsigned *here; /* a body: the numbers inserted at one offset */
-    size_t here_cap;
+    uint64_t *stamp; /* a body: per chunk, 1 + the last support group it went in */
 } gm_t;
 
 static void state_free(void *p)
@@ -248,7 +247,7 @@ static void state_free(void *p)
     free(s->sup);
     free(s->chunk);
     free(s->num);
-    free(s->here);
+    free(s->stamp);
 }
 
 /* --- Reading the upstream's JSON -------------------------------------------- */
@@ -413,8 +412,8 @@ static void put_ping(cg_xform_t *x)
 
 static const char *finish_reason(const cg_json_t *j, int tok)
 {
-    static const char *const filtered[] = {"SAFETY", "RECITATION", "BLOCKLIST",
-                                           "PROHIBITED_CONTENT", "SPII", "LANGUAGE"};
+    static const char *const filtered[] = {
+        "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "LANGUAGE"};
     cg_span_t r = cg_json_raw(j, tok);
     if (cg_span_eq(r, "MAX_TOKENS"))
         return "length";
@@ -505,19 +504,21 @@ static void read_supports(gm_t *s, const cg_json_t *j, int gm)
     n = cg_json_type(j, sups) == JSMN_ARRAY ? j->tok[sups].size : 0;
     for (int k = 0, p = sups + 1; k < n; k++, p = cg_json_skip(j, p)) {
         int indices = cg_json_get(j, p, "groundingChunkIndices");
-        double end = count(j, cg_json_get(j, cg_json_get(j, p, "segment"), "endIndex"), 0);
-        if (cg_json_type(j, indices) != JSMN_ARRAY || !on_boundary(s, (uint64_t)end))
+        int at = cg_json_get(j, cg_json_get(j, p, "segment"), "endIndex");
+        double end = at < 0 ? 0 : count(j, at, -1); /* absent: 0; not an offset: no support */
+        if (cg_json_type(j, indices) != JSMN_ARRAY || end < 0 || !on_boundary(s, (uint64_t)end))
             continue;
         s->sup = cg_grow(s->sup, s->nsup, &s->sup_cap, 16, sizeof(support_t));
         s->sup[s->nsup++] = (support_t){(uint64_t)end, (size_t)k, indices};
     }
-    qsort(s->sup, s->nsup, sizeof(support_t), by_end);
+    if (s->nsup > 1) /* qsort wants an array, even of nothing */
+        qsort(s->sup, s->nsup, sizeof(support_t), by_end);
 }
 
 /* Calls fn for each chunk index of support p that names a chunk. */
 static void each_index(const cg_json_t *j, const support_t *p, size_t nchunk,
-                       void (*fn)(cg_xform_t *, gm_t *, const cg_json_t *, size_t),
-                       cg_xform_t *x, gm_t *s)
+                       void (*fn)(cg_xform_t *, gm_t *, const cg_json_t *, size_t), cg_xform_t *x,
+                       gm_t *s)
 {
     int n = j->tok[p->indices].size;
     for (int k = 0, t = p->indices + 1; k < n; k++, t = cg_json_skip(j, t)) {
@@ -792,22 +793,19 @@ static void put_raw_or(cg_buf_t *b, const cg_buf_t *v, const char *dflt)
         cg_buf_puts(b, dflt);
 }
 
-/* Appends support p's numbers not yet in s->here[0..*n). */
-static void collect(const cg_json_t *j, gm_t *s, const support_t *p, size_t *n)
+/* Appends the references of support p that group `g` (the supports
+ * ending at one offset) has not inserted yet. */
+static void put_support_refs(const cg_json_t *j, gm_t *s, const support_t *p, uint64_t g,
+                             cg_buf_t *chat)
 {
     int m = j->tok[p->indices].size;
     for (int k = 0, t = p->indices + 1; k < m; k++, t = cg_json_skip(j, t)) {
         double i = count(j, t, -1);
-        if (!(i >= 0 && i < (double)s->nchunk) || !cited(s->num[(size_t)i]))
+        if (!(i >= 0 && i < (double)s->nchunk) || !cited(s->num[(size_t)i]) ||
+            s->stamp[(size_t)i] == g + 1)
             continue;
-        unsigned v = s->num[(size_t)i];
-        bool dup = false;
-        for (size_t q = 0; q < *n && !dup; q++)
-            dup = s->here[q] == v;
-        if (dup)
-            continue;
-        s->here = cg_grow(s->here, *n, &s->here_cap, 16, sizeof(unsigned));
-        s->here[(*n)++] = v;
+        s->stamp[(size_t)i] = g + 1; /* a number once per offset: each chunk has its own */
+        cg_buf_printf(chat, "[%u]", s->num[(size_t)i]);
     }
 }
 
@@ -816,15 +814,14 @@ static void collect(const cg_json_t *j, gm_t *s, const support_t *p, size_t *n)
 static void put_cited_text(const cg_json_t *j, gm_t *s, cg_buf_t *chat)
 {
     size_t from = 0;
-    for (size_t k = 0; k < s->nsup;) {
+    s->stamp = cg_xrealloc(s->stamp, (s->nchunk ? s->nchunk : 1) * sizeof(uint64_t));
+    memset(s->stamp, 0, (s->nchunk ? s->nchunk : 1) * sizeof(uint64_t));
+    for (size_t k = 0, g = 0; k < s->nsup; g++) {
         uint64_t end = s->sup[k].end;
-        size_t n = 0;
-        for (; k < s->nsup && s->sup[k].end == end; k++)
-            collect(j, s, &s->sup[k], &n);
         cg_json_put_escaped(chat, s->text.p + from, (size_t)end - from);
         from = (size_t)end;
-        for (size_t q = 0; q < n; q++)
-            cg_buf_printf(chat, "[%u]", s->here[q]);
+        for (; k < s->nsup && s->sup[k].end == end; k++)
+            put_support_refs(j, s, &s->sup[k], g, chat);
     }
     cg_json_put_escaped(chat, s->text.p + from, s->text.len - from);
 }
@@ -887,8 +884,8 @@ static void put_body(cg_xform_t *x, gm_t *s, cg_buf_t *chat)
             number_sources(x, s, j, gm);
         put_cited_text(j, s, chat);
         finish = cg_json_is_str(j, fr) ? finish_reason(j, fr) : NULL;
-    } else if (cg_json_is_str(j, cg_json_get(j, cg_json_get(j, 0, "promptFeedback"),
-                                             "blockReason"))) {
+    } else if (cg_json_is_str(j,
+                              cg_json_get(j, cg_json_get(j, 0, "promptFeedback"), "blockReason"))) {
         finish = "content_filter";
     }
     cg_buf_puts(chat, "\"},\"finish_reason\":");
