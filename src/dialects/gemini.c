@@ -62,10 +62,16 @@
  * the first one; an all-ASCII answer keeps none), up to TEXT_MAX bytes of
  * text: a support ending past that is taken as past the text.
  *
+ * The steady path: an event that matches the last plain one read in full
+ * (one text part, no finish, no grounding but {}, no error) everywhere but
+ * in its text and in the numbers seen to change (the usage counts) is read
+ * without a parse (see fast_event). An event allocates nothing there.
+ *
  * State per stream, bounded: the token array (borrowed from the call's
- * cg_out_t while an event is read), one grounding copy and one pending
- * error object (each at most max_event bytes), the bitmap (TEXT_MAX / 8 at
- * most), and at the end the supports and chunks of one grounding.
+ * cg_out_t while an event is read), one grounding copy, one pending error
+ * object and one skeleton (each at most max_event bytes), the bitmap
+ * (TEXT_MAX / 8 at most; BITMAP_FIRST words at first), and at the end the
+ * supports and chunks of one grounding.
  */
 #include "gemini.h"
 
@@ -77,7 +83,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TEXT_MAX (16u << 20) /* bytes of text whose character boundaries are known */
+#define TEXT_MAX     (16u << 20) /* bytes of text whose character boundaries are known */
+#define BITMAP_FIRST 256         /* words of it at first: 16 KiB of text, most answers */
+#define SKEL_MAX     1024        /* bytes of a plain event besides its text */
+#define SKEL_HOLES   8
+#define SKEL_NUMBERS 32 /* numbers of a plain event: more, and it has no skeleton */
 
 /* --- The request ------------------------------------------------------------- */
 
@@ -207,11 +217,36 @@ typedef struct support {
     int indices;
 } support_t;
 
+/* A value of a plain event that may change from event to event: the text,
+ * or a number (the usage counts among them). */
+typedef enum hole_kind { H_TEXT, H_NUMBER, H_PROMPT, H_TOTAL } hole_kind_t;
+
+typedef struct hole {
+    size_t start, end; /* in the skeleton's bytes */
+    hole_kind_t kind;
+} hole_t;
+
+/* The last plain event read in full: its data, and where its values are.
+ * Only the numbers seen to change from one plain event to the next are
+ * holes; the others stay bytes to match (a change makes them holes). */
+typedef struct skeleton {
+    cg_buf_t bytes;
+    hole_t hole[SKEL_HOLES];
+    size_t nholes;
+    size_t num[SKEL_NUMBERS][2]; /* every number: [start, end) in bytes */
+    size_t nnum;
+    uint32_t vary;        /* bit i: number i changed */
+    bool usage;           /* it has a usageMetadata object ... */
+    double prompt, total; /* ... with these counts */
+    bool ok;
+} skeleton_t;
+
 typedef struct gm {
     cg_json_t json; /* the upstream event being read (x->json is the chunks') */
-    cg_buf_t data;  /* an event's data of several lines, LF -> space */
-    cg_buf_t strs;  /* decoded strings of one source */
-    cg_buf_t text;  /* decoded text: one part (stream), all of it (body) */
+    skeleton_t skel;
+    cg_buf_t data; /* an event's data of several lines, LF -> space */
+    cg_buf_t strs; /* decoded strings of one source */
+    cg_buf_t text; /* decoded text: one part (stream), all of it (body) */
 
     bool started;         /* the role chunk went out */
     bool over;            /* the error went out: nothing more is read */
@@ -243,6 +278,7 @@ static void state_free(void *p)
     cg_buf_free(&s->text);
     cg_buf_free(&s->ground);
     cg_buf_free(&s->raw);
+    cg_buf_free(&s->skel.bytes);
     free(s->cont);
     free(s->sup);
     free(s->chunk);
@@ -308,7 +344,7 @@ static void mark(gm_t *s, uint64_t at)
 {
     size_t w = (size_t)(at / 64);
     if (w >= s->cont_words) {
-        size_t n = s->cont_words ? s->cont_words : 64;
+        size_t n = s->cont_words ? s->cont_words : BITMAP_FIRST;
         while (n <= w)
             n *= 2;
         s->cont = cg_xrealloc(s->cont, n * sizeof(uint64_t));
@@ -582,6 +618,214 @@ static void put_refs(cg_xform_t *x, gm_t *s)
     cg__xform_content(x, 0, cg_span(s->strs.p, s->strs.len));
 }
 
+/* --- The steady path: plain events ------------------------------------------ */
+
+/*
+ * Most events of an answer are plain: one candidate, one text part that is
+ * no thought, no finish, no grounding but {}, no error. The next one is the
+ * same JSON with other text and other numbers (the usage counts), and the
+ * view reads nothing else of it. So once one has been parsed, an event
+ * whose bytes match it everywhere but in those values, each of them well
+ * formed (a JSON string, a JSON number), is that JSON and needs no parse.
+ */
+
+static bool is_number(const cg_json_t *j, int tok)
+{
+    if (cg_json_type(j, tok) != JSMN_PRIMITIVE)
+        return false;
+    char c = j->js[j->tok[tok].start];
+    return c == '-' || (c >= '0' && c <= '9');
+}
+
+/* The text token of a plain event, or -1. */
+static int plain_text(const cg_json_t *j)
+{
+    int cands = cg_json_get(j, 0, "candidates");
+    if (cg_json_get(j, 0, "error") >= 0 || cg_json_type(j, cands) != JSMN_ARRAY ||
+        j->tok[cands].size != 1)
+        return -1;
+    int cand = cands + 1, gm = cg_json_get(j, cand, "groundingMetadata");
+    if (cg_json_get(j, cand, "finishReason") >= 0 ||
+        (gm >= 0 && (!is_object(j, gm) || j->tok[gm].size)))
+        return -1;
+    int parts = cg_json_get(j, cg_json_get(j, cand, "content"), "parts");
+    if (cg_json_type(j, parts) != JSMN_ARRAY || j->tok[parts].size != 1 ||
+        cg_json_type(j, parts + 1) != JSMN_OBJECT || j->tok[parts + 1].size != 1)
+        return -1;
+    int text = cg_json_get(j, parts + 1, "text");
+    return cg_json_is_str(j, text) ? text : -1;
+}
+
+/* Which numbers of j (at tokens tok[0..n)) differ from the skeleton's: the
+ * skeleton's changes, and those whose bytes changed now. None is known to
+ * change when the two have not the same numbers. */
+static uint32_t changed(const skeleton_t *k, const cg_json_t *j, const int *tok, size_t n)
+{
+    if (!k->ok || k->nnum != n)
+        return 0;
+    uint32_t vary = k->vary;
+    for (size_t i = 0; i < n; i++) {
+        cg_span_t now = cg_json_raw(j, tok[i]);
+        size_t was = k->num[i][1] - k->num[i][0];
+        if (now.n != was || memcmp(now.p, k->bytes.p + k->num[i][0], was) != 0)
+            vary |= 1u << i;
+    }
+    return vary;
+}
+
+/* Keeps a plain event (s->json, one data line) as the skeleton. */
+static void save_skeleton(gm_t *s)
+{
+    const cg_json_t *j = &s->json;
+    skeleton_t *k = &s->skel;
+    int text = plain_text(j), tok[SKEL_NUMBERS];
+    size_t n = 0;
+    for (int i = 1; text >= 0 && i < j->ntok; i++)
+        if (is_number(j, i) && (n == SKEL_NUMBERS ? (text = -1) : (tok[n++] = i, 0)))
+            break;
+    if (text < 0 || j->len - (size_t)(j->tok[text].end - j->tok[text].start) > SKEL_MAX) {
+        k->ok = false;
+        return;
+    }
+    uint32_t vary = changed(k, j, tok, n);
+    int usage = cg_json_get(j, 0, "usageMetadata");
+    int prompt = cg_json_get(j, usage, "promptTokenCount");
+    int total = cg_json_get(j, usage, "totalTokenCount");
+    k->ok = false;
+    k->nholes = 0;
+    k->hole[k->nholes++] = (hole_t){(size_t)j->tok[text].start, (size_t)j->tok[text].end, H_TEXT};
+    for (size_t i = 0; i < n; i++) {
+        k->num[i][0] = (size_t)j->tok[tok[i]].start;
+        k->num[i][1] = (size_t)j->tok[tok[i]].end;
+        if (!(vary >> i & 1))
+            continue;
+        if (k->nholes == SKEL_HOLES)
+            return;
+        hole_kind_t kind = tok[i] == prompt ? H_PROMPT : tok[i] == total ? H_TOTAL : H_NUMBER;
+        k->hole[k->nholes++] = (hole_t){k->num[i][0], k->num[i][1], kind};
+    }
+    /* In the order of the bytes: the text among the numbers. */
+    for (size_t h = 1; h < k->nholes && k->hole[h].start < k->hole[h - 1].start; h++) {
+        hole_t t = k->hole[h];
+        k->hole[h] = k->hole[h - 1];
+        k->hole[h - 1] = t;
+    }
+    k->nnum = n;
+    k->vary = vary;
+    k->usage = is_object(j, usage);
+    k->prompt = count(j, prompt, 0);
+    k->total = count(j, total, 0);
+    k->bytes.len = 0;
+    cg_buf_put(&k->bytes, j->js, j->len);
+    k->ok = true;
+}
+
+/* The length of JSON string bytes at p[0..n) up to the closing quote, or
+ * n + 1 when they are not well formed or not closed. */
+static size_t string_len(const char *p, size_t n)
+{
+    size_t i = cg_json_plain_len(p, n);
+    while (i < n && p[i] == '\\') {
+        if (++i == n)
+            return n + 1;
+        if (p[i] == 'u') {
+            for (int k = 1; k <= 4; k++)
+                if (i + k >= n || cg_hex_digit(p[i + k]) < 0)
+                    return n + 1;
+            i += 4;
+        } else if (p[i] == '\0' || strchr("\"\\/bfnrt", p[i]) == NULL) {
+            return n + 1;
+        }
+        i++;
+        i += cg_json_plain_len(p + i, n - i);
+    }
+    return i < n && p[i] == '"' ? i : n + 1;
+}
+
+/* The length of a JSON number at p[0..n), or 0. */
+static size_t number_len(const char *p, size_t n)
+{
+    size_t i = n > 0 && p[0] == '-' ? 1 : 0;
+    if (i == n || p[i] < '0' || p[i] > '9')
+        return 0;
+    if (p[i++] != '0')
+        while (i < n && p[i] >= '0' && p[i] <= '9')
+            i++;
+    if (i < n && p[i] == '.') {
+        if (++i == n || p[i] < '0' || p[i] > '9')
+            return 0;
+        while (i < n && p[i] >= '0' && p[i] <= '9')
+            i++;
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        if (++i < n && (p[i] == '+' || p[i] == '-'))
+            i++;
+        if (i == n || p[i] < '0' || p[i] > '9')
+            return 0;
+        while (i < n && p[i] >= '0' && p[i] <= '9')
+            i++;
+    }
+    return i;
+}
+
+/* A count as the full read takes it (count(), default 0): digits only here,
+ * anything else is left to the full read (-1). */
+static double digits(const char *p, size_t n)
+{
+    if (n == 0 || n > 15)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    }
+    return (double)v;
+}
+
+/* Reads a plain event that matches the skeleton; false when it does not. */
+static bool fast_event(cg_xform_t *x, gm_t *s, const cg_sse_event_t *ev)
+{
+    const skeleton_t *k = &s->skel;
+    if (!k->ok || ev->ndata != 1 || ev->nother != 0)
+        return false;
+    const char *d = ev->data.p, *t = k->bytes.p;
+    size_t dn = ev->data.n, di = 0, ti = 0;
+    cg_span_t text = {NULL, 0};
+    double prompt = k->prompt, total = k->total;
+    for (size_t h = 0; h < k->nholes; h++) {
+        size_t lit = k->hole[h].start - ti, n;
+        if (dn - di < lit || memcmp(d + di, t + ti, lit) != 0)
+            return false;
+        di += lit;
+        ti = k->hole[h].end;
+        if (k->hole[h].kind == H_TEXT) {
+            if ((n = string_len(d + di, dn - di)) > dn - di)
+                return false;
+            text = cg_span(d + di, n);
+        } else if ((n = number_len(d + di, dn - di)) == 0) {
+            return false;
+        } else if (k->hole[h].kind != H_NUMBER) {
+            double v = digits(d + di, n);
+            if (v < 0)
+                return false;
+            *(k->hole[h].kind == H_PROMPT ? &prompt : &total) = v;
+        }
+        di += n;
+    }
+    if (dn - di != k->bytes.len - ti || memcmp(d + di, t + ti, dn - di) != 0)
+        return false;
+    if (k->usage) {
+        s->prompt = prompt;
+        s->total = total;
+    }
+    if (text.n) {
+        note_text(s, text, false);
+        cg__xform_content(x, 0, text);
+    }
+    return true;
+}
+
 /* --- Stream events --------------------------------------------------------- */
 
 /* SPEC §6's error event, with what came before it first. */
@@ -747,12 +991,17 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
             x->stats.malformed++;
             s->raw.len = 0;
         }
-        if (parse(x, s, ev))
-            on_response(x, s);
-        else
-            x->stats.malformed++;
-        if (!s->over)
-            give_back(x, s);
+        if (!fast_event(x, s, ev)) {
+            if (parse(x, s, ev)) {
+                on_response(x, s);
+                if (!s->over && ev->ndata == 1)
+                    save_skeleton(s);
+            } else {
+                x->stats.malformed++;
+            }
+            if (!s->over)
+                give_back(x, s);
+        }
     }
     if (s->over || ev->nother == 0)
         return;

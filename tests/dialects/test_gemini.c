@@ -233,6 +233,66 @@ static void test_usage(void **state)
     cg_buf_free(&out);
 }
 
+/* The steady path reads a plain event without a parse when it matches the
+ * last one read in full but for its text and the numbers seen to change:
+ * what the client gets is the same as from the full read, usage included,
+ * whatever changes and whatever comes between. */
+static void test_steady_path(void **state)
+{
+    (void)state;
+#define PLAIN(text, prompt, cands, total)                                                          \
+    "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"" text "\"}],\"role\": "      \
+    "\"model\"},\"index\": 0,\"groundingMetadata\": {}}],\"usageMetadata\": "                      \
+    "{\"promptTokenCount\": " #prompt ",\"candidatesTokenCount\": " #cands                         \
+    ",\"totalTokenCount\": " #total "}" TAIL
+    cg_buf_t out = {0};
+    run("openwebui", USAGE_REQUEST,
+        PLAIN("a", 10, 1, 11) PLAIN("b", 10, 2, 12) PLAIN("c \\\"q\\\"", 10, 3, 13)
+            PLAIN("d", 10, 4, 14)
+        /* the prompt count changes too: one full read, then steady again */
+        PLAIN("\\u00e9", 20, 5, 25) PLAIN("f", 20, 6, 26)
+        /* a text that is no JSON string: read in full, and refused */
+        "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"g\\x\"}],\"role\": "
+        "\"model\"},\"index\": 0,\"groundingMetadata\": {}}],\"usageMetadata\": "
+        "{\"promptTokenCount\": 20,\"candidatesTokenCount\": 7,\"totalTokenCount\": 27}" TAIL
+            /* between them, one that is not plain (a thought) and changes the counts */
+            EV("[{\"text\": \"t\", \"thought\": true}]", "") PLAIN("h", 20, 8, 28)
+        /* a count with an exponent: read in full */
+        PLAIN("i", 20, 9, 2.5e1) EV("[{\"text\": \"\"}]", ",\"finishReason\": \"STOP\"")
+            PLAIN("j", 30, 10, 40),
+        &out, NULL);
+    char *c = content_of(&out);
+    assert_string_equal(c, "abc \"q\"d\xc3\xa9"
+                           "fhij");
+    free(c);
+    assert_true(has(&out, "\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":10,"
+                          "\"total_tokens\":40}"));
+    cg_buf_free(&out);
+    /* The same with every event a little different, so each one is read in
+     * full: the same client bytes. */
+    cg_buf_t steady = {0}, full = {0};
+    run("openwebui", USAGE_REQUEST,
+        PLAIN("a", 10, 1, 11) PLAIN("b", 10, 2, 12) PLAIN("c", 10, 3, 13) PLAIN("d", 20, 4, 9)
+            EV("[{\"text\": \"e\"}]", ",\"finishReason\": \"STOP\""),
+        &steady, NULL);
+    run("openwebui", USAGE_REQUEST,
+        "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"a\"}]}}],"
+        "\"usageMetadata\": {\"promptTokenCount\": 10,\"totalTokenCount\": 11}" TAIL
+        "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"b\"}]},\"index\": 0}],"
+        "\"usageMetadata\": {\"promptTokenCount\": 10,\"totalTokenCount\": 12}" TAIL
+        "data: {\"usageMetadata\": {\"promptTokenCount\": 10,\"totalTokenCount\": 13},"
+        "\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"c\"}]}}]" TAIL
+        "data: {\"candidates\": [{\"index\": 0,\"content\": {\"parts\": [{\"text\": \"d\"}]}}],"
+        "\"usageMetadata\": {\"totalTokenCount\": 9,\"promptTokenCount\": 20}" TAIL EV(
+            "[{\"text\": \"e\"}]", ",\"finishReason\": \"STOP\""),
+        &full, NULL);
+    assert_int_equal(steady.len, full.len);
+    assert_memory_equal(steady.p, full.p, full.len);
+    cg_buf_free(&steady);
+    cg_buf_free(&full);
+#undef PLAIN
+}
+
 /* --- grounding ------------------------------------------------------------------ */
 
 /* Sources numbered in the order first cited: supports by endIndex, then as
@@ -619,6 +679,7 @@ int main(void)
         cmocka_unit_test(test_finish_reasons),
         cmocka_unit_test(test_blocked_prompt),
         cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_steady_path),
         cmocka_unit_test(test_grounding_stream),
         cmocka_unit_test(test_byte_offsets),
         cmocka_unit_test(test_long_text_offsets),
