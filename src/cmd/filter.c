@@ -103,7 +103,7 @@ static void usage(FILE *f)
           "[--request FILE] < upstream-body > client-body\n",
           f);
     fprintf(f, "profiles: %s\n", cg_profile_list());
-    fprintf(f, "dialects: %s\n", cg_dialect_list());
+    fprintf(f, "upstream dialects (CITEGATE_UPSTREAM_DIALECT): %s\n", cg_dialect_list());
 }
 
 /* Feeds SSE in read-sized pieces, exactly as the daemon would. */

@@ -14,8 +14,9 @@ static void usage(FILE *f)
           "       citegate filter [--profile NAME] [--ref-style STYLE] [--request FILE]\n"
           "                < upstream-body > client-body\n",
           f);
-    /* From the registry, so the list cannot fall behind it. */
+    /* From the registries, so the lists cannot fall behind them. */
     fprintf(f, "profiles: %s\n", cg_profile_list());
+    fprintf(f, "upstream dialects (CITEGATE_UPSTREAM_DIALECT): %s\n", cg_dialect_list());
 }
 
 int main(int argc, char **argv)
