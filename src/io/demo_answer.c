@@ -494,7 +494,7 @@ static void responses_body(cg_demo_answer_t *a)
 /* Gemini's answer says it with some characters of more than one byte, as
  * real answers do: its grounding's offsets count bytes, not characters. */
 static const demo_block_t GM_BLOCKS[] = {
-    {{"The X100 charges", " over USB-C in about", " two hours, best at 10\xE2\x80\x93" "30 \xC2\xB0" "C"},
+    {{"The X100 charges", " over USB-C in about", " two hours, best at 10\342\200\22330 \302\260C"},
      {0},
      1},
     {{". It is covered", " by a two-year warranty"}, {1}, 1},

@@ -402,12 +402,10 @@ static void test_gemini_tools(void **state)
     accept_val(&c, "CITEGATE_UPSTREAM_DIALECT", "gemini");
     assert_null(c.gemini_tools);
     cg_config_free(&c);
-    static const char *const good[] = {
-        "[{\"googleSearch\":{}}]",
+    static const char datastore[] =
         " [ {\"retrieval\": {\"vertexAiSearch\": {\"datastore\": \"projects/p/locations/"
-        "global/collections/default_collection/dataStores/d\"}}} ]\n",
-        "[]",
-    };
+        "global/collections/default_collection/dataStores/d\"}}} ]\n";
+    static const char *const good[] = {"[{\"googleSearch\":{}}]", datastore, "[]"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         accept_val(&c, "CITEGATE_GEMINI_TOOLS", good[i]);
         assert_string_equal(c.gemini_tools, good[i]);

@@ -313,7 +313,7 @@ static void test_gemini_grounding_offsets(void **state)
     cg_span_t bg = cg_span(j.js + cg_json_begin(&j, gm), cg_json_end(&j, gm) - cg_json_begin(&j, gm));
     assert_int_equal(bg.n, last.len);
     assert_memory_equal(bg.p, last.p, bg.n);
-    static const char *const ends[] = {"\xc2\xb0" "C", "warranty", "centre"};
+    static const char *const ends[] = {"\302\260C", "warranty", "centre"};
     int sups = cg_json_get(&j, gm, "groundingSupports");
     assert_int_equal(j.tok[sups].size, 3);
     for (int k = 0, p = sups + 1; k < 3; k++, p = cg_json_skip(&j, p)) {
