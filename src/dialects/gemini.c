@@ -58,8 +58,9 @@
  * citationMetadata (recitation) is no source.
  *
  * Byte offsets: the view counts the decoded bytes of the visible text and
- * keeps one bit per byte, set for a UTF-8 continuation byte (allocated at
- * the first one; an all-ASCII answer keeps none), up to TEXT_MAX bytes of
+ * keeps one bit per byte, set for a UTF-8 continuation byte (its first
+ * BITMAP_FIRST words come with the first text, so that an event allocates
+ * nothing, and it doubles past them), up to TEXT_MAX bytes of
  * text: a support ending past that is taken as past the text.
  *
  * The steady path: an event that matches the last plain one read in full
@@ -209,12 +210,27 @@ static void headers(const cg_dialect_hdrs_t *h)
 
 /* --- The answer: state ------------------------------------------------------- */
 
-/* A support that counts: where it ends, its place in the list, and the
- * token of its groundingChunkIndices. */
+/* The grounding, read once when it arrives and kept without its JSON
+ * tokens: the places of each chunk's strings in its text (raw JSON string
+ * bytes; len 0: none), each support's end and chunk indices. So the end of
+ * a stream needs no second parse. */
+typedef struct place {
+    uint32_t off, len;
+} place_t;
+
+typedef enum chunk_kind { C_NONE, C_WEB, C_CONTEXT } chunk_kind_t;
+
+typedef struct chunk {
+    chunk_kind_t kind;
+    place_t uri, title, text, key;
+} chunk_t;
+
+#define NO_END   UINT64_MAX /* an endIndex that is no byte offset */
+#define NO_CHUNK UINT32_MAX /* an index that names no chunk */
+
 typedef struct support {
     uint64_t end;
-    size_t order;
-    int indices;
+    uint32_t order, first, n; /* its chunk indices: idx[first, first + n) */
 } support_t;
 
 /* A value of a plain event that may change from event to event: the text,
@@ -258,15 +274,23 @@ typedef struct gm {
     uint64_t *cont; /* bit i: byte i is a UTF-8 continuation byte */
     size_t cont_words;
 
-    cg_buf_t ground; /* the last non-empty groundingMetadata, as JSON */
-    cg_buf_t raw;    /* lines without a field name: an error object, maybe */
+    cg_buf_t raw; /* lines without a field name: an error object, maybe */
 
-    support_t *sup; /* at the end: the supports that count */
-    size_t nsup, sup_cap;
-    int *chunk;    /* ... the token of each groundingChunks entry */
-    unsigned *num; /* ... and its number, 0: none yet */
+    /* The last non-empty groundingMetadata: its JSON, chunks and supports. */
+    cg_buf_t ground;
+    chunk_t *chunk;
     size_t nchunk, chunk_cap;
-    uint64_t *stamp; /* a body: per chunk, 1 + the last support group it went in */
+    support_t *sup;
+    size_t nsup, sup_cap;
+    uint32_t *idx;
+    size_t nidx, idx_cap;
+    /* Its numbering: the supports that count, in order; each chunk's
+     * number (0: none yet, NO_CHUNK: no source); a body: per chunk, 1 +
+     * the last offset group it went in. */
+    support_t *use;
+    size_t nuse, use_cap;
+    unsigned *num;
+    uint64_t *stamp;
 } gm_t;
 
 static void state_free(void *p)
@@ -280,8 +304,10 @@ static void state_free(void *p)
     cg_buf_free(&s->raw);
     cg_buf_free(&s->skel.bytes);
     free(s->cont);
-    free(s->sup);
     free(s->chunk);
+    free(s->sup);
+    free(s->idx);
+    free(s->use);
     free(s->num);
     free(s->stamp);
 }
@@ -357,6 +383,10 @@ static void mark(gm_t *s, uint64_t at)
 /* Decoded text bytes p[0..n) follow the visible text so far. */
 static void note_decoded(gm_t *s, const char *p, size_t n)
 {
+    if (s->cont == NULL && n > 0) {
+        s->cont = cg_xcalloc(BITMAP_FIRST, sizeof(uint64_t));
+        s->cont_words = BITMAP_FIRST;
+    }
     for (size_t i = 0; i < n; i++)
         if (((unsigned char)p[i] & 0xC0) == 0x80 && s->bytes + i < TEXT_MAX)
             mark(s, s->bytes + i);
@@ -463,19 +493,13 @@ static const char *finish_reason(const cg_json_t *j, int tok)
 
 /* --- Sources ------------------------------------------------------------------ */
 
-/* Appends the decoded string token to s->strs; returns its offset and
- * length (0 when the token is not a string). */
-static size_t decode(gm_t *s, const cg_json_t *j, int tok, size_t *len)
+/* Where string token tok lies in the grounding that begins at `begin`. */
+static place_t place_of(const cg_json_t *j, int tok, size_t begin)
 {
-    size_t at = s->strs.len;
-    *len = 0;
     if (!cg_json_is_str(j, tok))
-        return at;
-    cg_span_t raw = cg_json_raw(j, tok);
-    char *dst = cg_buf_reserve(&s->strs, raw.n + 1);
-    *len = cg_json_unescape(raw.p, raw.n, dst);
-    s->strs.len += *len;
-    return at;
+        return (place_t){0, 0};
+    return (place_t){(uint32_t)((size_t)j->tok[tok].start - begin),
+                     (uint32_t)(j->tok[tok].end - j->tok[tok].start)};
 }
 
 /* The stringValue of the customMetadata entry whose key is source_url. */
@@ -491,27 +515,95 @@ static int source_url(const cg_json_t *j, int ctx)
     return -1;
 }
 
-/* Makes grounding chunk `chunk` a citation; its number, or 0 when it is
- * not a source (neither web nor retrievedContext) or the table is full. */
-static unsigned cite_chunk(cg_xform_t *x, gm_t *s, const cg_json_t *j, int chunk)
+/* Chunk token c: web (url = uri, title) or retrievedContext (also text;
+ * without a uri, the key of customMetadata's source_url); else no source. */
+static chunk_t read_chunk(const cg_json_t *j, int c, size_t begin)
 {
-    int web = cg_json_get(j, chunk, "web"), ctx = cg_json_get(j, chunk, "retrievedContext");
+    chunk_t k = {0};
+    int web = cg_json_get(j, c, "web"), ctx = cg_json_get(j, c, "retrievedContext");
     int src = is_object(j, web) ? web : is_object(j, ctx) ? ctx : -1;
     if (src < 0)
+        return k;
+    k.kind = src == web ? C_WEB : C_CONTEXT;
+    k.uri = place_of(j, cg_json_get(j, src, "uri"), begin);
+    k.title = place_of(j, cg_json_get(j, src, "title"), begin);
+    if (k.kind == C_CONTEXT) {
+        k.text = place_of(j, cg_json_get(j, src, "text"), begin);
+        if (k.uri.len == 0)
+            k.key = place_of(j, source_url(j, src), begin);
+    }
+    return k;
+}
+
+/* Support token p: its end (absent: 0; no whole number: NO_END) and its
+ * indices (NO_CHUNK where one names no chunk); false when it has no list
+ * of indices. */
+static bool read_support(gm_t *s, const cg_json_t *j, int p, uint32_t order)
+{
+    int indices = cg_json_get(j, p, "groundingChunkIndices");
+    if (cg_json_type(j, indices) != JSMN_ARRAY)
+        return false;
+    int at = cg_json_get(j, cg_json_get(j, p, "segment"), "endIndex");
+    double end = at < 0 ? 0 : count(j, at, -1);
+    support_t u = {end < 0 ? NO_END : (uint64_t)end, order, (uint32_t)s->nidx, 0};
+    int n = j->tok[indices].size;
+    for (int k = 0, t = indices + 1; k < n; k++, t = cg_json_skip(j, t)) {
+        double i = count(j, t, -1);
+        s->idx = cg_grow(s->idx, s->nidx, &s->idx_cap, 64, sizeof(uint32_t));
+        s->idx[s->nidx++] = i >= 0 && i < (double)s->nchunk ? (uint32_t)i : NO_CHUNK;
+        u.n++;
+    }
+    s->sup = cg_grow(s->sup, s->nsup, &s->sup_cap, 16, sizeof(support_t));
+    s->sup[s->nsup++] = u;
+    return true;
+}
+
+/* Keeps a non-empty groundingMetadata, token gm of j: the last one wins. */
+static void keep_grounding(gm_t *s, const cg_json_t *j, int gm)
+{
+    if (!is_object(j, gm) || j->tok[gm].size == 0)
+        return;
+    size_t begin = cg_json_begin(j, gm);
+    s->ground.len = 0;
+    cg_buf_put(&s->ground, j->js + begin, cg_json_end(j, gm) - begin);
+    s->nchunk = s->nsup = s->nidx = 0;
+    int chunks = cg_json_get(j, gm, "groundingChunks");
+    int n = cg_json_type(j, chunks) == JSMN_ARRAY ? j->tok[chunks].size : 0;
+    for (int k = 0, c = chunks + 1; k < n; k++, c = cg_json_skip(j, c)) {
+        s->chunk = cg_grow(s->chunk, s->nchunk, &s->chunk_cap, 16, sizeof(chunk_t));
+        s->chunk[s->nchunk++] = read_chunk(j, c, begin);
+    }
+    int sups = cg_json_get(j, gm, "groundingSupports");
+    n = cg_json_type(j, sups) == JSMN_ARRAY ? j->tok[sups].size : 0;
+    for (int k = 0, p = sups + 1; k < n; k++, p = cg_json_skip(j, p))
+        read_support(s, j, p, (uint32_t)k);
+}
+
+/* Appends the decoded string at place pl of the grounding to s->strs;
+ * returns its offset there (s->strs may move), its length in *len. */
+static size_t decode(gm_t *s, place_t pl, size_t *len)
+{
+    size_t at = s->strs.len;
+    char *dst = cg_buf_reserve(&s->strs, pl.len + 1);
+    *len = cg_json_unescape(s->ground.p + pl.off, pl.len, dst);
+    s->strs.len += *len;
+    return at;
+}
+
+/* Makes chunk c a citation; its number, or 0 (no source, a full table). */
+static unsigned cite_chunk(cg_xform_t *x, gm_t *s, const chunk_t *c)
+{
+    if (c->kind == C_NONE)
         return 0;
     s->strs.len = 0;
-    cg_buf_reserve(&s->strs, 1); /* spans into it are taken even when nothing is decoded */
-    size_t un, tn, cn, kn = 0;
-    size_t u = decode(s, j, cg_json_get(j, src, "uri"), &un);
-    size_t t = decode(s, j, cg_json_get(j, src, "title"), &tn);
-    size_t k = 0, c = decode(s, j, src == ctx ? cg_json_get(j, src, "text") : -1, &cn);
-    if (src == ctx && un == 0)
-        k = decode(s, j, source_url(j, src), &kn);
+    size_t un, tn, cn, kn;
+    size_t u = decode(s, c->uri, &un), t = decode(s, c->title, &tn);
+    size_t k = decode(s, c->text, &cn), m = decode(s, c->key, &kn);
     cg_cite_in_t in = {0};
     in.url = cg_span(s->strs.p + u, un);
     in.title = cg_span(s->strs.p + t, tn);
-    in.content = cg_span(s->strs.p + c, cn);
-    in.key = cg_span(s->strs.p + k, kn);
+    in.content = cg_span(s->strs.p + k, cn);
+    in.key = cg_span(s->strs.p + m, kn);
     return cg__xform_cite(x, &in);
 }
 
@@ -523,66 +615,38 @@ static int by_end(const void *a, const void *b)
     return (p->order > q->order) - (p->order < q->order);
 }
 
-/* The supports of grounding token gm that count, by endIndex then as
- * listed, into s->sup; its chunks into s->chunk. */
-static void read_supports(gm_t *s, const cg_json_t *j, int gm)
+/* Numbers the kept grounding's sources in the order first cited, by the
+ * supports that count (within the text, on a character boundary), taken
+ * by endIndex then as listed. */
+static void number_sources(cg_xform_t *x, gm_t *s)
 {
-    s->nsup = s->nchunk = 0;
-    int chunks = cg_json_get(j, gm, "groundingChunks");
-    int n = cg_json_type(j, chunks) == JSMN_ARRAY ? j->tok[chunks].size : 0;
-    for (int k = 0, c = chunks + 1; k < n; k++, c = cg_json_skip(j, c)) {
-        s->chunk = cg_grow(s->chunk, s->nchunk, &s->chunk_cap, 16, sizeof(int));
-        s->chunk[s->nchunk++] = c;
-    }
-    s->num = cg_xrealloc(s->num, (s->nchunk ? s->nchunk : 1) * sizeof(unsigned));
-    memset(s->num, 0, (s->nchunk ? s->nchunk : 1) * sizeof(unsigned));
-    int sups = cg_json_get(j, gm, "groundingSupports");
-    n = cg_json_type(j, sups) == JSMN_ARRAY ? j->tok[sups].size : 0;
-    for (int k = 0, p = sups + 1; k < n; k++, p = cg_json_skip(j, p)) {
-        int indices = cg_json_get(j, p, "groundingChunkIndices");
-        int at = cg_json_get(j, cg_json_get(j, p, "segment"), "endIndex");
-        double end = at < 0 ? 0 : count(j, at, -1); /* absent: 0; not an offset: no support */
-        if (cg_json_type(j, indices) != JSMN_ARRAY || end < 0 || !on_boundary(s, (uint64_t)end))
+    s->nuse = 0;
+    for (size_t k = 0; k < s->nsup; k++) {
+        if (s->sup[k].end == NO_END || !on_boundary(s, s->sup[k].end))
             continue;
-        s->sup = cg_grow(s->sup, s->nsup, &s->sup_cap, 16, sizeof(support_t));
-        s->sup[s->nsup++] = (support_t){(uint64_t)end, (size_t)k, indices};
+        s->use = cg_grow(s->use, s->nuse, &s->use_cap, 16, sizeof(support_t));
+        s->use[s->nuse++] = s->sup[k];
     }
-    if (s->nsup > 1) /* qsort wants an array, even of nothing */
-        qsort(s->sup, s->nsup, sizeof(support_t), by_end);
-}
-
-/* Calls fn for each chunk index of support p that names a chunk. */
-static void each_index(const cg_json_t *j, const support_t *p, size_t nchunk,
-                       void (*fn)(cg_xform_t *, gm_t *, const cg_json_t *, size_t), cg_xform_t *x,
-                       gm_t *s)
-{
-    int n = j->tok[p->indices].size;
-    for (int k = 0, t = p->indices + 1; k < n; k++, t = cg_json_skip(j, t)) {
-        double i = count(j, t, -1);
-        if (i >= 0 && i < (double)nchunk)
-            fn(x, s, j, (size_t)i);
+    if (s->nuse > 1) /* qsort wants an array, even of nothing */
+        qsort(s->use, s->nuse, sizeof(support_t), by_end);
+    size_t n = s->nchunk ? s->nchunk : 1;
+    s->num = cg_xrealloc(s->num, n * sizeof(unsigned));
+    memset(s->num, 0, n * sizeof(unsigned));
+    for (size_t k = 0; k < s->nuse; k++) {
+        for (uint32_t q = 0; q < s->use[k].n; q++) {
+            uint32_t i = s->idx[s->use[k].first + q];
+            if (i == NO_CHUNK || s->num[i] != 0)
+                continue;
+            s->num[i] = cite_chunk(x, s, &s->chunk[i]);
+            if (s->num[i] == 0)
+                s->num[i] = NO_CHUNK; /* no source: not tried again */
+        }
     }
-}
-
-static void number_chunk(cg_xform_t *x, gm_t *s, const cg_json_t *j, size_t i)
-{
-    if (s->num[i] == 0)
-        s->num[i] = cite_chunk(x, s, j, s->chunk[i]);
-    if (s->num[i] == 0)
-        s->num[i] = UINT32_MAX; /* no source: not tried again */
-}
-
-/* Numbers the sources of grounding token gm in the order first cited. */
-static void number_sources(cg_xform_t *x, gm_t *s, const cg_json_t *j, int gm)
-{
-    read_supports(s, j, gm);
-    for (size_t k = 0; k < s->nsup; k++)
-        each_index(j, &s->sup[k], s->nchunk, number_chunk, x, s);
 }
 
 static bool cited(unsigned n)
 {
-    return n != 0 && n != UINT32_MAX;
+    return n != 0 && n != NO_CHUNK;
 }
 
 static int by_number(const void *a, const void *b)
@@ -598,12 +662,7 @@ static void put_refs(cg_xform_t *x, gm_t *s)
     if (s->refs_out || s->ground.len == 0)
         return;
     s->refs_out = true;
-    if (!parse_bytes(x, s, s->ground.p, s->ground.len)) {
-        give_back(x, s);
-        return;
-    }
-    number_sources(x, s, &s->json, 0);
-    give_back(x, s);
+    number_sources(x, s);
     size_t n = 0;
     for (size_t i = 0; i < s->nchunk; i++)
         if (cited(s->num[i]))
@@ -858,16 +917,6 @@ static void fail(cg_xform_t *x, gm_t *s, const cg_json_t *j, int err)
     cg_buf_free(&copy);
 }
 
-/* Keeps a non-empty groundingMetadata: the last one wins. */
-static void keep_grounding(gm_t *s, const cg_json_t *j, int gm)
-{
-    if (!is_object(j, gm) || j->tok[gm].size == 0)
-        return;
-    size_t b = cg_json_begin(j, gm);
-    s->ground.len = 0;
-    cg_buf_put(&s->ground, j->js + b, cg_json_end(j, gm) - b);
-}
-
 /* The visible text parts of content token `content`: each to the client,
  * its bytes counted. */
 static void put_parts(cg_xform_t *x, gm_t *s, const cg_json_t *j, int content)
@@ -1042,35 +1091,32 @@ static void put_raw_or(cg_buf_t *b, const cg_buf_t *v, const char *dflt)
         cg_buf_puts(b, dflt);
 }
 
-/* Appends the references of support p that group `g` (the supports
- * ending at one offset) has not inserted yet. */
-static void put_support_refs(const cg_json_t *j, gm_t *s, const support_t *p, uint64_t g,
-                             cg_buf_t *chat)
+/* Appends the references of support u that offset group g has not
+ * inserted yet: a number once at an offset (each chunk has its own). */
+static void put_support_refs(gm_t *s, const support_t *u, uint64_t g, cg_buf_t *chat)
 {
-    int m = j->tok[p->indices].size;
-    for (int k = 0, t = p->indices + 1; k < m; k++, t = cg_json_skip(j, t)) {
-        double i = count(j, t, -1);
-        if (!(i >= 0 && i < (double)s->nchunk) || !cited(s->num[(size_t)i]) ||
-            s->stamp[(size_t)i] == g + 1)
+    for (uint32_t q = 0; q < u->n; q++) {
+        uint32_t i = s->idx[u->first + q];
+        if (i == NO_CHUNK || !cited(s->num[i]) || s->stamp[i] == g + 1)
             continue;
-        s->stamp[(size_t)i] = g + 1; /* a number once per offset: each chunk has its own */
-        cg_buf_printf(chat, "[%u]", s->num[(size_t)i]);
+        s->stamp[i] = g + 1;
+        cg_buf_printf(chat, "[%u]", s->num[i]);
     }
 }
 
 /* The body's text (s->text) with each support's references inserted at its
  * endIndex, JSON-escaped. */
-static void put_cited_text(const cg_json_t *j, gm_t *s, cg_buf_t *chat)
+static void put_cited_text(gm_t *s, cg_buf_t *chat)
 {
-    size_t from = 0;
-    s->stamp = cg_xrealloc(s->stamp, (s->nchunk ? s->nchunk : 1) * sizeof(uint64_t));
-    memset(s->stamp, 0, (s->nchunk ? s->nchunk : 1) * sizeof(uint64_t));
-    for (size_t k = 0, g = 0; k < s->nsup; g++) {
-        uint64_t end = s->sup[k].end;
+    size_t from = 0, n = s->nchunk ? s->nchunk : 1;
+    s->stamp = cg_xrealloc(s->stamp, n * sizeof(uint64_t));
+    memset(s->stamp, 0, n * sizeof(uint64_t));
+    for (size_t k = 0, g = 0; k < s->nuse; g++) {
+        uint64_t end = s->use[k].end;
         cg_json_put_escaped(chat, s->text.p + from, (size_t)end - from);
         from = (size_t)end;
-        for (; k < s->nsup && s->sup[k].end == end; k++)
-            put_support_refs(j, s, &s->sup[k], g, chat);
+        for (; k < s->nuse && s->use[k].end == end; k++)
+            put_support_refs(s, &s->use[k], g, chat);
     }
     cg_json_put_escaped(chat, s->text.p + from, s->text.len - from);
 }
@@ -1127,11 +1173,11 @@ static void put_body(cg_xform_t *x, gm_t *s, cg_buf_t *chat)
     if (cg_json_type(j, cands) == JSMN_ARRAY && j->tok[cands].size > 0) {
         int cand = cands + 1, fr = cg_json_get(j, cand, "finishReason");
         body_text(s, j, cand);
-        int gm = cg_json_get(j, cand, "groundingMetadata");
-        s->nsup = 0;
-        if (is_object(j, gm))
-            number_sources(x, s, j, gm);
-        put_cited_text(j, s, chat);
+        keep_grounding(s, j, cg_json_get(j, cand, "groundingMetadata"));
+        s->nuse = 0;
+        if (s->ground.len)
+            number_sources(x, s);
+        put_cited_text(s, chat);
         finish = cg_json_is_str(j, fr) ? finish_reason(j, fr) : NULL;
     } else if (cg_json_is_str(j,
                               cg_json_get(j, cg_json_get(j, 0, "promptFeedback"), "blockReason"))) {

@@ -105,7 +105,8 @@ static void read_lines(const char *s, size_t n, lines_t *l)
 {
     cg_buf_t data = {0};
     bool have = false;
-    for (size_t i = 0; i < n;) {
+    /* A byte order mark may open the stream (SSE drops it). */
+    for (size_t i = n >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0; i < n;) {
         size_t e = i;
         while (e < n && !fz_is_eol(s[e]))
             e++;
