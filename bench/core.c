@@ -34,6 +34,8 @@
  * through the responses dialect's view (long output_text.delta streams;
  * then again with Azure AI Foundry markers and their annotations where the
  * references were), next to a memchr pass over those bytes.
+ * A fifth: Gemini streamGenerateContent answers with Google Search
+ * grounding on their last event, through the gemini dialect's view.
  *
  * Usage: core [--read N] [--mib N] [--rounds N] [--events N] [--seed N]
  */
@@ -634,23 +636,34 @@ static int run_parse(const char *body, size_t len, const cg_request_t *req)
     return rc;
 }
 
-static int run_translate(cg_dialect_t d, const char *body, size_t len, const cg_request_t *req)
+/* A registered dialect (the bench names only those it was built with). */
+static const cg_dialect_t *dialect(const char *name)
+{
+    const cg_dialect_t *d;
+    if (!cg_dialect_parse(name, &d))
+        die("unknown dialect");
+    return d;
+}
+
+static int run_translate(const cg_dialect_t *d, const char *body, size_t len,
+                         const cg_request_t *req)
 {
     cg_dialect_req_t out;
     cg_dialect_err_t err;
-    int rc = cg_dialect_request(d, body, len, req, cg_span(NULL, 0), &out, &err);
+    cg_dialect_in_t in = {.req = req};
+    int rc = cg_dialect_request(d, body, len, &in, &out, &err);
     cg_dialect_req_free(&out);
     return rc;
 }
 
 static int run_anthropic(const char *body, size_t len, const cg_request_t *req)
 {
-    return run_translate(CG_DIALECT_ANTHROPIC, body, len, req);
+    return run_translate(dialect("anthropic"), body, len, req);
 }
 
 static int run_responses(const char *body, size_t len, const cg_request_t *req)
 {
-    return run_translate(CG_DIALECT_RESPONSES, body, len, req);
+    return run_translate(dialect("responses"), body, len, req);
 }
 
 /* Median ns per call over ROUNDS alternating rounds of ITERS calls each,
@@ -731,7 +744,7 @@ static int bench_anthropic(size_t target, unsigned nev, size_t rd, size_t rounds
     gen_totals_t gt = {0};
     input_t in;
     make_input(&in, &buf, target, nev, rd, gen_anthropic_answer, &gt);
-    in.view = cg_dialect_view(CG_DIALECT_ANTHROPIC);
+    in.view = cg_dialect_view(dialect("anthropic"));
     printf("\nanthropic input: %.2f MiB, %zu answers, %" PRIu64 " events (%" PRIu64
            " text_delta of %.1f bytes of text on average), avg %.1f bytes/event\n",
            (double)in.len / 1048576.0, in.nans, gt.events, gt.content_events,
@@ -952,7 +965,7 @@ static int bench_responses(size_t mib, size_t rd, size_t rounds, unsigned nev, b
             die("out of memory");
         off[++nans] = buf.len;
     }
-    input_t in = {cg_dialect_view(CG_DIALECT_RESPONSES), buf.p, off, nans, buf.len, 0};
+    input_t in = {cg_dialect_view(dialect("responses")), buf.p, off, nans, buf.len, 0};
     printf("\nresponses input%s: %.2f MiB, %zu answers, %" PRIu64 " events (%.1f bytes/event), %"
            PRIu64 " markers with their annotations\n", markers ? " with markers" : "",
            (double)buf.len / 1048576.0, nans, t.events, (double)buf.len / (double)t.events,
@@ -988,6 +1001,184 @@ static int bench_responses(size_t mib, size_t rd, size_t rounds, unsigned nev, b
     free(tx);
     free(tm);
     free(off);
+    cg_buf_free(&buf);
+    return bad;
+}
+
+/* --- The gemini view --------------------------------------------------------- */
+
+/* Answers as a Gemini API upstream streams them with Google Search on:
+ * streamGenerateContent events (CRLF CRLF, no [DONE]) whose one text part
+ * has 4-32 bytes of text made like the chunks above (the same words, JSON
+ * escapes and UTF-8), an empty groundingMetadata and a usage snapshot each;
+ * the last event brings the finish and the grounding: the five web chunks
+ * behind grounding-api-redirect URLs and a support about every 300 bytes
+ * of text, at its byte offset, citing one or two of them (the first five
+ * cite each in turn). Each answer's references go out as one delta at its
+ * end, which openwebui rewrites into five links. */
+
+#define GM_CHUNKS 5
+#define GM_META   ",\"modelVersion\": \"gemini-2.5-flash\",\"responseId\": \"k3SOaKHyNYmH1dkPgN2y8Qc\"}"
+
+/* Bytes of text that raw JSON string bytes s[0..n) decode to: the words
+ * hold two-byte escapes only. */
+static size_t gm_decoded(const char *s, size_t n)
+{
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++, d++)
+        i += s[i] == '\\';
+    return d;
+}
+
+static void gm_support(cg_buf_t *b, bool first, uint64_t end, unsigned k)
+{
+    unsigned second = rng_below(GM_CHUNKS);
+    cg_buf_printf(b, "%s{\"segment\": {\"endIndex\": %" PRIu64 "},\"groundingChunkIndices\": [%u",
+                  first ? "" : ",", end, k);
+    if (second != k && rng_below(2))
+        cg_buf_printf(b, ", %u", second);
+    cg_buf_puts(b, "]}");
+}
+
+static void gen_gemini_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
+{
+    cg_buf_t supports = {0};
+    uint64_t text = 0;
+    unsigned nsup = 0;
+    long to_support = 150 + (long)rng_below(301);
+    for (unsigned e = 0; e < nev; e++) {
+        char piece[160];
+        size_t n = 0, target = 4 + rng_below(29);
+        while (n < target) {
+            unsigned r = rng_below(100);
+            const char *w = r < 3 ? ".\\n\\n" : r < 10 ? "," : words[rng_below(NWORDS)];
+            memcpy(piece + n, w, strlen(w));
+            n += strlen(w);
+        }
+        bool last = e + 1 == nev;
+        text += gm_decoded(piece, n);
+        to_support -= (long)n;
+        if (to_support <= 0 || last) {
+            gm_support(&supports, nsup == 0, text, nsup < GM_CHUNKS ? nsup : rng_below(GM_CHUNKS));
+            nsup++;
+            to_support = 150 + (long)rng_below(301);
+        }
+        cg_buf_printf(b,
+                      "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"%.*s\"}],"
+                      "\"role\": \"model\"},",
+                      (int)n, piece);
+        if (last) {
+            cg_buf_puts(b, "\"finishReason\": \"STOP\",\"index\": 0,\"groundingMetadata\": "
+                           "{\"webSearchQueries\": [\"x100 charging time\"],\"groundingChunks\": [");
+            for (unsigned k = 0; k < GM_CHUNKS; k++)
+                cg_buf_printf(b,
+                              "%s{\"web\": {\"uri\": \"https://vertexaisearch.cloud.google.com/"
+                              "grounding-api-redirect/AUZIYQ%u\",\"title\": \"%s\"}}",
+                              k ? "," : "", k, k % 2 ? "example.com" : "docs.example.com");
+            cg_buf_printf(b, "],\"groundingSupports\": [%.*s]}}],", (int)supports.len,
+                          supports.p ? supports.p : "");
+        } else {
+            cg_buf_puts(b, "\"index\": 0,\"groundingMetadata\": {}}],");
+        }
+        cg_buf_printf(b,
+                      "\"usageMetadata\": {\"promptTokenCount\": 2679,\"candidatesTokenCount\": "
+                      "%u,\"totalTokenCount\": %u,\"promptTokensDetails\": [{\"modality\": "
+                      "\"TEXT\",\"tokenCount\": 2679}]}" GM_META "\r\n\r\n",
+                      e + 1, 2680 + e);
+        t->content_bytes += n;
+        t->content_events++;
+        t->events++;
+    }
+    cg_buf_free(&supports);
+}
+
+/* Untimed: each answer ends in [DONE] with its five references linked, and
+ * the view read every event. */
+static int verify_gemini(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
+                         const gen_totals_t *gt)
+{
+    uint64_t links = 0, events = 0, done = 0, bad = 0;
+    cg_buf_t all = {0};
+    for (size_t a = 0; a < in->nans; a++) {
+        const char *p = in->p + in->off[a];
+        size_t len = in->off[a + 1] - in->off[a];
+        cg_xform_t *x = new_xform(in, cfg);
+        cg_out_t out = {0};
+        all.len = 0;
+        for (size_t pos = 0; pos < len; pos += rd) {
+            cg_xform_feed(x, p + pos, len - pos < rd ? len - pos : rd, &out);
+            append_out(&all, &out);
+        }
+        cg_xform_finish(x, CG_END_EOF, &out);
+        append_out(&all, &out);
+        for (const char *s = all.p, *end = all.p + all.len, *q;
+             (q = memmem(s, (size_t)(end - s), "](https://vertexaisearch", 24)) != NULL; s = q + 1)
+            links++;
+        const cg_xform_stats_t *st = cg_xform_stats(x);
+        events += st->events_in;
+        done += all.len >= 14 && memcmp(all.p + all.len - 14, "data: [DONE]\n\n", 14) == 0;
+        bad += st->malformed + st->truncated;
+        cg_out_free(&out);
+        cg_xform_free(x);
+    }
+    cg_buf_free(&all);
+    int ok = links == GM_CHUNKS * in->nans && events == gt->events && done == in->nans && bad == 0;
+    printf("gemini verify (untimed): links = %" PRIu64 " (%u per answer: %" PRIu64
+           "), events_in = %" PRIu64 " (generated %" PRIu64 "), answers with [DONE] = %" PRIu64
+           "/%zu, malformed + truncated = %" PRIu64 " -> %s\n",
+           links, GM_CHUNKS, (uint64_t)GM_CHUNKS * in->nans, events, gt->events, done, in->nans,
+           bad, ok ? "OK" : "MISMATCH");
+    return ok ? 0 : 1;
+}
+
+/* Median MB/s of the view and of memchr over rounds alternating the two,
+ * and heap allocations per event in the feeds between each answer's first
+ * two and its last; returns 1 when verification fails. */
+static int bench_gemini(size_t mib, size_t rd, size_t rounds, unsigned nev,
+                        const cg_xform_cfg_t *cfg)
+{
+    cg_buf_t buf = {0};
+    gen_totals_t gt = {0};
+    input_t in;
+    make_input(&in, &buf, mib << 20, nev, rd, gen_gemini_answer, &gt);
+    in.view = cg_dialect_view(dialect("gemini"));
+    printf("\ngemini input: %.2f MiB, %zu answers, %" PRIu64 " events (%.1f bytes of text, "
+           "%.1f bytes each)\n",
+           (double)in.len / 1048576.0, in.nans, gt.events,
+           (double)gt.content_bytes / (double)gt.content_events, (double)in.len / (double)gt.events);
+    int bad = verify_gemini(&in, rd, cfg, &gt);
+    uint64_t lines = 0;
+    (void)xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
+    (void)memchr_pass(&in, rd, &lines);
+    double *tx = malloc(rounds * sizeof(double)), *tm = malloc(rounds * sizeof(double));
+    if (tx == NULL || tm == NULL)
+        die("out of memory");
+    xres_t sum = {0};
+    for (size_t r = 0; r < rounds; r++) {
+        xres_t x = xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
+        tx[r] = (double)x.ns;
+        sum.allocs_mid += x.allocs_mid;
+        sum.events_mid += x.events_mid;
+        sum.allocs_steady += x.allocs_steady;
+        sum.events_steady += x.events_steady;
+        sum.events += x.events;
+        tm[r] = (double)memchr_pass(&in, rd, &lines);
+    }
+    qsort(tx, rounds, sizeof(double), cmp_double);
+    qsort(tm, rounds, sizeof(double), cmp_double);
+    double mb = (double)buf.len / 1e6, x_med = pct(tx, rounds, 50), m_med = pct(tm, rounds, 50);
+    double mid = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
+    printf("gemini: bars: ratio >= 0.10 %s, 0 allocs/event steady %s\n",
+           m_med / x_med >= 0.10 ? "PASS" : "MISS", sum.allocs_mid == 0 ? "PASS" : "MISS");
+    printf("gemini: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
+           "allocs_per_event=%.4f (steady feeds; with each answer's last feed: %.4f) %s\n",
+           mb / (x_med / 1e9), mb / (m_med / 1e9), m_med / x_med,
+           x_med / ((double)sum.events / (double)rounds), mid,
+           sum.events_steady ? (double)sum.allocs_steady / (double)sum.events_steady : 0.0,
+           bad ? "verify FAIL" : "verify OK");
+    free(tx);
+    free(tm);
+    free(in.off);
     cg_buf_free(&buf);
     return bad;
 }
@@ -1230,7 +1421,8 @@ static void usage(void)
          "  --rounds  timed rounds of each pass, alternating (default 7)\n"
          "  --events  content chunks per answer (default 512)\n"
          "  --seed    PRNG seed (default 1)\n"
-         "  --only    one section: core, request, anthropic, responses, responses_markers");
+         "  --only    one section: core, request, anthropic, responses, responses_markers, "
+         "gemini");
 }
 
 int main(int argc, char **argv)
@@ -1287,15 +1479,20 @@ int main(int argc, char **argv)
         reseed(seed, 4);
         bad |= bench_responses(mib, rd, rounds, (unsigned)nev, true, &cfg);
     }
+    if (want(only, "gemini")) {
+        reseed(seed, 5);
+        bad |= bench_gemini(mib, rd, rounds, (unsigned)nev, &cfg);
+    }
     static const struct {
         const char *section;
         gen_fn gen;
-        cg_dialect_t dialect;
+        const char *dialect;
     } slopes[] = {
-        {"core", gen_answer, CG_DIALECT_OPENAI},
-        {"anthropic", gen_anthropic_answer, CG_DIALECT_ANTHROPIC},
-        {"responses", gen_rs_plain, CG_DIALECT_RESPONSES},
-        {"responses_markers", gen_rs_markers, CG_DIALECT_RESPONSES},
+        {"core", gen_answer, "openai"},
+        {"anthropic", gen_anthropic_answer, "anthropic"},
+        {"responses", gen_rs_plain, "responses"},
+        {"responses_markers", gen_rs_markers, "responses"},
+        {"gemini", gen_gemini_answer, "gemini"},
     };
     for (size_t k = 0; k < sizeof(slopes) / sizeof(slopes[0]); k++) {
         if (!want(only, slopes[k].section))
@@ -1305,7 +1502,7 @@ int main(int argc, char **argv)
                    "calls):\n",
                    nev, nev, nev);
         reseed(seed, 11 + k);
-        print_slope(slopes[k].section, slopes[k].gen, cg_dialect_view(slopes[k].dialect),
+        print_slope(slopes[k].section, slopes[k].gen, cg_dialect_view(dialect(slopes[k].dialect)),
                     (unsigned)nev, rd, &cfg);
     }
     if (want(only, "core"))

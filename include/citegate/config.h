@@ -30,7 +30,8 @@ typedef struct cg_config {
     unsigned upstream_max_connections;
     unsigned upstream_max_pending;      /* waiting for a connection or stream */
     unsigned upstream_queue_timeout_ms; /* longest wait there */
-    cg_dialect_t upstream_dialect;      /* the upstream's API (SPEC §6a) */
+    const cg_dialect_t *upstream_dialect; /* the upstream's API (SPEC §6a) */
+    char *gemini_tools; /* CITEGATE_GEMINI_TOOLS as given (a checked JSON array), or NULL */
     unsigned max_client_connections;    /* per worker; accepting pauses at it */
     unsigned request_timeout_ms;        /* TLS handshake + request head; idle keep-alive */
     size_t max_event_bytes;             /* largest SSE event parsed and rewritten */

@@ -1,18 +1,29 @@
 /*
  * Upstream dialects (SPEC §6a): the API citegate speaks to its upstream.
- * Clients always send OpenAI chat completions; with an `anthropic` or
- * `responses` upstream, the client's request becomes an Anthropic Messages
- * or an OpenAI Responses request, sent to another path with other headers.
+ * Clients always send OpenAI chat completions; with another dialect the
+ * client's request becomes that API's request, sent to another path with
+ * other headers, and its answer becomes chat completions again.
  *
- * Request side (src/dialects/request.c), pure: bytes in, bytes out, no
- * I/O. The shell asks it for the upstream path, which client headers to
- * forward, the anthropic key header, and the upstream body (or the 400 that
- * refuses the request, in which case nothing is sent upstream).
+ * A dialect is a table (cg_dialect_t): its name, its upstream path, the
+ * client header fields it keeps from the upstream and the key fields it adds
+ * instead, its request translation and its answer view. Every hook may be
+ * NULL, which means "as the client sent it" (the openai dialect is the table
+ * with none). Adding a dialect is one file in src/dialects/ that defines
+ * cg__dialect_NAME, and one line in the registry (src/dialects/dialect.c).
+ * The shell and the transformer call only the generic functions below: they
+ * have no branch per dialect.
+ *
+ * Request side, pure: bytes in, bytes out, no I/O. The shell asks for the
+ * upstream path, which client headers to forward, the dialect's own header
+ * fields, and the upstream body (or the 400 that refuses the request, in
+ * which case nothing is sent upstream). Header fields come and go through
+ * spans and callbacks (cg_dialect_hdrs_t): the core never sees the shell's
+ * header lists.
  *
  * Answer side: a dialect's view (cg_dialect_view_t, below) reads the
  * upstream's events or body and hands the transformer chat-completion
  * chunks of its own, so the finder, the profiles and the end-of-stream rules
- * are those of the openai dialect. One file per dialect in src/dialects/.
+ * are those of the openai dialect.
  */
 #ifndef CITEGATE_DIALECT_H
 #define CITEGATE_DIALECT_H
@@ -20,42 +31,12 @@
 #include "citegate/common.h"
 #include "citegate/request.h"
 
-typedef enum cg_dialect {
-    CG_DIALECT_OPENAI = 0, /* chat completions, as the client sent them */
-    CG_DIALECT_ANTHROPIC,  /* Anthropic Messages */
-    CG_DIALECT_RESPONSES,  /* OpenAI Responses */
-} cg_dialect_t;
-
-/* The accepted names, for messages (CITEGATE_UPSTREAM_DIALECT). */
-#define CG_DIALECT_NAMES "openai, anthropic, responses"
-
 /* The anthropic-version header value citegate sends to an anthropic upstream. */
 #define CG_ANTHROPIC_VERSION "2023-06-01"
 
-/* "openai", "anthropic" or "responses" (exact, lower case); false leaves *out untouched. */
-bool cg_dialect_parse(const char *s, cg_dialect_t *out);
-const char *cg_dialect_name(cg_dialect_t d);
-
-/* The upstream path of a chat request, appended to the base path of
- * CITEGATE_UPSTREAM in place of the client's path and query, whatever the
- * chat route: "/v1/messages" (anthropic), "/v1/responses" (responses).
- * NULL for openai: the client's path and query are kept. */
-const char *cg_dialect_path(cg_dialect_t d);
-
-/* Whether the client's header field `name` (any case) goes upstream on a
- * chat route. anthropic: not `api-key` nor `authorization` (the key goes
- * as x-api-key), nor `x-api-key` and `anthropic-version`, which citegate
- * sets itself, once each. Every other field, and every field with the other
- * dialects: yes. The shell's own rules (hop-by-hop fields, Host, ...) apply
- * first. */
-bool cg_dialect_forwards_header(cg_dialect_t d, cg_span_t name);
-
-/* The anthropic x-api-key value: the client's `api-key` value when it is
- * not empty, else the credentials of its `Authorization: Bearer` value
- * (scheme in any case); surrounding white space is trimmed. Pass {NULL, 0}
- * for a field the client did not send. The result points into the
- * arguments; {NULL, 0} means there is no key: send no x-api-key. */
-cg_span_t cg_dialect_api_key(cg_span_t api_key, cg_span_t authorization);
+struct cg_chatreq;
+struct cg_xform;
+struct cg_sse_event;
 
 /* A refused request: answered `400` with cg_dialect_err_json(), type
  * invalid_request_error. */
@@ -65,7 +46,9 @@ typedef struct cg_dialect_err {
      * "invalid_json": the body is not a JSON object;
      * "missing_required_parameter", "invalid_type", "invalid_value": the
      * messages or a kept field are not what chat completions allow, or no
-     * message is a user or assistant message. */
+     * message is a user or assistant message;
+     * "invalid_request": a model name that the upstream path cannot carry
+     * (gemini, vertex). */
     const char *code;
     /* The parameter: its name for unsupported_parameter ("tools",
      * "tool_calls", "image_url", ...; message says where; a content part
@@ -81,11 +64,29 @@ typedef struct cg_dialect_err {
  * (param null when empty). */
 void cg_dialect_err_json(const cg_dialect_err_t *e, cg_buf_t *out);
 
+/* What the translation needs besides the body; any member may be empty. */
+typedef struct cg_dialect_in {
+    /* The same body read by cg_request_parse() (its <source> tags become
+     * anthropic document blocks); NULL: none. */
+    const cg_request_t *req;
+    /* The deployment name of an Azure deployment route, as written, or
+     * {NULL, 0}: the model when the body names none (anthropic,
+     * responses), the model whatever the body names (gemini, vertex). */
+    cg_span_t deployment;
+    /* CITEGATE_GEMINI_TOOLS, a JSON array sent as gemini's and vertex's
+     * `tools` as it is (checked when the configuration was read); NULL:
+     * none. */
+    const char *tools;
+} cg_dialect_in_t;
+
 /* What the shell sends upstream, and what the answer side must know. */
 typedef struct cg_dialect_req {
     cg_buf_t body;      /* the upstream request body, a JSON object */
     bool stream;        /* the client asked for a stream ("stream": true) */
     bool include_usage; /* and "stream_options": {"include_usage": true} */
+    /* The model the upstream path names (gemini, vertex), checked to be
+     * made of A-Z a-z 0-9 . _ - only, without ".."; empty otherwise. */
+    cg_buf_t model;
     /* anthropic: the <source> id of each document block, in document_index
      * order (owned; NULL when none). A citation with document_index k cites
      * request-side source doc_ids[k]. */
@@ -93,31 +94,15 @@ typedef struct cg_dialect_req {
     size_t ndocs;
 } cg_dialect_req_t;
 
-/* Translates the client's chat-completions body[0..len) for dialect d.
- *
- * `req` is the same body read by cg_request_parse() (its <source> tags
- * become anthropic document blocks; NULL: none). `model` is the model to
- * name when the body has none (an Azure deployment route's deployment
- * name; {NULL, 0}: none).
- *
- * anthropic and responses follow SPEC §6a: system and developer messages
- * (string content or text parts joined by "\n"; empty ones skipped) joined
- * by a blank line into `system` / `instructions`; user and assistant
- * messages in order, their content one string (text parts joined by "\n",
- * null as ""); max_tokens / max_output_tokens; temperature, top_p, stream
- * and model; for anthropic stop as stop_sequences, and each <source> with
- * non-empty text (whole, not cut to max_doc_bytes), in id order, as a
- * document block before the text of the last user message (whose content
- * then becomes a list, its text block left out when empty; without a user
- * message no document is sent). Nothing else is sent; strings are decoded
- * and escaped again. openai: the body as it is.
- *
- * Returns 0 with *out filled (free it with cg_dialect_req_free), or -1 with
- * *err filled and *out empty. Linear in len. */
-int cg_dialect_request(cg_dialect_t d, const char *body, size_t len, const cg_request_t *req,
-                       cg_span_t model, cg_dialect_req_t *out, cg_dialect_err_t *err);
-void cg_dialect_req_free(cg_dialect_req_t *r);
-
+/* How a dialect reads the client's header fields and adds its own. */
+typedef struct cg_dialect_hdrs {
+    /* The value of the client's field `name` (lower case), {NULL, 0} when it
+     * sent none. */
+    cg_span_t (*get)(void *ctx, const char *name);
+    /* Adds the field name: value to the upstream request. */
+    void (*add)(void *ctx, cg_span_t name, cg_span_t value);
+    void *ctx;
+} cg_dialect_hdrs_t;
 
 /* --- Answer side ------------------------------------------------------------
  *
@@ -128,9 +113,6 @@ void cg_dialect_req_free(cg_dialect_req_t *r);
  * with an error. Its per-stream state is allocated zeroed and freed by the
  * transformer.
  */
-struct cg_xform;
-struct cg_sse_event;
-
 typedef struct cg_dialect_view {
     size_t state_size;
     /* Frees what a state owns, not the state itself; may be NULL. */
@@ -139,15 +121,93 @@ typedef struct cg_dialect_view {
      * called once the stream has ended. */
     void (*event)(struct cg_xform *x, void *state, const struct cg_sse_event *ev);
     /* The upstream response ended (any reason) before the stream did:
-     * release what is held. May be NULL. */
-    void (*end)(struct cg_xform *x, void *state);
+     * release what is held. `pending` is the incomplete last event's bytes
+     * (no blank line ended it; a lead LF included), which the transformer
+     * then drops: a gemini upstream ends a failed stream with an error
+     * object on lines of their own. May be NULL. */
+    void (*end)(struct cg_xform *x, void *state, cg_span_t pending);
     /* A non-streaming body: appends the chat completion it amounts to to
      * `chat`. Returns 0, or -1 when it is not this dialect's answer (the
      * body then goes to the client unchanged). */
     int (*body)(struct cg_xform *x, void *state, const char *body, size_t len, cg_buf_t *chat);
 } cg_dialect_view_t;
 
-/* The answer view of dialect d; NULL for openai (the transformer's own). */
-const cg_dialect_view_t *cg_dialect_view(cg_dialect_t d);
+typedef struct cg_dialect {
+    const char *name; /* as CITEGATE_UPSTREAM_DIALECT spells it */
+    /* The request translation (src/dialects/chatreq.h): the shared reader
+     * has checked what every dialect refuses; the hook checks what is its
+     * own, then writes the upstream body. Returns 0, or
+     * -1 with *err filled. NULL: the body goes as the client sent it. */
+    int (*request)(struct cg_chatreq *c, cg_dialect_err_t *err);
+    /* Appends the upstream path of a translated chat request, to follow the
+     * base path of CITEGATE_UPSTREAM in place of the client's path and
+     * query. NULL: the client's path and query are kept. */
+    void (*path)(const cg_dialect_req_t *r, cg_buf_t *out);
+    /* Whether the client's header field `name` (any case) goes upstream on a
+     * chat route; the fields a dialect sets itself, and keys it sends
+     * otherwise, do not. NULL: every field. */
+    bool (*forwards)(cg_span_t name);
+    /* Adds the dialect's own fields (keys, versions) to a chat request,
+     * from the client's. NULL: none. */
+    void (*headers)(const cg_dialect_hdrs_t *h);
+    /* The answer view; NULL: the transformer's own (chat completions). */
+    const cg_dialect_view_t *view;
+} cg_dialect_t;
+
+/* --- The registry -------------------------------------------------------- */
+
+/* The dialect of that name (exact, lower case); false (and *out unchanged)
+ * when there is none. */
+bool cg_dialect_parse(const char *name, const cg_dialect_t **out);
+/* "openai, anthropic, …": every name, for messages. */
+const char *cg_dialect_list(void);
+/* The default dialect, chat completions as the client sent them (openai). */
+const cg_dialect_t *cg_dialect_default(void);
+const char *cg_dialect_name(const cg_dialect_t *d);
+
+/* --- Generic calls (the shell's and the transformer's) ------------------- */
+
+/* Whether a chat request is translated (the upstream speaks another API),
+ * so that its body is cg_dialect_request()'s and its answer goes through
+ * the dialect's view in every profile. */
+bool cg_dialect_translates(const cg_dialect_t *d);
+
+/* Appends the upstream path of translated request r to out; false (and out
+ * unchanged) when the client's path and query are kept. */
+bool cg_dialect_path(const cg_dialect_t *d, const cg_dialect_req_t *r, cg_buf_t *out);
+
+/* Whether the client's header field `name` (any case) goes upstream on a
+ * chat route. The shell's own rules (hop-by-hop fields, Host, ...) apply
+ * first. */
+bool cg_dialect_forwards_header(const cg_dialect_t *d, cg_span_t name);
+
+/* Adds the dialect's own header fields to a chat request (SPEC §6a). */
+void cg_dialect_add_headers(const cg_dialect_t *d, const cg_dialect_hdrs_t *h);
+
+/* A key as an API key header carries it: `api_key` when it is not empty,
+ * else the credentials of an `Authorization: Bearer` value (scheme in any
+ * case); surrounding white space is trimmed. Pass {NULL, 0} for a field the
+ * client did not send. The result points into the arguments; {NULL, 0}
+ * means there is no key: send none. */
+cg_span_t cg_dialect_api_key(cg_span_t api_key, cg_span_t authorization);
+
+/* Translates the client's chat-completions body[0..len) for dialect d
+ * (SPEC §6a; in: see cg_dialect_in_t, NULL for none).
+ *
+ * Every translating dialect refuses the same things (tools, n > 1, tool
+ * and function messages, non-text parts, members of the wrong type, no
+ * user or assistant message) and sends only the members it names: its
+ * output is written from a fixed list, never copied from the client's
+ * object, and every string is decoded and escaped again. A dialect without
+ * a translation gets the body as it is.
+ *
+ * Returns 0 with *out filled (free it with cg_dialect_req_free), or -1 with
+ * *err filled and *out empty. Linear in len. */
+int cg_dialect_request(const cg_dialect_t *d, const char *body, size_t len,
+                       const cg_dialect_in_t *in, cg_dialect_req_t *out, cg_dialect_err_t *err);
+void cg_dialect_req_free(cg_dialect_req_t *r);
+
+/* The answer view of d; NULL: chat completions (the transformer's own). */
+const cg_dialect_view_t *cg_dialect_view(const cg_dialect_t *d);
 
 #endif

@@ -177,8 +177,8 @@ static void startup_line(const cg_config_t *cfg)
         fprintf(stderr,
                 "citegate: no upstream configured, serving the embedded demo. Try:\n"
                 "  curl -sN http://%s/v1/chat/completions -H 'Content-Type: application/json' "
-                "-d '{\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"How do I "
-                "charge the X100?\"}]}'\n",
+                "-d '{\"model\":\"citegate-demo\",\"stream\":true,\"messages\":[{\"role\":"
+                "\"user\",\"content\":\"How do I charge the X100?\"}]}'\n",
                 host);
     }
     if (cfg->upstream_insecure)

@@ -63,19 +63,19 @@ static bool looks_like_json(const cg_buf_t *b)
 
 /* The request as the upstream's dialect saw it: the answer side needs its
  * document ids and include_usage. */
-static int translate_request(cg_dialect_t d, const cg_buf_t *body, const cg_request_t *req,
-                             cg_dialect_req_t *dreq)
+static int translate_request(const cg_dialect_t *d, const cg_buf_t *body,
+                             const cg_request_t *req, cg_dialect_req_t *dreq)
 {
     cg_dialect_err_t e;
-    if (cg_dialect_request(d, body->p ? body->p : "", body->len, req, cg_span(NULL, 0), dreq, &e) ==
-        0)
+    cg_dialect_in_t in = {.req = req};
+    if (cg_dialect_request(d, body->p ? body->p : "", body->len, &in, dreq, &e) == 0)
         return 0;
     fprintf(stderr, "citegate filter: --request: %s\n", e.message);
     return -1;
 }
 
 static int load_request(const char *path, cg_request_t *req, const cg_xform_cfg_t *xc,
-                        cg_dialect_t d, cg_dialect_req_t *dreq)
+                        const cg_dialect_t *d, cg_dialect_req_t *dreq)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
@@ -90,7 +90,7 @@ static int load_request(const char *path, cg_request_t *req, const cg_xform_cfg_
         fprintf(stderr, "citegate filter: --request %s: not a JSON object\n", path);
         rc = -1;
     }
-    if (rc == 0 && d != CG_DIALECT_OPENAI)
+    if (rc == 0 && cg_dialect_translates(d))
         rc = translate_request(d, &body, req, dreq);
     cg_buf_free(&body);
     return rc;
@@ -99,10 +99,11 @@ static int load_request(const char *path, cg_request_t *req, const cg_xform_cfg_
 static void usage(FILE *f)
 {
     fputs("usage: citegate filter [--profile NAME] [--ref-style doc|numeric|citation|auto] "
-          "[--dialect openai|anthropic|responses] [--created SECONDS] "
+          "[--dialect NAME] [--created SECONDS] "
           "[--request FILE] < upstream-body > client-body\n",
           f);
     fprintf(f, "profiles: %s\n", cg_profile_list());
+    fprintf(f, "upstream dialects (CITEGATE_UPSTREAM_DIALECT): %s\n", cg_dialect_list());
 }
 
 /* Feeds SSE in read-sized pieces, exactly as the daemon would. */
@@ -191,7 +192,7 @@ int cg_main_filter(int argc, char **argv)
     cg_config_xform(&cfg, &xc);
     cg_request_t req = {0};
     cg_dialect_req_t dreq = {0};
-    cg_dialect_t d = cfg.upstream_dialect;
+    const cg_dialect_t *d = cfg.upstream_dialect;
     if (request_path && load_request(request_path, &req, &xc, d, &dreq) != 0) {
         cg_request_free(&req);
         cg_dialect_req_free(&dreq);

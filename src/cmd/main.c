@@ -29,8 +29,10 @@ static void usage(FILE *f)
           "                [--request FILE] [--created SECONDS] < upstream-body > client-body\n"
           "       citegate health [--admin-listen ADDR:PORT]\n",
           f);
-    /* From the registry, so the list cannot fall behind it. */
-    fprintf(f, "profiles: %s\n\nflags that set no variable:\n", cg_profile_list());
+    /* From the registries, so the lists cannot fall behind them. */
+    fprintf(f, "profiles: %s\n", cg_profile_list());
+    fprintf(f, "upstream dialects (CITEGATE_UPSTREAM_DIALECT): %s\n", cg_dialect_list());
+    fputs("\nflags that set no variable:\n", f);
     for (size_t i = 0; i < sizeof(plain_flags) / sizeof(plain_flags[0]); i++)
         fprintf(f, "  %-26s%s\n", plain_flags[i].flag, plain_flags[i].help);
     cg_buf_t b = {0};

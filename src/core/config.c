@@ -22,6 +22,7 @@ typedef enum {
     T_PROFILE,
     T_DIALECT,
     T_JSON,
+    T_JSON_ARRAY,
     T_DSN
 } vtype_t;
 
@@ -78,7 +79,9 @@ static const var_t vars[] = {
      3600000, NULL, NULL, NULL, NULL, "longest wait in that queue, then 503"},
     {"CITEGATE_UPSTREAM_DIALECT", T_DIALECT, OFF(upstream_dialect), "openai", 0, 0, NULL, NULL,
      "--dialect", NULL,
-     "the upstream's API: chat completions, Anthropic Messages, OpenAI Responses"},
+     "the upstream's API: chat completions, Anthropic Messages, OpenAI Responses, Gemini, Vertex AI"},
+    {"CITEGATE_GEMINI_TOOLS", T_JSON_ARRAY, OFF(gemini_tools), NULL, 0, 0, NULL, NULL, NULL,
+     "JSON array", "sent as tools in every gemini/vertex request (e.g. [{\"googleSearch\":{}}])"},
     {"CITEGATE_MAX_CLIENT_CONNECTIONS", T_UINT, OFF(max_client_connections), "16384", 1, 1000000,
      NULL, NULL, NULL, NULL, "client connections per worker; at the cap accepting pauses"},
     {"CITEGATE_REQUEST_TIMEOUT_MS", T_UINT, OFF(request_timeout_ms), "30000", 1, 3600000, NULL,
@@ -251,15 +254,19 @@ static int set_number(const var_t *v, void *field, const char *value, char *err,
     return 0;
 }
 
-static int set_json(const var_t *v, char **field, const char *value, char *err, size_t errlen)
+/* A JSON object or array; only an array when array_only. */
+static int set_json(const var_t *v, char **field, const char *value, bool array_only, char *err,
+                    size_t errlen)
 {
     cg_json_t j;
     cg_json_init(&j, 1u << 16);
     int rc = cg_json_parse(&j, value, strlen(value));
-    bool ok = rc == CG_JSON_OK && (j.tok[0].type == JSMN_OBJECT || j.tok[0].type == JSMN_ARRAY);
+    bool ok = rc == CG_JSON_OK && (j.tok[0].type == JSMN_ARRAY ||
+                                   (j.tok[0].type == JSMN_OBJECT && !array_only));
     cg_json_free(&j);
     if (!ok)
-        return fail(err, errlen, v->name, NULL, "is not a JSON object or array");
+        return fail(err, errlen, v->name, NULL,
+                    array_only ? "is not a JSON array" : "is not a JSON object or array");
     free(*field);
     *field = cg_xstrndup(value, strlen(value));
     return 0;
@@ -365,11 +372,14 @@ static int apply(cg_config_t *c, const var_t *v, const char *value, char *err, s
             return not_one_of(err, errlen, v->name, value, cg_profile_list());
         return 0;
     case T_DIALECT:
-        if (!cg_dialect_parse(value, (cg_dialect_t *)field))
-            return not_one_of(err, errlen, v->name, value, CG_DIALECT_NAMES);
+        if (!cg_dialect_parse(value, (const cg_dialect_t **)field))
+            return not_one_of(err, errlen, v->name, value, cg_dialect_list());
         return 0;
-    case T_JSON: return set_json(v, (char **)field, value, err, errlen);
-    case T_DSN: return set_dsn(v, (char **)field, value, err, errlen);
+    case T_JSON:
+    case T_JSON_ARRAY:
+        return set_json(v, (char **)field, value, v->type == T_JSON_ARRAY, err, errlen);
+    case T_DSN:
+        return set_dsn(v, (char **)field, value, err, errlen);
     }
     return -1;
 }
@@ -415,7 +425,7 @@ void cg_config_free(cg_config_t *c)
 {
     for (size_t i = 0; i < NVARS; i++) {
         if (vars[i].type == T_STR || vars[i].type == T_ADDR || vars[i].type == T_URL ||
-            vars[i].type == T_JSON || vars[i].type == T_DSN) {
+            vars[i].type == T_JSON || vars[i].type == T_JSON_ARRAY || vars[i].type == T_DSN) {
             char **f = (char **)((char *)c + vars[i].off);
             free(*f);
             *f = NULL;
@@ -455,7 +465,7 @@ static void put_values(cg_buf_t *out, const var_t *v)
     case T_SIZE: cg_buf_printf(out, "%lu to %lu", v->min, v->max); return;
     case T_BOOL: cg_buf_puts(out, "true, false, 1, 0, yes, no"); return;
     case T_PROFILE: cg_buf_puts(out, cg_profile_list()); return;
-    case T_DIALECT: cg_buf_puts(out, CG_DIALECT_NAMES); return;
+    case T_DIALECT: cg_buf_puts(out, cg_dialect_list()); return;
     case T_ENUM:
         for (int i = 0; v->names[i]; i++)
             cg_buf_printf(out, "%s%s", i ? ", " : "", v->names[i]);

@@ -1351,7 +1351,7 @@ int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
     x->put = put_data_ev;
     const cg_profile_t *p = x->cfg.profile;
     if (x->view && x->view->end && !x->ended)
-        x->view->end(x, x->view_state);
+        x->view->end(x, x->view_state, pending);
     if (p->holds_stream && !x->stats.passthrough && !x->ended)
         replay_held(x);
     if ((p->transforms || x->view) && (!x->stats.passthrough || x->view) && !x->ended) {

@@ -1,8 +1,20 @@
 /*
- * The anthropic answer view (SPEC §6a): Anthropic Messages events and
- * bodies become chat-completion chunks and bodies of our own, which the
- * transformer then reads as it reads an openai upstream's. So references,
- * profiles and the end of the stream work as they do there.
+ * Dialect `anthropic` (SPEC §6a): the Anthropic Messages API.
+ *
+ * Request: POST {base}/v1/messages with anthropic-version and the client's
+ * key as x-api-key (from api-key, else Authorization: Bearer; neither of
+ * those goes upstream). The body: system and developer texts joined into
+ * `system`; user and assistant messages in order, their content one string;
+ * max_tokens (4096 when the client set none), temperature, top_p,
+ * stop_sequences, stream and model; each request-side <source> with text,
+ * in id order, as a document block before the text of the last user
+ * message (whose content then becomes a list, its text block left out when
+ * empty; without a user message no document is sent).
+ *
+ * Answer: Anthropic Messages events and bodies become chat-completion
+ * chunks and bodies of our own, which the transformer then reads as it
+ * reads an openai upstream's. So references, profiles and the end of the
+ * stream work as they do there.
  *
  * Stream: message_start gives id, model and a role chunk; each text_delta a
  * content chunk whose content is the upstream's JSON string bytes as they
@@ -39,11 +51,11 @@
  * text instead of parsing, and hands the text to the transformer as content
  * (cg__xform_content) rather than as a chunk to parse back.
  */
-#include "views.h"
-
+#include "chatreq.h"
 #include "core/emit.h"
 #include "core/xform_int.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -531,8 +543,9 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
 /* The upstream ended without message_stop. After a stop_reason the stream
  * is complete but for [DONE] (the transformer adds it): the usage chunk
  * still goes before it. */
-static void on_end(cg_xform_t *x, void *state)
+static void on_end(cg_xform_t *x, void *state, cg_span_t pending)
 {
+    (void)pending; /* an incomplete event: dropped, as EventSource does */
     state_t *s = state;
     if (s->finished && !s->over)
         put_usage(x, s);
@@ -610,10 +623,165 @@ static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_
     return 0;
 }
 
-const cg_dialect_view_t cg__dialect_anthropic = {
+static const cg_dialect_view_t view = {
     .state_size = sizeof(state_t),
     .state_free = state_free,
     .event = on_event,
     .end = on_end,
     .body = on_body,
+};
+
+/* --- The request ------------------------------------------------------------- */
+
+static int by_id(const void *a, const void *b)
+{
+    unsigned x = (*(const cg_citation_t *const *)a)->id, y = (*(const cg_citation_t *const *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* The request-side sources that become document blocks, in id order. */
+typedef struct docs {
+    cg_request_t full; /* <source> tags with their whole text */
+    const cg_citation_t **v;
+    size_t n;
+} docs_t;
+
+/* The <source> tags that become document blocks. The client's request
+ * names them; their text is read again from the same body without the
+ * max_doc_bytes cut (that cut is for citations shown to the client, and the
+ * model must see the whole source). Same body, same reader: the same
+ * sources. */
+static void find_documents(cg_chatreq_t *c, docs_t *d)
+{
+    const cg_request_t *req = c->in->req;
+    if (req == NULL || req->sources.n == 0 || c->last_user < 0)
+        return;
+    cg_cite_opts_t whole = {SIZE_MAX, false};
+    cg_request_parse(&d->full, c->body, c->len, &whole);
+    d->v = cg_xmalloc(req->sources.n * sizeof(*d->v));
+    for (size_t i = 0; i < req->sources.n; i++) {
+        const cg_citation_t *s = cg_cites_find(&d->full.sources, req->sources.v[i].id);
+        if (s && s->content[0] != '\0')
+            d->v[d->n++] = s;
+    }
+    qsort(d->v, d->n, sizeof(*d->v), by_id);
+    if (d->n == 0)
+        return;
+    c->dreq->doc_ids = cg_xmalloc(d->n * sizeof(unsigned));
+    for (size_t i = 0; i < d->n; i++)
+        c->dreq->doc_ids[i] = d->v[i]->id;
+    c->dreq->ndocs = d->n;
+}
+
+static void put_document(cg_buf_t *o, const cg_citation_t *s)
+{
+    cg__req_sep(o);
+    cg_buf_puts(o, "{\"type\":\"document\",\"source\":{\"type\":\"text\",\"media_type\":"
+                   "\"text/plain\",\"data\":");
+    cg_json_put_cstr(o, s->content);
+    cg_buf_puts(o, "},\"title\":");
+    cg_json_put_cstr(o, s->title);
+    cg_buf_puts(o, ",\"citations\":{\"enabled\":true}}");
+}
+
+/* The last user message with documents: the documents, then its text as a
+ * text block unless that is empty. */
+static void put_documents_then_text(cg_chatreq_t *c, const docs_t *d, int msg)
+{
+    cg_buf_t *o = c->out;
+    cg_buf_putc(o, '[');
+    for (size_t i = 0; i < d->n; i++)
+        put_document(o, d->v[i]);
+    size_t mark = o->len;
+    cg_buf_puts(o, ",{\"type\":\"text\",\"text\":\"");
+    size_t text = o->len;
+    cg__req_put_content_text(c, msg);
+    if (o->len == text)
+        o->len = mark;
+    else
+        cg_buf_puts(o, "\"}");
+    cg_buf_putc(o, ']');
+}
+
+static void put_messages(cg_chatreq_t *c, const docs_t *d)
+{
+    cg_buf_t *o = c->out;
+    cg__req_key(o, "messages");
+    cg_buf_putc(o, '[');
+    int n, i = cg__req_messages(c, &n);
+    for (int k = 0; k < n; k++, i = cg_json_skip(c->j, i)) {
+        cg_req_role_t role = cg__req_role(c, i);
+        if (role != CG_ROLE_USER && role != CG_ROLE_ASSISTANT)
+            continue;
+        cg__req_sep(o);
+        cg_buf_puts(o, role == CG_ROLE_USER ? "{\"role\":\"user\",\"content\":"
+                                            : "{\"role\":\"assistant\",\"content\":");
+        if (i == c->last_user && d->n > 0) {
+            put_documents_then_text(c, d, i);
+        } else {
+            cg_buf_putc(o, '"');
+            cg__req_put_content_text(c, i);
+            cg_buf_putc(o, '"');
+        }
+        cg_buf_putc(o, '}');
+    }
+    cg_buf_putc(o, ']');
+}
+
+static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
+{
+    if (cg__req_check_stop(c, err) != 0)
+        return -1;
+    docs_t d = {0};
+    find_documents(c, &d);
+    cg_buf_t *o = c->out;
+    cg_buf_putc(o, '{');
+    cg__req_put_model(c);
+    cg__req_put_system(c, "\"system\":\"", "\"");
+    put_messages(c, &d);
+    int max = cg__req_max_tokens(c);
+    cg__req_key(o, "max_tokens"); /* required there */
+    if (max >= 0)
+        cg__req_put_raw(c, max);
+    else
+        cg_buf_puts(o, "4096");
+    cg__req_put_kept(c, CG_REQ_TEMPERATURE, "temperature");
+    cg__req_put_kept(c, CG_REQ_TOP_P, "top_p");
+    cg__req_put_stop_list(c, "stop_sequences");
+    cg__req_put_kept(c, CG_REQ_STREAM, "stream");
+    cg_buf_putc(o, '}');
+    cg_request_free(&d.full);
+    free(d.v);
+    return 0;
+}
+
+static void path(const cg_dialect_req_t *r, cg_buf_t *out)
+{
+    (void)r;
+    cg_buf_puts(out, "/v1/messages"); /* the client's query has no meaning there */
+}
+
+/* The key goes as x-api-key, never as api-key or Authorization; the
+ * version and the key are citegate's, once each. */
+static bool forwards(cg_span_t name)
+{
+    return !cg__req_field_is(name, "api-key") && !cg__req_field_is(name, "authorization") &&
+           !cg__req_field_is(name, "x-api-key") && !cg__req_field_is(name, "anthropic-version");
+}
+
+static void headers(const cg_dialect_hdrs_t *h)
+{
+    cg_span_t key = cg_dialect_api_key(h->get(h->ctx, "api-key"), h->get(h->ctx, "authorization"));
+    h->add(h->ctx, CG_SPAN_LIT("anthropic-version"), CG_SPAN_LIT(CG_ANTHROPIC_VERSION));
+    if (key.p)
+        h->add(h->ctx, CG_SPAN_LIT("x-api-key"), key);
+}
+
+const cg_dialect_t cg__dialect_anthropic = {
+    .name = "anthropic",
+    .request = request,
+    .path = path,
+    .forwards = forwards,
+    .headers = headers,
+    .view = &view,
 };

@@ -1,98 +1,79 @@
-/* Upstream dialects: names, paths, the header rule and the answer views
- * (include/citegate/dialect.h). */
+/*
+ * The registry of upstream dialects (include/citegate/dialect.h): name ->
+ * dialect, the list of names for messages, and the generic calls the shell
+ * and the transformer make, which go through each dialect's table. A
+ * dialect is one file in src/dialects/ that defines cg__dialect_NAME, and
+ * one entry in DIALECTS.
+ */
 #include "citegate/dialect.h"
 
-#include "views.h"
-
 #include <string.h>
-#include <strings.h>
 
-static const char *const names[] = {"openai", "anthropic", "responses"};
+/* Every dialect; the first is the default (CITEGATE_UPSTREAM_DIALECT). */
+#define DIALECTS(X) X(openai) X(anthropic) X(responses) X(gemini) X(vertex)
 
-bool cg_dialect_parse(const char *s, cg_dialect_t *out)
+#define DECLARE(name) extern const cg_dialect_t cg__dialect_##name;
+DIALECTS(DECLARE)
+
+#define ENTRY(name) &cg__dialect_##name,
+static const cg_dialect_t *const dialects[] = {DIALECTS(ENTRY)};
+#define NDIALECTS (sizeof(dialects) / sizeof(dialects[0]))
+
+/* ", openai, anthropic, …": each dialect's name is also its entry's. */
+#define LISTED(name) ", " #name
+static const char names[] = DIALECTS(LISTED);
+
+bool cg_dialect_parse(const char *name, const cg_dialect_t **out)
 {
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *out = (cg_dialect_t)i;
+    for (size_t i = 0; i < NDIALECTS; i++) {
+        if (strcmp(dialects[i]->name, name) == 0) {
+            *out = dialects[i];
             return true;
         }
     }
     return false;
 }
 
-const char *cg_dialect_name(cg_dialect_t d)
+const char *cg_dialect_list(void)
 {
-    return (size_t)d < sizeof(names) / sizeof(names[0]) ? names[d] : "openai";
+    return names + 2;
 }
 
-const char *cg_dialect_path(cg_dialect_t d)
+const cg_dialect_t *cg_dialect_default(void)
 {
-    switch (d) {
-    case CG_DIALECT_ANTHROPIC:
-        return "/v1/messages";
-    case CG_DIALECT_RESPONSES:
-        return "/v1/responses";
-    default:
-        return NULL;
-    }
+    return dialects[0];
 }
 
-static bool name_is(cg_span_t name, const char *lit)
+const char *cg_dialect_name(const cg_dialect_t *d)
 {
-    return name.n == strlen(lit) && strncasecmp(name.p, lit, name.n) == 0;
+    return d->name;
 }
 
-bool cg_dialect_forwards_header(cg_dialect_t d, cg_span_t name)
+bool cg_dialect_translates(const cg_dialect_t *d)
 {
-    if (d != CG_DIALECT_ANTHROPIC)
-        return true;
-    return !name_is(name, "api-key") && !name_is(name, "authorization") &&
-           !name_is(name, "x-api-key") && !name_is(name, "anthropic-version");
+    return d->request != NULL;
 }
 
-static bool is_ows(char c)
+bool cg_dialect_path(const cg_dialect_t *d, const cg_dialect_req_t *r, cg_buf_t *out)
 {
-    return c == ' ' || c == '\t';
+    if (d->path == NULL)
+        return false;
+    d->path(r, out);
+    return true;
 }
 
-static cg_span_t trim(cg_span_t s)
+bool cg_dialect_forwards_header(const cg_dialect_t *d, cg_span_t name)
 {
-    while (s.n > 0 && is_ows(s.p[0]))
-        s.p++, s.n--;
-    while (s.n > 0 && is_ows(s.p[s.n - 1]))
-        s.n--;
-    return s;
+    return d->forwards == NULL || d->forwards(name);
 }
 
-cg_span_t cg_dialect_api_key(cg_span_t api_key, cg_span_t authorization)
+void cg_dialect_add_headers(const cg_dialect_t *d, const cg_dialect_hdrs_t *h)
 {
-    cg_span_t none = {NULL, 0};
-    if (api_key.p) {
-        cg_span_t k = trim(api_key);
-        if (k.n > 0)
-            return k;
-    }
-    if (authorization.p == NULL)
-        return none;
-    /* RFC 9110 §11.4: the scheme is case-insensitive, one or more spaces
-     * separate it from the credentials. */
-    cg_span_t a = trim(authorization);
-    if (a.n < 7 || strncasecmp(a.p, "bearer", 6) != 0 || !is_ows(a.p[6]))
-        return none;
-    cg_span_t k = trim(cg_span(a.p + 6, a.n - 6));
-    return k.n > 0 ? k : none;
+    if (d->headers)
+        d->headers(h);
 }
 
-extern const cg_dialect_view_t cg__dialect_responses;
-
-const cg_dialect_view_t *cg_dialect_view(cg_dialect_t d)
+const cg_dialect_view_t *cg_dialect_view(const cg_dialect_t *d)
 {
-    switch (d) {
-    case CG_DIALECT_ANTHROPIC:
-        return &cg__dialect_anthropic;
-    case CG_DIALECT_RESPONSES:
-        return &cg__dialect_responses;
-    default:
-        return NULL;
-    }
+    return d->view;
 }

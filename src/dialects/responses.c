@@ -1,6 +1,12 @@
 /*
- * Dialect `responses` (SPEC §6a): the answer view of an OpenAI Responses
- * upstream. Its events, or its non-streaming Response object, become
+ * Dialect `responses` (SPEC §6a): an OpenAI Responses upstream.
+ *
+ * Request: POST {base}/v1/responses, Authorization and api-key forwarded.
+ * The body: system and developer texts joined into `instructions`; user and
+ * assistant messages in order as `input` items, their content one string;
+ * max_output_tokens, temperature, top_p, stream and model.
+ *
+ * Answer: its events, or its non-streaming Response object, become
  * chat-completion chunks, or a chat completion, of our own, which the
  * transformer reads as if an openai upstream had sent them: the finder, the
  * profiles and the end of stream are those of the openai dialect.
@@ -57,7 +63,7 @@
  * already seen), and one delta event of at most SKELETON_MAX bytes. Keys are 64-bit FNV-1a hashes: two sources colliding
  * would share a number. A steady delta event allocates nothing.
  */
-#include "citegate/dialect.h"
+#include "chatreq.h"
 #include "core/xform_int.h"
 
 #include <ctype.h>
@@ -1213,8 +1219,9 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
 }
 
 /* The upstream ended before the response did: what is held goes out. */
-static void on_end(cg_xform_t *x, void *state)
+static void on_end(cg_xform_t *x, void *state, cg_span_t pending)
 {
+    (void)pending; /* an incomplete event: dropped, as EventSource does */
     rs_t *s = state;
     if (!s->done)
         boundary(x, s);
@@ -1324,10 +1331,64 @@ static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_
     return rc;
 }
 
-const cg_dialect_view_t cg__dialect_responses = {
+static const cg_dialect_view_t view = {
     .state_size = sizeof(rs_t),
     .state_free = state_free,
     .event = on_event,
     .end = on_end,
     .body = on_body,
+};
+
+/* --- The request ------------------------------------------------------------- */
+
+static void put_input(cg_chatreq_t *c)
+{
+    cg_buf_t *o = c->out;
+    cg__req_key(o, "input");
+    cg_buf_putc(o, '[');
+    int n, i = cg__req_messages(c, &n);
+    for (int k = 0; k < n; k++, i = cg_json_skip(c->j, i)) {
+        cg_req_role_t role = cg__req_role(c, i);
+        if (role != CG_ROLE_USER && role != CG_ROLE_ASSISTANT)
+            continue;
+        cg__req_sep(o);
+        cg_buf_puts(o, role == CG_ROLE_USER ? "{\"role\":\"user\",\"content\":\""
+                                            : "{\"role\":\"assistant\",\"content\":\"");
+        cg__req_put_content_text(c, i);
+        cg_buf_puts(o, "\"}");
+    }
+    cg_buf_putc(o, ']');
+}
+
+static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
+{
+    (void)err;
+    cg_buf_t *o = c->out;
+    cg_buf_putc(o, '{');
+    cg__req_put_model(c);
+    cg__req_put_system(c, "\"instructions\":\"", "\"");
+    put_input(c);
+    int max = cg__req_max_tokens(c);
+    if (max >= 0) {
+        cg__req_key(o, "max_output_tokens");
+        cg__req_put_raw(c, max);
+    }
+    cg__req_put_kept(c, CG_REQ_TEMPERATURE, "temperature");
+    cg__req_put_kept(c, CG_REQ_TOP_P, "top_p");
+    cg__req_put_kept(c, CG_REQ_STREAM, "stream");
+    cg_buf_putc(o, '}');
+    return 0;
+}
+
+static void path(const cg_dialect_req_t *r, cg_buf_t *out)
+{
+    (void)r;
+    cg_buf_puts(out, "/v1/responses"); /* the client's query has no meaning there */
+}
+
+const cg_dialect_t cg__dialect_responses = {
+    .name = "responses",
+    .request = request,
+    .path = path,
+    .view = &view,
 };

@@ -489,13 +489,182 @@ static void responses_body(cg_demo_answer_t *a)
     rs_free(&r);
 }
 
-void cg_demo_answer(cg_demo_answer_t *a, cg_dialect_t d, bool stream, size_t request_docs)
+/* --- gemini, vertex: generateContent ------------------------------------------ */
+
+/* Gemini's answer says it with some characters of more than one byte, as
+ * real answers do: its grounding's offsets count bytes, not characters. */
+static const demo_block_t GM_BLOCKS[] = {
+    {{"The X100 charges", " over USB-C in about", " two hours, best at 10\342\200\22330 \302\260C"},
+     {0},
+     1},
+    {{". It is covered", " by a two-year warranty"}, {1}, 1},
+    {{", and its battery can be", " swapped at a service centre"}, {2, 0}, 2},
+    {{"."}, {0}, 0},
+};
+
+#define GM_NBLOCKS (sizeof(GM_BLOCKS) / sizeof(GM_BLOCKS[0]))
+#define GM_META    "\"modelVersion\":\"citegate-demo\",\"responseId\":\"demo-gemini\""
+
+/* A Vertex AI Search datastore's chunk: uri (none for the FAQ, which a
+ * customMetadata source_url names), title and the passage's text. */
+static void gm_chunk(cg_buf_t *b, int k)
 {
-    switch (d) {
-    case CG_DIALECT_ANTHROPIC:
-        stream ? anthropic_stream(a, request_docs) : anthropic_body(a, request_docs);
-        break;
-    case CG_DIALECT_RESPONSES: stream ? responses_stream(a) : responses_body(a); break;
-    default: stream ? openai_stream(a) : openai_body(a); break;
+    const demo_doc_t *doc = &DOCS[k];
+    cg_buf_puts(b, "{\"retrievedContext\":{");
+    if (doc->url) {
+        cg_buf_puts(b, "\"uri\":");
+        cg_json_put_cstr(b, doc->url);
+        cg_buf_putc(b, ',');
     }
+    cg_buf_puts(b, "\"title\":");
+    cg_json_put_cstr(b, doc->title);
+    cg_buf_puts(b, ",\"text\":");
+    cg_json_put_cstr(b, doc->text);
+    if (doc->url == NULL) {
+        cg_buf_puts(b, ",\"customMetadata\":[{\"key\":\"source_url\",\"stringValue\":");
+        cg_json_put_cstr(b, doc->name);
+        cg_buf_puts(b, "}]");
+    }
+    cg_buf_puts(b, "}}");
+}
+
+/* The grounding of the whole answer: every document a chunk, every passage
+ * that cites one a support ending where the passage ends (in bytes). */
+static void gm_grounding(cg_buf_t *b)
+{
+    cg_buf_puts(b, "{\"groundingChunks\":[");
+    for (int k = 0; k < (int)(sizeof(DOCS) / sizeof(DOCS[0])); k++) {
+        if (k)
+            cg_buf_putc(b, ',');
+        gm_chunk(b, k);
+    }
+    cg_buf_puts(b, "],\"groundingSupports\":[");
+    size_t end = 0, start = 0;
+    bool first = true;
+    for (size_t i = 0; i < GM_NBLOCKS; i++) {
+        const demo_block_t *bl = &GM_BLOCKS[i];
+        start = end;
+        for (int k = 0; bl->tokens[k]; k++)
+            end += strlen(bl->tokens[k]);
+        if (bl->ncites == 0)
+            continue;
+        cg_buf_printf(b, "%s{\"segment\":{\"startIndex\":%zu,\"endIndex\":%zu},"
+                         "\"groundingChunkIndices\":[",
+                      first ? "" : ",", start, end);
+        for (int c = 0; c < bl->ncites; c++)
+            cg_buf_printf(b, "%s%d", c ? "," : "", bl->cites[c]);
+        cg_buf_puts(b, "]}");
+        first = false;
+    }
+    cg_buf_puts(b, "],\"retrievalMetadata\":{}}");
+}
+
+static unsigned gm_count_tokens(void)
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < GM_NBLOCKS; i++)
+        for (int k = 0; GM_BLOCKS[i].tokens[k]; k++)
+            n++;
+    return n;
+}
+
+static void gm_usage(cg_buf_t *b, unsigned out)
+{
+    cg_buf_printf(b,
+                  "\"usageMetadata\":{\"promptTokenCount\":%d,\"candidatesTokenCount\":%u,"
+                  "\"totalTokenCount\":%u}",
+                  DEMO_INPUT_TOKENS, out, DEMO_INPUT_TOKENS + out);
+}
+
+/* Events end with CRLF CRLF and there is no [DONE]; the grounding comes
+ * whole on the last event, with the last text and finishReason, the
+ * others carry an empty one. */
+static void gemini_stream(cg_demo_answer_t *a, size_t request_docs)
+{
+    (void)request_docs;
+    cg_buf_t *b = &a->bytes;
+    unsigned n = gm_count_tokens(), sent = 0;
+    for (size_t i = 0; i < GM_NBLOCKS; i++) {
+        for (int k = 0; GM_BLOCKS[i].tokens[k]; k++) {
+            bool last = ++sent == n;
+            cg_buf_puts(b, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":");
+            cg_json_put_cstr(b, GM_BLOCKS[i].tokens[k]);
+            cg_buf_puts(b, "}],\"role\":\"model\"},");
+            if (last)
+                cg_buf_puts(b, "\"finishReason\":\"STOP\",");
+            cg_buf_puts(b, "\"index\":0,\"groundingMetadata\":");
+            if (last)
+                gm_grounding(b);
+            else
+                cg_buf_puts(b, "{}");
+            cg_buf_puts(b, "}],");
+            gm_usage(b, sent);
+            cg_buf_puts(b, "," GM_META "}\r\n\r\n");
+            add_piece(a);
+        }
+    }
+}
+
+static void gemini_body(cg_demo_answer_t *a, size_t request_docs)
+{
+    (void)request_docs;
+    cg_buf_t *b = &a->bytes;
+    cg_buf_puts(b, "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"");
+    for (size_t i = 0; i < GM_NBLOCKS; i++)
+        for (int k = 0; GM_BLOCKS[i].tokens[k]; k++)
+            cg_json_put_escaped(b, GM_BLOCKS[i].tokens[k], strlen(GM_BLOCKS[i].tokens[k]));
+    cg_buf_puts(b, "\"}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0,"
+                   "\"groundingMetadata\":");
+    gm_grounding(b);
+    cg_buf_puts(b, "}],");
+    gm_usage(b, gm_count_tokens());
+    cg_buf_puts(b, "," GM_META "}");
+    add_piece(a);
+}
+
+/* The answers of each dialect, by name; any other gets openai's. */
+typedef struct demo_dialect {
+    const char *name;
+    void (*stream)(cg_demo_answer_t *a, size_t request_docs);
+    void (*body)(cg_demo_answer_t *a, size_t request_docs);
+} demo_dialect_t;
+
+static void openai_stream_of(cg_demo_answer_t *a, size_t docs)
+{
+    (void)docs;
+    openai_stream(a);
+}
+
+static void openai_body_of(cg_demo_answer_t *a, size_t docs)
+{
+    (void)docs;
+    openai_body(a);
+}
+
+static void responses_stream_of(cg_demo_answer_t *a, size_t docs)
+{
+    (void)docs;
+    responses_stream(a);
+}
+
+static void responses_body_of(cg_demo_answer_t *a, size_t docs)
+{
+    (void)docs;
+    responses_body(a);
+}
+
+static const demo_dialect_t demos[] = {
+    {"anthropic", anthropic_stream, anthropic_body},
+    {"responses", responses_stream_of, responses_body_of},
+    {"gemini", gemini_stream, gemini_body},
+    {"vertex", gemini_stream, gemini_body},
+};
+
+void cg_demo_answer(cg_demo_answer_t *a, const cg_dialect_t *d, bool stream, size_t request_docs)
+{
+    demo_dialect_t demo = {"openai", openai_stream_of, openai_body_of};
+    for (size_t i = 0; i < sizeof(demos) / sizeof(demos[0]); i++)
+        if (strcmp(cg_dialect_name(d), demos[i].name) == 0)
+            demo = demos[i];
+    (stream ? demo.stream : demo.body)(a, request_docs);
 }

@@ -11,6 +11,9 @@
  * with a URL, char_location for the one without).
  * responses: Responses events, 【…†…】 markers in the text, each followed by
  * the url_citation annotation that covers it.
+ * gemini, vertex: GenerateContentResponse events (CRLF CRLF, no [DONE]),
+ * the answer with characters of several bytes, its grounding (Vertex AI
+ * Search datastore chunks, supports at byte offsets) on the last event.
  * The demo's documents are its own: the request's <source> tags are not
  * cited, and the anthropic answer numbers its document after theirs.
  */
@@ -32,7 +35,7 @@ typedef struct cg_demo_answer {
  * request_docs: the documents the translated request sends (anthropic's
  * <source> documents, cg_dialect_req_t.ndocs), which the answer's
  * document_index must not name. */
-void cg_demo_answer(cg_demo_answer_t *a, cg_dialect_t d, bool stream, size_t request_docs);
+void cg_demo_answer(cg_demo_answer_t *a, const cg_dialect_t *d, bool stream, size_t request_docs);
 /* The 404 body the demo gives on every path but the chat routes. */
 void cg_demo_not_found(cg_demo_answer_t *a);
 void cg_demo_answer_free(cg_demo_answer_t *a);

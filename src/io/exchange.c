@@ -70,8 +70,9 @@ static void put_body(cg_exchange_t *ex, const cg_buf_t *body)
 }
 
 /* Request fields citegate does not forward: framing, routing, its own,
- * and what the upstream's dialect carries otherwise (the anthropic key).
- * Expect was answered by the client side: the body is here already. */
+ * and what the upstream's dialect carries otherwise (a key it sends in a
+ * field of its own). Expect was answered by the client side: the body is
+ * here already. */
 static bool drop_request_header(const cg_exchange_t *ex, cg_span_t name)
 {
     static const char *const ours[] = {
@@ -86,40 +87,39 @@ static bool drop_request_header(const cg_exchange_t *ex, cg_span_t name)
     return ex->transform && cg_span_ieq(name, "accept-encoding");
 }
 
-/* An anthropic upstream wants its API version and takes the client's key
- * as x-api-key, not as api-key or Authorization (SPEC §6a). */
-static void anthropic_headers(const cg_exchange_t *ex, cg_hdrs_t *h)
+/* The dialect reads the client's fields and adds its own (SPEC §6a). */
+static cg_span_t client_field(void *ctx, const char *name)
 {
-    cg_span_t key = cg_dialect_api_key(cg_hdrs_get(&ex->msg.hdrs, "api-key"),
-                                       cg_hdrs_get(&ex->msg.hdrs, "authorization"));
-    cg_hdrs_add_str(h, "anthropic-version", CG_ANTHROPIC_VERSION);
-    if (key.p)
-        cg_hdrs_add(h, "x-api-key", 9, key.p, key.n);
+    const cg_exchange_t *ex = ctx;
+    return cg_hdrs_get(&ex->msg.hdrs, name);
+}
+
+static void add_upstream_field(void *ctx, cg_span_t name, cg_span_t value)
+{
+    cg_exchange_t *ex = ctx;
+    cg_hdrs_add(&ex->upreq.hdrs, name.p, name.n, value.p, value.n);
 }
 
 static void build_request(cg_exchange_t *ex, cg_span_t path_q)
 {
     cg_reqmsg_t *m = &ex->msg;
     cg_upreq_t *r = &ex->upreq;
-    const char *dialect_path = cg_dialect_path(ex->dialect);
     r->method = cg_reqmsg_method(m);
     cg_buf_puts(&r->target, UP(ex)->target ? UP(ex)->target->url.base : "");
-    if (dialect_path)
-        cg_buf_puts(&r->target, dialect_path); /* the client's query has no meaning there */
-    else
+    if (!cg_dialect_path(ex->dialect, &ex->dreq, &r->target))
         cg_buf_put(&r->target, path_q.p, path_q.n);
     for (size_t i = 0; i < m->hdrs.n; i++) {
         cg_span_t name = cg_hdr_name(&m->hdrs, i), v = cg_hdr_value(&m->hdrs, i);
         if (!drop_request_header(ex, name))
             cg_hdrs_add(&r->hdrs, name.p, name.n, v.p, v.n);
     }
-    if (ex->dialect == CG_DIALECT_ANTHROPIC)
-        anthropic_headers(ex, &r->hdrs);
+    cg_dialect_hdrs_t fields = {client_field, add_upstream_field, ex};
+    cg_dialect_add_headers(ex->dialect, &fields);
     /* The transformer reads the answer, so it must not come compressed. */
     if (ex->transform)
         cg_hdrs_add_str(&r->hdrs, "Accept-Encoding", "identity");
     cg_hdrs_add_str(&r->hdrs, "X-Request-Id", ex->rid);
-    if (ex->dialect == CG_DIALECT_OPENAI) {
+    if (!cg_dialect_translates(ex->dialect)) {
         put_body(ex, &m->body);
     } else {
         /* Taken, not copied: the answer side needs only dreq's other fields. */
@@ -269,8 +269,9 @@ static bool translate(cg_exchange_t *ex, size_t path_len)
 {
     cg_reqmsg_t *m = &ex->msg;
     cg_dialect_err_t e;
-    if (cg_dialect_request(ex->dialect, m->body.p ? m->body.p : "", m->body.len, &ex->req,
-                           cg_route_deployment(cg_span(m->url.p, path_len)), &ex->dreq, &e) == 0)
+    cg_dialect_in_t in = {&ex->req, cg_route_deployment(cg_span(m->url.p, path_len)), ex->w->cfg->gemini_tools};
+    if (cg_dialect_request(ex->dialect, m->body.p ? m->body.p : "", m->body.len, &in, &ex->dreq,
+                           &e) == 0)
         return true;
     cg_buf_t b = {0};
     cg_dialect_err_json(&e, &b);
@@ -339,7 +340,7 @@ void cg_exchange_run(cg_exchange_t *ex)
     size_t path_len = cg_route_path_length(url);
     ex->route = cg_route_of(cg_span(url.p, path_len));
     ex->transform = ex->route != CG_ROUTE_OTHER && m->method == HTTP_POST;
-    ex->dialect = ex->transform ? w->cfg->upstream_dialect : CG_DIALECT_OPENAI;
+    ex->dialect = ex->transform ? w->cfg->upstream_dialect : cg_dialect_default();
     if (cors(ex))
         return;
     if (w->draining) {
@@ -372,7 +373,7 @@ void cg_exchange_run(cg_exchange_t *ex)
                           "request body is not a valid JSON object");
             return;
         }
-        if (ex->dialect != CG_DIALECT_OPENAI && !translate(ex, path_len))
+        if (cg_dialect_translates(ex->dialect) && !translate(ex, path_len))
             return;
     }
     build_request(ex, url);
@@ -461,7 +462,7 @@ static bool encoded(const cg_exchange_t *ex, const cg_hdrs_t *h)
  * every profile, off too: the client speaks chat completions (SPEC §6a). */
 static bool translates(const cg_exchange_t *ex)
 {
-    return ex->profile->transforms || ex->dialect != CG_DIALECT_OPENAI;
+    return ex->profile->transforms || cg_dialect_translates(ex->dialect);
 }
 
 void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
@@ -482,8 +483,7 @@ void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
         cg_config_xform(w->cfg, &xc);
         xc.profile = ex->profile;
         ex->xf = cg_xform_new(&xc, &ex->req);
-        if (ex->dialect != CG_DIALECT_OPENAI)
-            cg_xform_set_dialect(ex->xf, cg_dialect_view(ex->dialect), &ex->dreq, (int64_t)time(NULL));
+        cg_xform_set_dialect(ex->xf, cg_dialect_view(ex->dialect), &ex->dreq, (int64_t)time(NULL));
     }
     arm_timer(ex, w->cfg->idle_timeout_ms);
     /* A body to transform, or a stream held to its end, goes out with its

@@ -71,8 +71,8 @@ struct cg_exchange {
     const cg_profile_t *profile;
     cg_request_t req;
     /* The upstream's API for this exchange: the configured dialect on the
-     * chat routes, openai (as is) on every other path. */
-    cg_dialect_t dialect;
+     * chat routes, the default (as is) on every other path. */
+    const cg_dialect_t *dialect;
     /* The translated request; the transformer reads it to the end. */
     cg_dialect_req_t dreq;
     cg_upreq_t upreq;

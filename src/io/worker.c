@@ -226,7 +226,7 @@ static int setup_embeddings(cg_worker_t *w)
         return 0;
     cg_upstream_url_t u;
     if (cfg->embeddings_url == NULL) {
-        if (!w->up->target || cfg->upstream_dialect != CG_DIALECT_OPENAI) {
+        if (!w->up->target || cg_dialect_translates(cfg->upstream_dialect)) {
             if (w->index == 0)
                 cg_log_warn(NULL, "CITEGATE_EMBEDDINGS_MODEL is set but there is no embeddings "
                                   "endpoint (set CITEGATE_EMBEDDINGS_URL): recall stays lexical");

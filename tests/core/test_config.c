@@ -96,7 +96,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.upstream_max_connections, 1024);
     assert_int_equal(c.upstream_max_pending, 1024);
     assert_int_equal(c.upstream_queue_timeout_ms, 10000);
-    assert_int_equal(c.upstream_dialect, CG_DIALECT_OPENAI);
+    assert_string_equal(c.upstream_dialect->name, "openai");
     assert_int_equal(c.max_client_connections, 16384);
     assert_int_equal(c.request_timeout_ms, 30000);
     assert_int_equal(c.max_event_bytes, 4194304);
@@ -358,6 +358,34 @@ static void test_data_sources(void **state)
     reject_val("AZURE_AI_DATA_SOURCES", "[1,2");
 }
 
+/* CITEGATE_GEMINI_TOOLS: a JSON array, kept as given; anything else is a
+ * configuration error that names the variable. */
+static void test_gemini_tools(void **state)
+{
+    (void)state;
+    cg_config_t c;
+    accept_val(&c, "CITEGATE_UPSTREAM_DIALECT", "gemini");
+    assert_null(c.gemini_tools);
+    cg_config_free(&c);
+    static const char datastore[] =
+        " [ {\"retrieval\": {\"vertexAiSearch\": {\"datastore\": \"projects/p/locations/"
+        "global/collections/default_collection/dataStores/d\"}}} ]\n";
+    static const char *const good[] = {"[{\"googleSearch\":{}}]", datastore, "[]"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        accept_val(&c, "CITEGATE_GEMINI_TOOLS", good[i]);
+        assert_string_equal(c.gemini_tools, good[i]);
+        cg_config_free(&c);
+        assert_null(c.gemini_tools);
+    }
+    static const char *const bad[] = {"{\"googleSearch\":{}}", "googleSearch", "",  "[",
+                                      "[{\"googleSearch\":{}}",  "[] []",        "null", "1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        reject_val("CITEGATE_GEMINI_TOOLS", bad[i]);
+    char err[256];
+    assert_int_equal(load_with(&c, "CITEGATE_GEMINI_TOOLS", "{}", err, sizeof(err)), -1);
+    assert_string_equal(err, "CITEGATE_GEMINI_TOOLS: is not a JSON array");
+}
+
 static void test_enums(void **state)
 {
     (void)state;
@@ -408,15 +436,11 @@ static void test_enums(void **state)
     reject_val("CITEGATE_UPSTREAM_PROTOCOL", "http/1.1");
     reject_val("CITEGATE_UPSTREAM_PROTOCOL", "");
 
-    static const struct {
-        const char *s;
-        cg_dialect_t v;
-    } dialects[] = {{"openai", CG_DIALECT_OPENAI},
-                    {"anthropic", CG_DIALECT_ANTHROPIC},
-                    {"responses", CG_DIALECT_RESPONSES}};
+    static const char *const dialects[] = {"openai", "anthropic", "responses", "gemini",
+                                           "vertex"};
     for (size_t i = 0; i < sizeof(dialects) / sizeof(dialects[0]); i++) {
-        accept_val(&c, "CITEGATE_UPSTREAM_DIALECT", dialects[i].s);
-        assert_int_equal(c.upstream_dialect, dialects[i].v);
+        accept_val(&c, "CITEGATE_UPSTREAM_DIALECT", dialects[i]);
+        assert_string_equal(c.upstream_dialect->name, dialects[i]);
         cg_config_free(&c);
     }
     reject_val("CITEGATE_UPSTREAM_DIALECT", "Anthropic");
@@ -427,7 +451,7 @@ static void test_enums(void **state)
     char err[256];
     assert_int_equal(load_with(&c, "CITEGATE_UPSTREAM_DIALECT", "bedrock", err, sizeof(err)), -1);
     assert_string_equal(err, "CITEGATE_UPSTREAM_DIALECT: 'bedrock' is not one of: openai, "
-                             "anthropic, responses");
+                             "anthropic, responses, gemini, vertex");
 
     accept_val(&c, "CITEGATE_LOG_FORMAT", "text");
     assert_false(c.log_json);
@@ -521,12 +545,12 @@ static void test_set_overrides(void **state)
     assert_string_equal(c.listen, "0.0.0.0:2222");
     assert_int_equal(cg_config_set(&c, "CITEGATE_REF_STYLE", "numeric", err, sizeof(err)), 0);
     assert_int_equal(c.ref_style, CG_REF_NUMERIC);
-    assert_int_equal(cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "responses", err, sizeof(err)),
-                     0);
-    assert_int_equal(c.upstream_dialect, CG_DIALECT_RESPONSES);
+    assert_int_equal(
+        cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "responses", err, sizeof(err)), 0);
+    assert_string_equal(c.upstream_dialect->name, "responses");
     assert_int_equal(cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "x", err, sizeof(err)), -1);
     assert_int_equal(strncmp(err, "CITEGATE_UPSTREAM_DIALECT:", 26), 0);
-    assert_int_equal(c.upstream_dialect, CG_DIALECT_RESPONSES); /* unchanged */
+    assert_string_equal(c.upstream_dialect->name, "responses"); /* unchanged */
     assert_int_equal(cg_config_set(&c, "ENABLE_CITATION_TRACKING", "off?", err, sizeof(err)), -1);
     assert_int_equal(strncmp(err, "ENABLE_CITATION_TRACKING:", 25), 0);
     assert_int_equal(cg_config_set(&c, "ENABLE_CITATION_TRACKING", "FALSE", err, sizeof(err)), 0);
@@ -732,8 +756,12 @@ static void test_help(void **state)
         lines++;
     assert_int_equal(lines, n);
     assert_non_null(strstr(b.p, "\n  CITEGATE_WORKERS, --workers  default: 1  values: 1 to 256\n"));
-    assert_non_null(strstr(b.p, "\n  CITEGATE_UPSTREAM_DIALECT, filter --dialect  default: openai"
-                                "  values: " CG_DIALECT_NAMES "\n"));
+    char dialects[256];
+    snprintf(dialects, sizeof(dialects),
+             "\n  CITEGATE_UPSTREAM_DIALECT, filter --dialect  default: openai  values: %s\n",
+             cg_dialect_list());
+    assert_non_null(strstr(b.p, dialects));
+    assert_non_null(strstr(b.p, "\n  CITEGATE_GEMINI_TOOLS  default: unset  values: JSON array\n"));
     assert_non_null(strstr(b.p, "\n  CITEGATE_PROFILE, --profile, filter --profile  default: "
                                 "openwebui  values: off, openwebui,"));
     assert_non_null(strstr(b.p, "\n  CITEGATE_UPSTREAM_INSECURE  default: false  values: true, "
@@ -755,6 +783,7 @@ int main(void)
         cmocka_unit_test_setup(test_booleans, clear_env),
         cmocka_unit_test_setup(test_upstream_url, clear_env),
         cmocka_unit_test_setup(test_data_sources, clear_env),
+        cmocka_unit_test_setup(test_gemini_tools, clear_env),
         cmocka_unit_test_setup(test_enums, clear_env),
         cmocka_unit_test_setup(test_many_at_once, clear_env),
         cmocka_unit_test_setup(test_set_overrides, clear_env),

@@ -9,6 +9,7 @@
 #define CG_TEST_DIALECT_RUN_H
 
 #include "citegate/dialect.h"
+#include "dialects.h"
 #include "citegate/xform.h"
 #include "split.h"
 
@@ -19,7 +20,7 @@
 #define DIALECT_CREATED 1700000000
 
 typedef struct dialect_case {
-    cg_dialect_t d;
+    const cg_dialect_t *d;
     cg_request_t req;
     cg_dialect_req_t dreq;
     bool has_req; /* false: no request (NULL), as `filter` without --request */
@@ -27,7 +28,8 @@ typedef struct dialect_case {
 
 /* Reads the client's request body[0..n) (NULL: none); aborts when the
  * request side refuses it. */
-static inline void dialect_case_init(dialect_case_t *c, cg_dialect_t d, const char *body, size_t n)
+static inline void dialect_case_init(dialect_case_t *c, const cg_dialect_t *d, const char *body,
+                                     size_t n)
 {
     memset(c, 0, sizeof(*c));
     c->d = d;
@@ -36,7 +38,7 @@ static inline void dialect_case_init(dialect_case_t *c, cg_dialect_t d, const ch
     cg_cite_opts_t o = {8192, true};
     cg_dialect_err_t e;
     if (cg_request_parse(&c->req, body, n, &o) != 0 ||
-        cg_dialect_request(d, body, n, &c->req, cg_span(NULL, 0), &c->dreq, &e) != 0) {
+        cg_dialect_request(d, body, n, &(cg_dialect_in_t){.req = &c->req}, &c->dreq, &e) != 0) {
         fprintf(stderr, "test request refused: %.*s\n", (int)n, body);
         abort();
     }

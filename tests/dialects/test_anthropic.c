@@ -63,7 +63,7 @@ static void run(const char *profile, const char *request, const char *in, cg_buf
                 cg_xform_stats_t *stats)
 {
     dialect_case_t c;
-    dialect_case_init(&c, CG_DIALECT_ANTHROPIC, request, request ? strlen(request) : 0);
+    dialect_case_init(&c, dialect_named("anthropic"), request, request ? strlen(request) : 0);
     cg_xform_cfg_t cfg;
     cg_xform_cfg_default(&cfg, profile_named(profile));
     dialect_stream(&cfg, &c, in, strlen(in), NULL, 0, out, stats);
@@ -183,7 +183,7 @@ static void test_control_bytes_in_text(void **state)
     static const char in[] = START TEXT(0, "one ") TEXT(0, "a\0b") TEXT(0, "c\\\0")
         TEXT(0, "d\te") TEXT(0, "f\ndata: g") TEXT(0, "h\x1f") TEXT(0, "two") MSG_STOP;
     dialect_case_t c;
-    dialect_case_init(&c, CG_DIALECT_ANTHROPIC, NULL, 0);
+    dialect_case_init(&c, dialect_named("anthropic"), NULL, 0);
     cg_xform_cfg_t cfg;
     cg_xform_cfg_default(&cfg, profile_named("off"));
     cg_buf_t out = {0};
@@ -592,7 +592,7 @@ static void test_body(void **state)
                  "sequence\":null,"
                  "\"usage\":{\"input_tokens\":11,\"output_tokens\":22}}";
     dialect_case_t c;
-    dialect_case_init(&c, CG_DIALECT_ANTHROPIC, RAG_REQUEST, strlen(RAG_REQUEST));
+    dialect_case_init(&c, dialect_named("anthropic"), RAG_REQUEST, strlen(RAG_REQUEST));
     cg_xform_cfg_t cfg;
     cg_xform_cfg_default(&cfg, profile_named("off"));
     cg_buf_t out = {0};

@@ -51,7 +51,7 @@ static void run_fixture(size_t f, const char *profile, size_t phase, split_tally
     char *body = fixture(fixtures[f].body, &bn);
     char *rbody = fixtures[f].request ? fixture(fixtures[f].request, &rn) : NULL;
     dialect_case_t c;
-    dialect_case_init(&c, CG_DIALECT_ANTHROPIC, rbody, rn);
+    dialect_case_init(&c, dialect_named("anthropic"), rbody, rn);
     cg_xform_cfg_t cfg;
     cg_xform_cfg_default(&cfg, profile_named(profile));
     char what[256];
@@ -110,7 +110,7 @@ static void test_split_content_is_the_answer(void **state)
     char *body = fixture("answers/anthropic_documents.sse", &bn);
     char *rbody = fixture("rag_sources.request.json", &rn);
     dialect_case_t c;
-    dialect_case_init(&c, CG_DIALECT_ANTHROPIC, rbody, rn);
+    dialect_case_init(&c, dialect_named("anthropic"), rbody, rn);
     cg_xform_cfg_t cfg;
     cg_xform_cfg_default(&cfg, profile_named("openwebui"));
     cg_buf_t out = {0};

@@ -55,7 +55,7 @@ static void run_open(run_t *r, const char *profile, const cg_dialect_req_t *dreq
     cg_xform_cfg_t cfg;
     cg_xform_cfg_default(&cfg, profile_named(profile));
     r->x = cg_xform_new(&cfg, NULL);
-    cg_xform_set_dialect(r->x, cg_dialect_view(CG_DIALECT_RESPONSES), dreq, CREATED);
+    cg_xform_set_dialect(r->x, cg_dialect_view(dialect_named("responses")), dreq, CREATED);
 }
 
 /* Both stay NUL-terminated (not counted), for strstr. */
@@ -139,7 +139,7 @@ static void split_fixture(const char *name, const char *profile, size_t phase, s
     size_t n;
     char *in = answer(name, &n);
     dialect_case_t c;
-    dialect_case_init(&c, CG_DIALECT_RESPONSES, NULL, 0);
+    dialect_case_init(&c, dialect_named("responses"), NULL, 0);
     cg_xform_cfg_t cfg;
     cg_xform_cfg_default(&cfg, profile_named(profile));
     char what[256];
@@ -589,7 +589,7 @@ static void test_held_stream_passes_through(void **state)
         run_t r;
         memset(&r, 0, sizeof(r));
         r.x = cg_xform_new(&cfg, NULL);
-        cg_xform_set_dialect(r.x, cg_dialect_view(CG_DIALECT_RESPONSES), NULL, CREATED);
+        cg_xform_set_dialect(r.x, cg_dialect_view(dialect_named("responses")), NULL, CREATED);
         run_feed_str(&r, created);
         for (int i = 0; i < 20; i++)
             feed_delta(&r, "some words ");

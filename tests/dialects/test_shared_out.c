@@ -16,7 +16,7 @@
 
 typedef struct stream {
     const char *file; /* under tests/fixtures */
-    cg_dialect_t d;
+    const char *d;
     size_t read; /* bytes per read */
     char *in;
     size_t n;
@@ -27,13 +27,13 @@ typedef struct stream {
 } stream_t;
 
 static stream_t streams[] = {
-    {.file = "azure_oyd_stream.sse", .d = CG_DIALECT_OPENAI, .read = 7},
-    {.file = "dialects/answers/anthropic_web_search.sse", .d = CG_DIALECT_ANTHROPIC, .read = 11},
-    {.file = "perplexity_stream.sse", .d = CG_DIALECT_OPENAI, .read = 64},
-    {.file = "dialects/answers/responses_foundry.sse", .d = CG_DIALECT_RESPONSES, .read = 5},
-    {.file = "dialects/answers/anthropic_multi_block.sse", .d = CG_DIALECT_ANTHROPIC, .read = 3},
-    {.file = "dialects/answers/responses_web_search.sse", .d = CG_DIALECT_RESPONSES, .read = 17},
-    {.file = "azure_oyd_filters_crlf.sse", .d = CG_DIALECT_OPENAI, .read = 13},
+    {.file = "azure_oyd_stream.sse", .d = "openai", .read = 7},
+    {.file = "dialects/answers/anthropic_web_search.sse", .d = "anthropic", .read = 11},
+    {.file = "perplexity_stream.sse", .d = "openai", .read = 64},
+    {.file = "dialects/answers/responses_foundry.sse", .d = "responses", .read = 5},
+    {.file = "dialects/answers/anthropic_multi_block.sse", .d = "anthropic", .read = 3},
+    {.file = "dialects/answers/responses_web_search.sse", .d = "responses", .read = 17},
+    {.file = "azure_oyd_filters_crlf.sse", .d = "openai", .read = 13},
 };
 #define NSTREAMS (sizeof(streams) / sizeof(streams[0]))
 
@@ -50,7 +50,7 @@ static int setup(void **state)
     for (size_t i = 0; i < NSTREAMS; i++) {
         stream_t *s = &streams[i];
         s->in = fixture(s->file, &s->n);
-        dialect_case_init(&s->c, s->d, NULL, 0);
+        dialect_case_init(&s->c, dialect_named(s->d), NULL, 0);
     }
     return 0;
 }

@@ -29,6 +29,7 @@
  */
 #include "citegate/xform.h"
 
+#include "../support/dialects.h"
 #include "../support/profiles.h"
 #include "fuzz_run.h"
 #include "fuzz_jsonv.h"
@@ -56,8 +57,8 @@ static void make_request(fz_req_t *r, const char *body)
     cg_dialect_err_t e;
     size_t n = strlen(body);
     FZ_CHECK(cg_request_parse(&r->req, body, n, &o) == 0);
-    FZ_CHECK(cg_dialect_request(CG_DIALECT_ANTHROPIC, body, n, &r->req, cg_span(NULL, 0), &r->dreq,
-                                &e) == 0);
+    cg_dialect_in_t in = {.req = &r->req};
+    FZ_CHECK(cg_dialect_request(dialect_named("anthropic"), body, n, &in, &r->dreq, &e) == 0);
 }
 
 static void init_requests(void)
@@ -103,7 +104,7 @@ typedef fz_result_t result_t;
 static cg_xform_t *new_xform(const cg_xform_cfg_t *cfg, const fz_req_t *r)
 {
     cg_xform_t *x = cg_xform_new(cfg, r ? &r->req : NULL);
-    cg_xform_set_dialect(x, cg_dialect_view(CG_DIALECT_ANTHROPIC), r ? &r->dreq : NULL,
+    cg_xform_set_dialect(x, cg_dialect_view(dialect_named("anthropic")), r ? &r->dreq : NULL,
                          1700000000);
     return x;
 }

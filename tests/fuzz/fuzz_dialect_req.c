@@ -6,6 +6,8 @@
  *   bits 0-1: dialect: 0, 3 = anthropic, 1 = responses, 2 = openai
  *   bit 2:    a default model (an Azure deployment name) is given
  *   bit 3:    the request is read with max_doc_bytes 16 (cut snippets)
+ *   bit 4:    gemini (bit 0 clear) or vertex (bit 0 set) instead, with
+ *             CITEGATE_GEMINI_TOOLS when bit 1 is set
  *
  * Checks, for any body:
  *   - refusal and success exclusive: 0 with a body and no error, or -1 with
@@ -21,11 +23,18 @@
  *     message that carries the documents, ndocs documents then at most
  *     one text block; doc_ids name request-side sources in increasing
  *     order; stream agrees with cg_request_parse;
+ *   - gemini / vertex: the same for systemInstruction, contents ({role,
+ *     parts: [{text}]}, role user or model), generationConfig (never
+ *     empty, only its four members) and tools (the configured ones, as
+ *     given); no documents; the model the path names is non-empty, of
+ *     A-Z a-z 0-9 . _ - only, without "..", and is the deployment when one
+ *     is given; a refusal for the model names param "model";
  *   - the same input gives the same bytes twice.
  * The body is an exact-size heap copy, so ASan sees any read past its end.
  */
 #include "citegate/dialect.h"
 
+#include "../support/dialects.h"
 #include "fuzz_common.h"
 #include "fuzz_jsonv.h"
 
@@ -33,13 +42,18 @@
 
 static const char *const known_codes[] = {"unsupported_parameter", "invalid_json",
                                           "missing_required_parameter", "invalid_type",
-                                          "invalid_value"};
+                                          "invalid_value", "invalid_request"};
 
 static const char *const anthropic_members[] = {"model",          "system",      "messages",
                                                 "max_tokens",     "temperature", "top_p",
                                                 "stop_sequences", "stream",      NULL};
 static const char *const responses_members[] = {
     "model", "instructions", "input", "max_output_tokens", "temperature", "top_p", "stream", NULL};
+static const char *const gemini_members[] = {"systemInstruction", "contents", "generationConfig",
+                                             "tools", NULL};
+static const char *const generation_members[] = {"maxOutputTokens", "temperature", "topP",
+                                                 "stopSequences", NULL};
+static const char tools[] = "[{\"googleSearch\":{}}]";
 
 static bool is_number_token(const cg_json_t *j, int i)
 {
@@ -181,10 +195,10 @@ static void check_members(const cg_json_t *j, const char *const *names)
     }
 }
 
-static void check_translation(cg_dialect_t d, const char *body, size_t len, const cg_request_t *req,
-                              const cg_dialect_req_t *out)
+static void check_translation(const char *d, const char *body, size_t len,
+                              const cg_request_t *req, const cg_dialect_req_t *out)
 {
-    bool anthropic = d == CG_DIALECT_ANTHROPIC;
+    bool anthropic = strcmp(d, "anthropic") == 0;
     cg_json_t j;
     cg_json_init(&j, MAX_TOKENS);
     check_valid_json(&j, out->body.p, out->body.len);
@@ -204,15 +218,72 @@ static void check_translation(cg_dialect_t d, const char *body, size_t len, cons
     }
 }
 
+/* A {text} part list of one part, or a {role, parts} content. */
+static void check_parts(const cg_json_t *j, int parts)
+{
+    FZ_CHECK(cg_json_type(j, parts) == JSMN_ARRAY && j->tok[parts].size == 1);
+    FZ_CHECK(cg_json_type(j, parts + 1) == JSMN_OBJECT && j->tok[parts + 1].size == 1);
+    FZ_CHECK(cg_json_is_str(j, cg_json_get(j, parts + 1, "text")));
+}
+
+static void check_gemini(const char *body, size_t len, cg_span_t model, bool with_tools,
+                         const cg_dialect_req_t *out)
+{
+    cg_json_t j;
+    cg_json_init(&j, MAX_TOKENS);
+    check_valid_json(&j, out->body.p, out->body.len);
+    check_members(&j, gemini_members);
+    int contents = cg_json_get(&j, 0, "contents");
+    FZ_CHECK(cg_json_type(&j, contents) == JSMN_ARRAY);
+    int n = j.tok[contents].size;
+    for (int k = 0, c = contents + 1; k < n; k++, c = cg_json_skip(&j, c)) {
+        FZ_CHECK(cg_json_type(&j, c) == JSMN_OBJECT && j.tok[c].size == 2);
+        int role = cg_json_get(&j, c, "role");
+        FZ_CHECK(raw_is(&j, role, "user") || raw_is(&j, role, "model"));
+        check_parts(&j, cg_json_get(&j, c, "parts"));
+    }
+    FZ_CHECK(n == count_conversation(body, len));
+    int system = cg_json_get(&j, 0, "systemInstruction");
+    if (system >= 0) {
+        FZ_CHECK(cg_json_type(&j, system) == JSMN_OBJECT && j.tok[system].size == 1);
+        int parts = cg_json_get(&j, system, "parts");
+        check_parts(&j, parts);
+        int text = cg_json_get(&j, parts + 1, "text");
+        FZ_CHECK(j.tok[text].end > j.tok[text].start);
+    }
+    int gc = cg_json_get(&j, 0, "generationConfig");
+    if (gc >= 0) {
+        FZ_CHECK(cg_json_type(&j, gc) == JSMN_OBJECT && j.tok[gc].size > 0);
+        int m = j.tok[gc].size;
+        for (int k = 0, key = gc + 1; k < m; k++, key = cg_json_skip(&j, key + 1))
+            FZ_CHECK(allowed(generation_members, cg_json_raw(&j, key)));
+    }
+    int t = cg_json_get(&j, 0, "tools");
+    FZ_CHECK((t >= 0) == with_tools);
+    if (t >= 0)
+        FZ_CHECK(cg_json_end(&j, t) - cg_json_begin(&j, t) == strlen(tools));
+    cg_json_free(&j);
+    FZ_CHECK(out->ndocs == 0 && out->doc_ids == NULL);
+    FZ_CHECK(out->model.len > 0 && memmem(out->model.p, out->model.len, "..", 2) == NULL);
+    for (size_t i = 0; i < out->model.len; i++)
+        FZ_CHECK(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-",
+                        out->model.p[i]) != NULL && out->model.p[i] != '\0');
+    if (model.p)
+        FZ_CHECK(out->model.len == model.n && memcmp(out->model.p, model.p, model.n) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    static const cg_dialect_t dialects[4] = {CG_DIALECT_ANTHROPIC, CG_DIALECT_RESPONSES,
-                                             CG_DIALECT_OPENAI, CG_DIALECT_ANTHROPIC};
-    cg_dialect_t d = dialects[data[0] & 3];
+    static const char *const dialects[4] = {"anthropic", "responses", "openai", "anthropic"};
+    const char *name = dialects[data[0] & 3];
+    bool gemini = data[0] & 0x10, with_tools = gemini && (data[0] & 2);
+    if (gemini)
+        name = data[0] & 1 ? "vertex" : "gemini";
+    const cg_dialect_t *d = dialect_named(name);
     cg_span_t model = (data[0] & 4) ? CG_SPAN_LIT("dep") : (cg_span_t){NULL, 0};
     cg_cite_opts_t o = {(data[0] & 8) ? 16 : 8192, true};
     size_t len = size - 1;
@@ -223,21 +294,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cg_dialect_req_t out, again;
     cg_dialect_err_t err, err2;
     memset(&err, 0, sizeof(err));
-    int rc = cg_dialect_request(d, body, len, req_rc == 0 ? &req : NULL, model, &out, &err);
+    cg_dialect_in_t in = {.req = req_rc == 0 ? &req : NULL, .deployment = model,
+                          .tools = with_tools ? tools : NULL};
+    int rc = cg_dialect_request(d, body, len, &in, &out, &err);
     FZ_CHECK(rc == 0 || rc == -1);
     FZ_CHECK((req_rc != 0) == (rc == -1 && strcmp(err.code, "invalid_json") == 0));
     if (rc != 0) {
         check_refusal(&out, &err);
+        FZ_CHECK(out.model.len == 0);
+        FZ_CHECK(strcmp(err.code, "invalid_request") != 0 ||
+                 (gemini && strcmp(err.param, "model") == 0));
     } else {
         FZ_CHECK(err.code == NULL);
         FZ_CHECK(out.stream == req.stream);
-        if (d == CG_DIALECT_OPENAI)
+        if (!cg_dialect_translates(d))
             FZ_CHECK(out.body.len == len && memcmp(out.body.p, body, len) == 0);
+        else if (gemini)
+            check_gemini(body, len, model, with_tools, &out);
         else
-            check_translation(d, body, len, &req, &out);
+            check_translation(name, body, len, &req, &out);
+        FZ_CHECK(gemini || out.model.len == 0);
     }
-    FZ_CHECK(cg_dialect_request(d, body, len, req_rc == 0 ? &req : NULL, model, &again, &err2) ==
-             rc);
+    FZ_CHECK(cg_dialect_request(d, body, len, &in, &again, &err2) == rc);
     FZ_CHECK(again.body.len == out.body.len &&
              (out.body.len == 0 || memcmp(again.body.p, out.body.p, out.body.len) == 0));
     cg_dialect_req_free(&again);

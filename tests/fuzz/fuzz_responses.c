@@ -29,6 +29,7 @@
 #include "citegate/dialect.h"
 #include "citegate/xform.h"
 
+#include "../support/dialects.h"
 #include "../support/profiles.h"
 #include "fuzz_run.h"
 #include "fuzz_jsonv.h"
@@ -53,7 +54,7 @@ static void pick(opts_t *o, uint8_t flags, const char *profile)
 static cg_xform_t *new_view(const opts_t *o)
 {
     cg_xform_t *x = cg_xform_new(&o->cfg, NULL);
-    cg_xform_set_dialect(x, cg_dialect_view(CG_DIALECT_RESPONSES), &o->dreq, 1700000000);
+    cg_xform_set_dialect(x, cg_dialect_view(dialect_named("responses")), &o->dreq, 1700000000);
     return x;
 }
 

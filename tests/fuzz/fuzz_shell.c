@@ -63,17 +63,16 @@ void fs_init(void)
 
 fs_opts_t fs_configure(uint8_t flags)
 {
-    static const cg_dialect_t dialects[] = {CG_DIALECT_OPENAI, CG_DIALECT_ANTHROPIC,
-                                            CG_DIALECT_RESPONSES, CG_DIALECT_OPENAI};
+    static const char *const dialects[] = {"openai", "anthropic", "responses", "gemini"};
     fs_opts_t o = {
         .small_body = flags & 1,
         .cors = (flags >> 1) & 1,
-        .dialect = dialects[(flags >> 2) & 3],
         .end = ((flags >> 4) & 7) % FS_NEND,
         .slow = flags >> 7,
     };
     fs_cfg.max_request_bytes = o.small_body ? 4096 : 8u << 20;
     fs_cfg.cors_origins = o.cors ? cors_origins : NULL;
+    FZ_CHECK(cg_dialect_parse(dialects[(flags >> 2) & 3], &o.dialect));
     fs_cfg.upstream_dialect = o.dialect;
     return o;
 }
@@ -472,7 +471,7 @@ static void plan(run_t *r, cg_exchange_t *ex)
         return;
     }
     cg_demo_answer(&r->answer, ex->dialect, ex->req.stream, ex->dreq.ndocs);
-    if (ex->dialect == CG_DIALECT_OPENAI && ex->req.stream)
+    if (!cg_dialect_translates(ex->dialect) && ex->req.stream)
         inject(&r->answer);
     r->status = 200;
     r->ctype = ex->req.stream ? "text/event-stream" : "application/json";

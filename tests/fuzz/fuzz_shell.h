@@ -45,7 +45,7 @@ void fs_init(void);
 /* Per-input settings, from a flags byte:
  *   bit 0: a small request body limit (4 KiB), so 413 is reachable
  *   bit 1: CORS on for https://app.example
- *   bits 2-3: the upstream dialect (openai, anthropic, responses, openai)
+ *   bits 2-3: the upstream dialect (openai, anthropic, responses, gemini)
  *   bits 4-6: the end of the input (FS_END_*, modulo FS_NEND)
  *   bit 7: time passes between pieces (FS_PIECE_MS of the fake clock each)
  */
@@ -53,7 +53,7 @@ enum { FS_END_EOF, FS_END_CLOSE, FS_END_DRAIN, FS_END_SHUTDOWN, FS_END_WAIT, FS_
 #define FS_PIECE_MS 10000
 typedef struct fs_opts {
     bool small_body, cors, slow;
-    cg_dialect_t dialect;
+    const cg_dialect_t *dialect;
     int end;
 } fs_opts_t;
 fs_opts_t fs_configure(uint8_t flags);

@@ -109,7 +109,7 @@ static void up_client_init(up_client_t *u, uint8_t flags, const fs_opts_t *o, co
     u->chat = !(flags & 0x10);
     u->stream = flags & 8;
     u->off = (flags & 7) == 5;
-    u->translates = o->dialect != CG_DIALECT_OPENAI;
+    u->translates = cg_dialect_translates(o->dialect);
     u->in = in;
     u->len = len;
     strcpy(up_target.url.base, (flags & 0x80) ? "/base" : "");

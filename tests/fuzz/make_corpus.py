@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerates the seed corpora in tests/fuzz/corpus/ from tests/fixtures/.
 
-fuzz_sse, fuzz_xform and fuzz_responses read two header bytes before the stream (see
+fuzz_sse, fuzz_xform, fuzz_anthropic, fuzz_responses and fuzz_gemini read two header bytes before the stream (see
 fuzz_common.h): byte 0 seeds the read sizes (bits 6-7: largest read 1, 7,
 61 or 1021 bytes), byte 1 holds the target's flags. fuzz_json and fuzz_embedding read
 plain JSON (fuzz_embedding: an embeddings answer, also used as request text). fuzz_dialect_req reads one flags byte (dialect, default model, small
@@ -52,6 +52,7 @@ JSON_SEEDS = {
 
 # fuzz_dialect_req byte 0: dialect (bits 0-1), default model (2), small max_doc_bytes (3).
 DR_ANTHROPIC, DR_RESPONSES, DR_OPENAI, DR_MODEL, DR_SMALL_DOCS = 0, 1, 2, 4, 8
+DR_GEMINI, DR_VERTEX, DR_TOOLS = 16, 17, 2  # DR_TOOLS only with DR_GEMINI / DR_VERTEX
 
 DIALECT_SEEDS = {
     "escaped_roles": (DR_ANTHROPIC,
@@ -290,6 +291,49 @@ def json_events(path):
     return out
 
 
+# fuzz_gemini byte 1: profile (bits 0-2: openwebui, openai, webchat, structured, markdown,
+# off), include_usage (3), small max_event (4), request <source> ids 2 and 5 (5).
+GM_OPENWEBUI, GM_OPENAI, GM_WEBCHAT, GM_STRUCTURED, GM_MARKDOWN, GM_OFF = 0, 1, 2, 3, 4, 5
+GM_USAGE, GM_SMALL_EVENT, GM_SOURCES = 8, 16, 32
+
+
+def gm_event(parts, cand=b"", top=b""):
+    return (b'data: {"candidates": [{"content": {"parts": ' + parts + b',"role": "model"}' + cand
+            + b',"index": 0}]' + top + b'}\r\n\r\n')
+
+
+def gm_text(t, cand=b""):
+    return gm_event(b'[{"text": "' + t + b'"}]', cand)
+
+
+GM_GROUNDING = (b',"finishReason": "STOP","groundingMetadata": {"groundingChunks": [{"web": {"uri": '
+                b'"https://vertexaisearch.cloud.google.com/grounding-api-redirect/A","title": "a.example"}},'
+                b'{"retrievedContext": {"title": "m.pdf","text": "snip","customMetadata": [{"key": '
+                b'"source_url","stringValue": "kb://m"}]}}],"groundingSupports": [{"segment": '
+                b'{"endIndex": 3},"groundingChunkIndices": [1, 0]},{"segment": {"endIndex": 2},'
+                b'"groundingChunkIndices": [0]}]}')
+GEMINI_SEEDS = {
+    "escapes_offsets": (0x40, GM_OFF, gm_text(b"\\u00e9") + gm_text(b"\\ud83d\\ude00x", GM_GROUNDING)),
+    "thought_between": (0x41, GM_MARKDOWN, gm_text(b"ab") + gm_event(
+        b'[{"text": "[1]", "thought": true},{"text": "c"}]', GM_GROUNDING)),
+    "pretty_error_eof": (0x80, GM_OPENWEBUI | GM_USAGE, gm_text(b"a", b',"finishReason": "STOP"')
+                         + b'{\n  "error": {\n    "code": 503,\n    "status": "UNAVAILABLE"\n  }\n}'),
+    "error_data": (0x42, GM_WEBCHAT | GM_SOURCES, gm_text(b"[5] x")
+                   + b'data: {"error": {"code": 429,"message": "quota"}}\r\n\r\n' + gm_text(b"never")),
+    "noise_lines": (0x43, GM_OFF, b": ping\r\n\r\n" + gm_text(b"a") + b'  "x": 1\r\n\r\n{"y": 2}\r\n\r\n'
+                    + b"data: not json\r\n\r\n" + gm_text(b"b", b',"finishReason": "SAFETY"')),
+    "blocked": (0x80, GM_STRUCTURED, b'data: {"promptFeedback": {"blockReason": "SAFETY"}}\r\n\r\n'),
+    "body_inserted": (0x00, GM_OFF, b'{"candidates": [{"content": {"parts": [{"text": "\\u00e9t\\u00e9"}]}'
+                      + GM_GROUNDING + b'}]}'),
+    "small_event": (0xC0, GM_OPENAI | GM_SMALL_EVENT, gm_text(b"x" * 600) + gm_text(b"y", GM_GROUNDING)),
+}
+
+
+def gemini_answers():
+    return sorted(f for f in (FIXTURES / "dialects" / "answers").glob("gemini_*")
+                  if f.suffix in (".sse", ".json") and ".request." not in f.name)
+
+
 def responses_answers():
     return sorted(f for f in (FIXTURES / "dialects" / "answers").glob("responses_*")
                   if f.suffix in (".sse", ".json") and ".request." not in f.name)
@@ -329,6 +373,8 @@ def main():
         name = f.name.replace(".request.json", "").replace(".json", "")
         write("dialect_req", name + ".anthropic", bytes([DR_ANTHROPIC | DR_MODEL]) + data)
         write("dialect_req", name + ".responses", bytes([DR_RESPONSES]) + data)
+        write("dialect_req", name + ".gemini", bytes([DR_GEMINI | DR_MODEL | DR_TOOLS]) + data)
+        write("dialect_req", name + ".vertex", bytes([DR_VERTEX]) + data)
     for name, (flags, data) in DIALECT_SEEDS.items():
         write("dialect_req", name, bytes([flags]) + data)
     for f in sorted((FIXTURES / "dialects" / "answers").glob("anthropic_*")):
@@ -343,6 +389,12 @@ def main():
         write("responses", f.name.replace(".", "_"), bytes([0x80, profile]) + f.read_bytes())
     for name, (seed, flags, data) in RESPONSES_SEEDS.items():
         write("responses", name, bytes([seed, flags]) + data)
+    for k, f in enumerate(gemini_answers()):  # one profile each, in turn
+        profile = (GM_OPENWEBUI, GM_OPENAI | GM_SOURCES, GM_WEBCHAT, GM_MARKDOWN, GM_OFF | GM_USAGE,
+                   GM_STRUCTURED)[k % 6]
+        write("gemini", f.name.replace(".", "_"), bytes([0x80, profile]) + f.read_bytes())
+    for name, (seed, flags, data) in GEMINI_SEEDS.items():
+        write("gemini", name, bytes([seed, flags]) + data)
     for name, data in EMBEDDING_SEEDS.items():
         write("embedding", name, data)
 

@@ -1,12 +1,13 @@
 """Upstream dialects (SPEC §6a) end to end: citegate with CITEGATE_UPSTREAM_DIALECT
-anthropic or responses, in front of the HTTP/1.1 mock (tests/tools/mock_upstream.py),
-the h2c mock (tests/tools/h2mock.c) and its embedded demo, with HTTP/1.1 and h2c
-clients (h2frames.py).
+anthropic, responses, gemini or vertex, in front of the HTTP/1.1 mock
+(tests/tools/mock_upstream.py), the h2c mock (tests/tools/h2mock.c) and its embedded
+demo, with HTTP/1.1 and h2c clients (h2frames.py).
 
 Request side (classes *Requests, DemoRefusal): the translated upstream request
-(path, anthropic-version, x-api-key, which credentials are forwarded, the body as
-tests/fixtures/dialects/ has it), refusals that reach nothing upstream, routes
-that are forwarded as they are, upstream error statuses passed through.
+(path, anthropic-version, x-api-key, x-goog-api-key, which credentials are forwarded,
+the body as tests/fixtures/dialects/ has it, CITEGATE_GEMINI_TOOLS), refusals that
+reach nothing upstream (a model the gemini path cannot carry among them), routes that
+are forwarded as they are, upstream error statuses passed through.
 
 Answer side (classes *Answers, DemoAnswers): the client's chat-completion view of
 the fixtures in tests/fixtures/dialects/e2e/ (NAME.openwebui.json beside each:
@@ -21,13 +22,39 @@ import client_view
 import h2frames
 import mock_upstream
 
-DIALECTS = ("anthropic", "responses")
+DIALECTS = ("anthropic", "responses", "gemini", "vertex")
 API_PATH = {"anthropic": "/v1/messages", "responses": "/v1/responses"}
+GEMINI_TOOLS = '[{"googleSearch":{}}]'
+
+
+def api_target(d, model="my-model", stream=True):
+    """(path, query) under the base where citegate sends a chat request of dialect d:
+    a fixed path, or gemini's and vertex's, which names the model and says whether the
+    answer streams."""
+    if d in API_PATH:
+        return API_PATH[d], ""
+    verb = "streamGenerateContent" if stream else "generateContent"
+    return f"/models/{model}:{verb}", "alt=sse" if stream else ""
+
+
+def e2e_stream(d):
+    """The answer fixture of dialect d (vertex answers as gemini does)."""
+    return "dialects/e2e/" + ("gemini" if d == "vertex" else d) + "_stream.sse"
 E2E = os.path.join(H.FIXTURES, "dialects", "e2e")
 DEPLOYMENT = "/openai/deployments/my-deployment/chat/completions?api-version=2024-10-21"
 # Set for every citegate here: bodies compared with tests/fixtures/dialects/ show that a
 # dialect body never gets it.
 DATA_SOURCES = '{"type":"azure_search","parameters":{"endpoint":"https://s.example","index_name":"i"}}'
+
+
+# The answers of tests/fixtures/dialects/e2e/, each with the dialect that reads it (None:
+# the one its expected file names; vertex reads gemini's).
+STREAMS = (("anthropic_stream.sse", None), ("responses_stream.sse", None),
+           ("gemini_stream.sse", None), ("gemini_stream.sse", "vertex"))
+BODIES = (("anthropic_response.json", None), ("responses_response.json", None),
+          ("gemini_response.json", None), ("gemini_response.json", "vertex"))
+ERRORS = (("anthropic_error.sse", None), ("responses_failed.sse", None),
+          ("gemini_error.sse", None), ("gemini_error.sse", "vertex"))
 
 
 def request_fixture(name):
@@ -131,8 +158,9 @@ class Http1Requests(DialectCase):
                 with self.subTest(dialect=d, route=route):
                     self.up.reset()
                     r = self.sent(d, route, request_fixture("basic"))
-                    self.assertEqual(r["path"], "/base" + API_PATH[d])
-                    self.assertEqual(r["query"], "")
+                    path, query = api_target(d)
+                    self.assertEqual(r["path"], "/base" + path)
+                    self.assertEqual(r["query"], query)
                     self.assertEqual(r["body_json"], translated("basic", d))
                     self.assertEqual(values(r["headers"], "content-length"), [str(len(r["body"].encode()))])
 
@@ -141,8 +169,9 @@ class Http1Requests(DialectCase):
             with self.subTest(dialect=d):
                 self.up.reset()
                 r = self.sent(d, DEPLOYMENT, request_fixture("azure_deployment"))
-                self.assertEqual(r["path"], "/base" + API_PATH[d])
-                self.assertEqual(r["query"], "")
+                path, query = api_target(d, model="my-deployment")
+                self.assertEqual(r["path"], "/base" + path)
+                self.assertEqual(r["query"], query)
                 self.assertEqual(r["body_json"], translated("azure_deployment", d))
 
     def test_request_sources_become_documents(self):
@@ -170,6 +199,94 @@ class Http1Requests(DialectCase):
                 self.assertEqual(values(r["headers"], "api-key"), [])
                 self.assertEqual(values(r["headers"], "authorization"), [])
                 self.assertEqual(values(r["headers"], "x-trace"), ["t-1"])
+
+    def test_gemini_key_from_goog_key_then_api_key_then_bearer(self):
+        cases = [
+            ({"X-Goog-Api-Key": " k-goog ", "api-key": "k-azure", "Authorization": "Bearer b"}, ["k-goog"]),
+            ({"api-key": "k-azure", "Authorization": "Bearer k-bearer"}, ["k-azure"]),
+            ({"Authorization": "bearer   k-bearer "}, ["k-bearer"]),
+            ({"Authorization": "Basic dXNlcjpwdw=="}, []),
+            ({}, []),
+        ]
+        for given, key in cases:
+            with self.subTest(headers=given):
+                self.up.reset()
+                r = self.sent("gemini", "/v1/chat/completions", request_fixture("basic"),
+                              dict(given, **{"X-Trace": "t-1"}))
+                self.assertEqual(values(r["headers"], "x-goog-api-key"), key)
+                self.assertEqual(values(r["headers"], "api-key"), [])
+                self.assertEqual(values(r["headers"], "authorization"), [])
+                self.assertEqual(values(r["headers"], "x-trace"), ["t-1"])
+
+    def test_vertex_forwards_the_oauth_token(self):
+        cases = [
+            ({"Authorization": "Bearer ya29.token"}, ["Bearer ya29.token"], []),
+            ({"Authorization": "Bearer ya29.token", "api-key": "k-express"}, ["Bearer ya29.token"],
+             ["k-express"]),
+            ({"x-goog-api-key": "k-goog", "api-key": "k-azure"}, [], ["k-goog"]),
+        ]
+        for given, auth, key in cases:
+            with self.subTest(headers=given):
+                self.up.reset()
+                r = self.sent("vertex", DEPLOYMENT, request_fixture("azure_deployment"), given)
+                self.assertEqual(values(r["headers"], "authorization"), auth)
+                self.assertEqual(values(r["headers"], "x-goog-api-key"), key)
+                self.assertEqual(values(r["headers"], "api-key"), [])
+
+    def test_gemini_model_names_the_path_or_is_refused(self):
+        """The model becomes part of the upstream path: anything but A-Z a-z 0-9 . _ -, or
+        a '..', is a 400 naming model, and nothing is sent."""
+        for d in ("gemini", "vertex"):
+            for model in ("models/gemini-2.5-flash", "gemini..x", "", "gemini 2", "g%2Fx",
+                          "gemini?alt=json", None):
+                with self.subTest(dialect=d, model=model):
+                    body = json.loads(request_fixture("basic"))
+                    if model is None:
+                        del body["model"]
+                    else:
+                        body["model"] = model
+                    st, hd, out = self.cg[d].request("POST", "/v1/chat/completions",
+                                                     json.dumps(body).encode())
+                    self.assertEqual(st, 400, out)
+                    err = json.loads(out)["error"]
+                    self.assertEqual((err["code"], err["param"], err["type"]),
+                                     ("invalid_request", "model", "invalid_request_error"))
+                    self.assertTrue(hd.get("X-Request-Id"))
+            with self.subTest(dialect=d, deployment="gem..x"):
+                st, _, out = self.cg[d].request(
+                    "POST", "/openai/deployments/gem..x/chat/completions?api-version=1",
+                    request_fixture("azure_deployment"))
+                self.assertEqual(st, 400, out)
+                self.assertEqual(json.loads(out)["error"]["param"], "model")
+        self.assertEqual(self.up.requests(), [])
+
+    def test_gemini_tools(self):
+        """CITEGATE_GEMINI_TOOLS goes as `tools` in every gemini and vertex request."""
+        for d in ("gemini", "vertex"):
+            with self.subTest(dialect=d):
+                cg = H.Citegate(upstream=self.up.url + "/base",
+                                env={"CITEGATE_UPSTREAM_DIALECT": d,
+                                     "CITEGATE_GEMINI_TOOLS": GEMINI_TOOLS}).start()
+                try:
+                    self.up.reset()
+                    st, _, out = cg.request("POST", "/v1/chat/completions", request_fixture("basic"))
+                    self.assertEqual(st, 200, out[:300])
+                    sent = self.up.requests()[0]["body_json"]
+                    want = dict(translated("basic", d), tools=json.loads(GEMINI_TOOLS))
+                    self.assertEqual(sent, want)
+                finally:
+                    stop_clean([cg])
+
+    def test_gemini_tools_must_be_a_json_array(self):
+        for value in ('{"googleSearch":{}}', "googleSearch", "[{"):
+            with self.subTest(value=value):
+                p = H.run_citegate(["--check"], env={
+                    "CITEGATE_UPSTREAM": "http://127.0.0.1:9", "CITEGATE_UPSTREAM_DIALECT": "gemini",
+                    "CITEGATE_GEMINI_TOOLS": value})
+                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                out = (p.stdout + p.stderr).decode(errors="replace")
+                self.assertIn("CITEGATE_GEMINI_TOOLS: is not a JSON array", out)
+                self.assertEqual(len([l for l in out.splitlines() if "CITEGATE_GEMINI_TOOLS" in l]), 1)
 
     def test_responses_forwards_credentials(self):
         hdrs = {"api-key": "k-azure", "Authorization": "Bearer k-bearer", "X-Trace": "t-1"}
@@ -297,54 +414,54 @@ class Http1Answers(DialectCase, AnswerChecks):
         cls.up = H.MockUpstream().start()
         cls.start_citegates(cls.up.url)
 
-    def post(self, exp, body, hdrs=None):
+    def post(self, exp, body, hdrs=None, dialect=None):
         h = {"X-Mock-Fixture": "dialects/e2e/" + exp["fixture"]}
         h.update(hdrs or {})
-        return self.cg[exp["dialect"]].request("POST", "/v1/chat/completions", body, h)
+        return self.cg[dialect or exp["dialect"]].request("POST", "/v1/chat/completions", body, h)
 
     def test_streams_in_every_split(self):
-        for fixture in ("anthropic_stream.sse", "responses_stream.sse"):
+        for fixture, d in STREAMS:
             exp = answer_expected(fixture)
             for split in ("1", "7", "64", "100000"):
-                with self.subTest(fixture=fixture, split=split):
-                    st, hd, out = self.post(exp, answer_request(exp, True), {"X-Mock-Split": split})
+                with self.subTest(fixture=fixture, dialect=d, split=split):
+                    st, hd, out = self.post(exp, answer_request(exp, True), {"X-Mock-Split": split}, d)
                     self.assertEqual(st, 200)
                     self.assertTrue(hd.get("Content-Type", "").startswith("text/event-stream"), hd)
                     self.check_stream(exp, out.decode())
 
     def test_usage_chunk_when_asked(self):
-        for fixture in ("anthropic_stream.sse", "responses_stream.sse"):
-            with self.subTest(fixture=fixture):
+        for fixture, d in STREAMS:
+            with self.subTest(fixture=fixture, dialect=d):
                 exp = answer_expected(fixture)
                 body = answer_request(exp, True, stream_options={"include_usage": True})
-                st, _, out = self.post(exp, body)
+                st, _, out = self.post(exp, body, dialect=d)
                 self.assertEqual(st, 200)
                 self.check_usage(exp, out.decode())
-                st, _, out = self.post(exp, answer_request(exp, True))
+                st, _, out = self.post(exp, answer_request(exp, True), dialect=d)
                 self.assertEqual([e for e in data_events(out.decode()) if e.get("usage")], [])
 
     def test_bodies(self):
-        for fixture in ("anthropic_response.json", "responses_response.json"):
-            with self.subTest(fixture=fixture):
+        for fixture, d in BODIES:
+            with self.subTest(fixture=fixture, dialect=d):
                 exp = answer_expected(fixture)
-                st, hd, out = self.post(exp, answer_request(exp, False))
+                st, hd, out = self.post(exp, answer_request(exp, False), dialect=d)
                 self.assertEqual(st, 200)
                 self.assertEqual(hd.get("Content-Length"), str(len(out)))
                 self.check_body(exp, out)
 
     def test_upstream_error_event(self):
-        for fixture in ("anthropic_error.sse", "responses_failed.sse"):
-            with self.subTest(fixture=fixture):
+        for fixture, d in ERRORS:
+            with self.subTest(fixture=fixture, dialect=d):
                 exp = answer_expected(fixture)
-                st, _, out = self.post(exp, answer_request(exp, True))
+                st, _, out = self.post(exp, answer_request(exp, True), dialect=d)
                 self.assertEqual(st, 200)
                 self.check_stream(exp, out.decode())
 
     def test_truncated_stream_has_no_done(self):
-        for fixture in ("anthropic_stream.sse", "responses_stream.sse"):
-            with self.subTest(fixture=fixture):
+        for fixture, d in STREAMS:
+            with self.subTest(fixture=fixture, dialect=d):
                 exp = answer_expected(fixture)
-                st, _, out = self.post(exp, answer_request(exp, True), {"X-Mock-Fault": "eof"})
+                st, _, out = self.post(exp, answer_request(exp, True), {"X-Mock-Fault": "eof"}, d)
                 self.assertEqual(st, 200)
                 v = client_view.view(out.decode())
                 self.assertFalse(v["ends_with_done"], out[-300:])
@@ -355,17 +472,44 @@ class Http1Answers(DialectCase, AnswerChecks):
                 self.assertTrue(content and exp["content"]["0"].startswith(content[:10]), content)
 
     def test_every_profile_gets_chat_chunks(self):
-        for fixture in ("anthropic_stream.sse", "responses_stream.sse"):
+        for fixture, d in STREAMS:
             exp = answer_expected(fixture)
-            for profile in ("openai", "webchat", "off"):
-                with self.subTest(fixture=fixture, profile=profile):
-                    st, _, out = self.post(exp, answer_request(exp, True), {"X-Citegate-Profile": profile})
+            for profile in ("openai", "webchat", "markdown", "structured", "off"):
+                with self.subTest(fixture=fixture, dialect=d, profile=profile):
+                    st, _, out = self.post(exp, answer_request(exp, True), {"X-Citegate-Profile": profile}, d)
                     self.assertEqual(st, 200)
                     text = out.decode()
                     self.assertTrue(client_view.view(text)["ends_with_done"], text[-300:])
                     for e in data_events(text):
                         self.assertNotIn("type", e, e)
                         self.assertEqual(e.get("object"), "chat.completion.chunk", e)
+
+    def test_gemini_references_in_every_profile(self):
+        """The references Gemini's grounding adds after the last text, as each profile
+        shows them (the answer's own [1] is request-side source 1)."""
+        exp = answer_expected("gemini_stream.sse")
+        want = {
+            "openai": "[[3]](https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQe2eWiki)"
+                      "[[4]](https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQe2eNasa)",
+            "markdown": "[2](https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQe2eWiki)"
+                        "[3](https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQe2eNasa)"
+                        "\n\n**Sources**\n1. [Speed\\_of\\_light](https://wiki.example.org/Speed_of_light)\n"
+                        "2. [wikipedia.org](https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQe2eWiki)\n"
+                        "3. [nasa.gov](https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQe2eNasa)",
+            "webchat": "[2]\u200b[3]\n\n[1]: https://wiki.example.org/Speed_of_light \"Speed_of_light\"\n"
+                       "[2]: https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQe2eWiki \"wikipedia.org\"\n"
+                       "[3]: https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQe2eNasa \"nasa.gov\"",
+            "structured": "[3][4]",
+            "off": "[3][4]",
+        }
+        for d in ("gemini", "vertex"):
+            for profile, tail in want.items():
+                with self.subTest(dialect=d, profile=profile):
+                    st, _, out = self.post(exp, answer_request(exp, True), {"X-Citegate-Profile": profile}, d)
+                    self.assertEqual(st, 200)
+                    content = client_view.view(out.decode())["content"]["0"]
+                    self.assertTrue(content.startswith("Light travels at exactly 299,792,458 m/s "), content)
+                    self.assertTrue(content.endswith(" to reach Earth. " + tail), content)
 
 
 # --------------------------------------------------------------------------- HTTP/2
@@ -384,7 +528,7 @@ class H2Requests(DialectCase):
     def sent(self, dialect, path, body, hdrs):
         """(header fields, body) of the request the h2 mock got."""
         st, out = h2_post(self.cg[dialect].port, path, body,
-                          dict(hdrs, **{"x-mock-fixture": "dialects/e2e/" + dialect + "_stream.sse"}))
+                          dict(hdrs, **{"x-mock-fixture": e2e_stream(dialect)}))
         self.assertEqual(st, 200, out[:300])
         reqs = self.up.requests()
         self.assertEqual(len(reqs), 1, reqs)
@@ -415,6 +559,24 @@ class H2Requests(DialectCase):
         self.assertEqual(values(hdrs, "anthropic-version"), [])
         self.assertEqual(body, translated("basic", "responses"))
 
+    def test_gemini_request(self):
+        hdrs, body = self.sent("gemini", DEPLOYMENT, request_fixture("azure_deployment"),
+                               {"api-key": "k-azure", "authorization": "Bearer k-bearer"})
+        path, query = api_target("gemini", model="my-deployment")
+        self.assertEqual(values(hdrs, ":path"), ["/base" + path + "?" + query])
+        self.assertEqual(values(hdrs, "x-goog-api-key"), ["k-azure"])
+        self.assertEqual(values(hdrs, "api-key") + values(hdrs, "authorization"), [])
+        self.assertEqual(body, translated("azure_deployment", "gemini"))
+
+    def test_vertex_request(self):
+        hdrs, body = self.sent("vertex", "/v1/chat/completions", request_fixture("basic"),
+                               {"authorization": "Bearer ya29.token", "x-goog-api-key": "k-express"})
+        path, query = api_target("vertex")
+        self.assertEqual(values(hdrs, ":path"), ["/base" + path + "?" + query])
+        self.assertEqual(values(hdrs, "authorization"), ["Bearer ya29.token"])
+        self.assertEqual(values(hdrs, "x-goog-api-key"), ["k-express"])
+        self.assertEqual(body, translated("basic", "vertex"))
+
     def test_refused_over_h2(self):
         for d in DIALECTS:
             for name in ("refuse_tools", "refuse_n", "refuse_image"):
@@ -431,33 +593,32 @@ class H2Answers(DialectCase, AnswerChecks):
         cls.up = H.H2MockUpstream().start()
         cls.start_citegates(cls.up.url, {"CITEGATE_UPSTREAM_PROTOCOL": "h2"})
 
-    def post(self, exp, body, hdrs=None):
+    def post(self, exp, body, hdrs=None, dialect=None):
         h = {"x-mock-fixture": "dialects/e2e/" + exp["fixture"]}
         h.update(hdrs or {})
-        return h2_post(self.cg[exp["dialect"]].port, "/v1/chat/completions", body, h)
+        return h2_post(self.cg[dialect or exp["dialect"]].port, "/v1/chat/completions", body, h)
 
     def test_streams(self):
-        for fixture in ("anthropic_stream.sse", "responses_stream.sse", "anthropic_error.sse",
-                        "responses_failed.sse"):
-            with self.subTest(fixture=fixture):
+        for fixture, d in STREAMS + ERRORS:
+            with self.subTest(fixture=fixture, dialect=d):
                 exp = answer_expected(fixture)
-                st, out = self.post(exp, answer_request(exp, True))
+                st, out = self.post(exp, answer_request(exp, True), dialect=d)
                 self.assertEqual(st, 200)
                 self.check_stream(exp, out.decode())
 
     def test_bodies(self):
-        for fixture in ("anthropic_response.json", "responses_response.json"):
-            with self.subTest(fixture=fixture):
+        for fixture, d in BODIES:
+            with self.subTest(fixture=fixture, dialect=d):
                 exp = answer_expected(fixture)
-                st, out = self.post(exp, answer_request(exp, False))
+                st, out = self.post(exp, answer_request(exp, False), dialect=d)
                 self.assertEqual(st, 200)
                 self.check_body(exp, out)
 
     def test_upstream_reset_has_no_done(self):
-        for fixture in ("anthropic_stream.sse", "responses_stream.sse"):
-            with self.subTest(fixture=fixture):
+        for fixture, d in STREAMS:
+            with self.subTest(fixture=fixture, dialect=d):
                 exp = answer_expected(fixture)
-                st, out = self.post(exp, answer_request(exp, True), {"x-mock-fault": "rst"})
+                st, out = self.post(exp, answer_request(exp, True), {"x-mock-fault": "rst"}, d)
                 self.assertEqual(st, 200)
                 v = client_view.view(out.decode())
                 self.assertFalse(v["ends_with_done"], out[-300:])
@@ -475,14 +636,29 @@ DEMO = {
                  " It is covered by a two-year warranty, and its battery can be swapped at a service"
                  " centre [[2]](https://docs.example.com/service/battery%20swap.html)"
                  "[[1]](https://docs.example.com/x100/manual.pdf).",
+    # Gemini's references come after the text when it streams (its grounding comes last).
+    "gemini": "The X100 charges over USB-C in about two hours, best at 10\u201330 \u00b0C. It is covered"
+              " by a two-year warranty, and its battery can be swapped at a service centre."
+              " [[1]](https://docs.example.com/x100/manual.pdf)[2]"
+              "[[3]](https://docs.example.com/service/battery%20swap.html)",
 }
+DEMO["vertex"] = DEMO["gemini"]
+# ... and where each support ends in a body, at byte offsets past characters of 2 and 3 bytes.
+DEMO_BODY = dict(DEMO, gemini="The X100 charges over USB-C in about two hours, best at 10\u201330 \u00b0C"
+                              "[[1]](https://docs.example.com/x100/manual.pdf). It is covered by a two-year"
+                              " warranty[2], and its battery can be swapped at a service centre"
+                              "[[3]](https://docs.example.com/service/battery%20swap.html)"
+                              "[[1]](https://docs.example.com/x100/manual.pdf).")
+DEMO_BODY["vertex"] = DEMO_BODY["gemini"]
 DEMO_SOURCES = {
     "anthropic": ["https://docs.example.com/x100/manual.pdf", None,
                   "https://docs.example.com/service/battery swap.html"],
     "responses": ["https://docs.example.com/x100/manual.pdf",
                   "https://docs.example.com/service/battery swap.html"],
 }
-QUESTION = {"messages": [{"role": "user", "content": "How do I charge the X100?"}]}
+DEMO_SOURCES["gemini"] = DEMO_SOURCES["vertex"] = DEMO_SOURCES["anthropic"]
+# The model names gemini's upstream path; the other dialects send it along.
+QUESTION = {"model": "citegate-demo", "messages": [{"role": "user", "content": "How do I charge the X100?"}]}
 
 
 class DemoCase(unittest.TestCase):
@@ -546,7 +722,7 @@ class DemoAnswers(DemoCase):
                 st, _, out = self.cg[d].request("POST", "/v1/chat/completions", QUESTION)
                 self.assertEqual(st, 200)
                 body = json.loads(out)
-                self.assertEqual(body["choices"][0]["message"]["content"], DEMO[d])
+                self.assertEqual(body["choices"][0]["message"]["content"], DEMO_BODY[d])
                 self.assertEqual(body["choices"][0]["finish_reason"], "stop")
                 self.check_sources(d, body["sources"])
 

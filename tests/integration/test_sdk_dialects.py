@@ -1,9 +1,10 @@
 """Real clients in front of an upstream of another dialect (SPEC §6a): the official
 OpenAI SDK (openai-node) and the Vercel AI SDK (`ai` + `@ai-sdk/openai`, whose chat
 model turns url_citation annotations into sources), pinned in tests/sdk/package.json,
-driven by tests/sdk/sdk_dialects.mjs through citegate (anthropic / responses) to the
-HTTP/1.1 mock serving tests/fixtures/dialects/e2e/. Node's fetch speaks HTTP/1.1 only;
-test_dialects.py covers h2.
+driven by tests/sdk/sdk_dialects.mjs through citegate (anthropic / responses / gemini /
+vertex) to the HTTP/1.1 mock serving tests/fixtures/dialects/e2e/, then the same SDKs
+over h2 (citegate speaking h2c to the h2 mock upstream, tests/tools/h2mock.c). Node's
+fetch speaks HTTP/1.1 to citegate; test_dialects.py covers h2c clients.
 
 What the SDKs hand to the application must be the client view of the fixture's
 NAME.openwebui.json: the rewritten content (profiles openwebui and openai), the
@@ -25,7 +26,12 @@ E2E = os.path.join(H.FIXTURES, "dialects", "e2e")
 CASES = {  # dialect -> (stream fixture, body fixture)
     "anthropic": ("anthropic_stream.sse", "anthropic_response.json"),
     "responses": ("responses_stream.sse", "responses_response.json"),
+    "gemini": ("gemini_stream.sse", "gemini_response.json"),
+    "vertex": ("gemini_stream.sse", "gemini_response.json"),
 }
+# Also run over an h2 upstream (CITEGATE_UPSTREAM_PROTOCOL=h2): the dialects whose answer
+# comes whole only at the end of the body.
+H2_CASES = ("gemini", "vertex")
 
 
 def expected(fixture):
@@ -54,12 +60,17 @@ class SDKsOnDialects(unittest.TestCase):
     def setUpClass(cls):
         H.ensure_npm(SDK)
         cls.mock = H.MockUpstream().start()
+        cls.h2mock = H.H2MockUpstream().start()
         cls.dir = tempfile.mkdtemp(prefix="cg-sdk-dialects-")
         cls.out, cls.rcs = {}, []
-        for d, (stream, body) in CASES.items():
-            cg = H.Citegate(upstream=cls.mock.url, env={"CITEGATE_UPSTREAM_DIALECT": d}).start()
+        runs = [(d, d, cls.mock.url, {}) for d in CASES]
+        runs += [(d + "_h2", d, cls.h2mock.url, {"CITEGATE_UPSTREAM_PROTOCOL": "h2"})
+                 for d in H2_CASES]
+        for key, d, upstream, env in runs:
+            stream, body = CASES[d]
+            cg = H.Citegate(upstream=upstream, env=dict(env, CITEGATE_UPSTREAM_DIALECT=d)).start()
             try:
-                cls.out[d] = cls.run_sdks(cg.port, stream, body)
+                cls.out[key] = cls.run_sdks(cg.port, stream, body)
             finally:
                 cls.rcs.append((cg.stop(), cg.sanitizer_reports()))
                 cg.cleanup()
@@ -80,7 +91,15 @@ class SDKsOnDialects(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.mock.cleanup()
+        cls.h2mock.cleanup()
         shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def cases(self):
+        """(key of the run, dialect, stream fixture, body fixture) of every run."""
+        for d, (stream, body) in CASES.items():
+            yield d, d, stream, body
+        for d in H2_CASES:
+            yield d + "_h2", d, CASES[d][0], CASES[d][1]
 
     def got(self, dialect):
         out = self.out[dialect]
@@ -100,9 +119,9 @@ class SDKsOnDialects(unittest.TestCase):
             self.assertEqual([g for g in got if g in want], want, key)
 
     def test_openai_sdk_openwebui(self):
-        for d, (stream, body) in CASES.items():
-            with self.subTest(dialect=d):
-                out = self.got(d)
+        for run, d, stream, body in self.cases():
+            with self.subTest(run=run):
+                out = self.got(run)
                 for key, fixture in (("sdk_stream", stream), ("sdk_body", body)):
                     exp = expected(fixture)
                     self.assertEqual(out[key]["content"], exp["content"]["0"], key)
@@ -111,9 +130,9 @@ class SDKsOnDialects(unittest.TestCase):
                 self.assertEqual(out["sdk_stream"]["sources"], source_heads(expected(stream)))
 
     def test_openai_sdk_openai_profile(self):
-        for d, (stream, body) in CASES.items():
-            with self.subTest(dialect=d):
-                out = self.got(d)
+        for run, d, stream, body in self.cases():
+            with self.subTest(run=run):
+                out = self.got(run)
                 for key, fixture in (("sdk_stream_openai", stream), ("sdk_body_openai", body)):
                     exp = expected(fixture)
                     content = out[key]["content"]
@@ -128,9 +147,9 @@ class SDKsOnDialects(unittest.TestCase):
                                              (key, a))
 
     def test_ai_sdk_text_and_sources(self):
-        for d, (stream, body) in CASES.items():
-            with self.subTest(dialect=d):
-                out = self.got(d)
+        for run, d, stream, body in self.cases():
+            with self.subTest(run=run):
+                out = self.got(run)
                 for key, fixture in (("ai_stream", stream), ("ai_body", body)):
                     exp = expected(fixture)
                     self.assertEqual(out[key]["text"], exp["content"]["0"], key)
@@ -138,7 +157,7 @@ class SDKsOnDialects(unittest.TestCase):
                     self.check_sources(key, exp, [(s["url"], s["title"]) for s in out[key]["sources"]])
 
     def test_citegate_exited_cleanly_without_sanitizer_reports(self):
-        self.assertEqual(self.rcs, [(0, [])] * len(CASES))
+        self.assertEqual(self.rcs, [(0, [])] * (len(CASES) + len(H2_CASES)))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 /* The demo's answers in each dialect: well-formed events, streams that say
- * what the bodies say, and responses annotations that cover their markers. */
+ * what the bodies say, responses annotations that cover their markers, and
+ * gemini grounding whose byte offsets end the passages they cite. */
 #include "citegate/json.h"
+#include "../support/dialects.h"
 #include "io/demo_answer.h"
 
 #include <setjmp.h>
@@ -58,12 +60,12 @@ static bool type_is(const cg_json_t *j, int obj, const char *type)
 static void test_events_are_named_by_their_type(void **state)
 {
     (void)state;
-    cg_dialect_t dialects[] = {CG_DIALECT_ANTHROPIC, CG_DIALECT_RESPONSES};
+    const char *const dialects[] = {"anthropic", "responses"};
     cg_json_t j;
     cg_json_init(&j, 4096);
     for (size_t k = 0; k < 2; k++) {
         cg_demo_answer_t a = {0};
-        cg_demo_answer(&a, dialects[k], true, 0);
+        cg_demo_answer(&a, dialect_named(dialects[k]), true, 0);
         assert_true(a.npieces > 10);
         for (size_t i = 0; i < a.npieces; i++) {
             cg_span_t name, data;
@@ -84,7 +86,7 @@ static void test_openai_stream_ends_with_done(void **state)
 {
     (void)state;
     cg_demo_answer_t a = {0};
-    cg_demo_answer(&a, CG_DIALECT_OPENAI, true, 0);
+    cg_demo_answer(&a, dialect_named("openai"), true, 0);
     cg_span_t last = piece(&a, a.npieces - 1);
     const char *done = "data: [DONE]\n\n";
     assert_true(last.n > strlen(done));
@@ -96,12 +98,12 @@ static void test_openai_stream_ends_with_done(void **state)
 static void test_bodies_are_one_json_object(void **state)
 {
     (void)state;
-    cg_dialect_t dialects[] = {CG_DIALECT_OPENAI, CG_DIALECT_ANTHROPIC, CG_DIALECT_RESPONSES};
+    const char *const dialects[] = {"openai", "anthropic", "responses", "gemini", "vertex"};
     cg_json_t j;
     cg_json_init(&j, 4096);
-    for (size_t k = 0; k < 3; k++) {
+    for (size_t k = 0; k < 5; k++) {
         cg_demo_answer_t a = {0};
-        cg_demo_answer(&a, dialects[k], false, 0);
+        cg_demo_answer(&a, dialect_named(dialects[k]), false, 0);
         assert_int_equal(a.npieces, 1);
         parse(&j, cg_span(a.bytes.p, a.bytes.len));
         cg_demo_answer_free(&a);
@@ -114,8 +116,8 @@ static void test_anthropic_stream_says_what_the_body_says(void **state)
 {
     (void)state;
     cg_demo_answer_t s = {0}, b = {0};
-    cg_demo_answer(&s, CG_DIALECT_ANTHROPIC, true, 0);
-    cg_demo_answer(&b, CG_DIALECT_ANTHROPIC, false, 0);
+    cg_demo_answer(&s, dialect_named("anthropic"), true, 0);
+    cg_demo_answer(&b, dialect_named("anthropic"), false, 0);
     cg_json_t j;
     cg_json_init(&j, 4096);
     cg_buf_t streamed = {0}, cited = {0};
@@ -161,8 +163,8 @@ static void test_anthropic_document_follows_the_request_ones(void **state)
     const char *want[] = {"\"document_index\":1,", "\"document_index\":3,"};
     for (size_t docs = 0; docs <= 2; docs += 2) {
         cg_demo_answer_t s = {0}, b = {0};
-        cg_demo_answer(&s, CG_DIALECT_ANTHROPIC, true, docs);
-        cg_demo_answer(&b, CG_DIALECT_ANTHROPIC, false, docs);
+        cg_demo_answer(&s, dialect_named("anthropic"), true, docs);
+        cg_demo_answer(&b, dialect_named("anthropic"), false, docs);
         const char *w = want[docs / 2], *other = want[1 - docs / 2];
         assert_non_null(memmem(s.bytes.p, s.bytes.len, w, strlen(w)));
         assert_non_null(memmem(b.bytes.p, b.bytes.len, w, strlen(w)));
@@ -203,7 +205,7 @@ static void test_responses_body_annotations_cover_markers(void **state)
 {
     (void)state;
     cg_demo_answer_t b = {0};
-    cg_demo_answer(&b, CG_DIALECT_RESPONSES, false, 0);
+    cg_demo_answer(&b, dialect_named("responses"), false, 0);
     cg_json_t j;
     cg_json_init(&j, 4096);
     parse(&j, cg_span(b.bytes.p, b.bytes.len));
@@ -227,8 +229,8 @@ static void test_responses_stream_annotates_each_marker_next(void **state)
 {
     (void)state;
     cg_demo_answer_t s = {0}, b = {0};
-    cg_demo_answer(&s, CG_DIALECT_RESPONSES, true, 0);
-    cg_demo_answer(&b, CG_DIALECT_RESPONSES, false, 0);
+    cg_demo_answer(&s, dialect_named("responses"), true, 0);
+    cg_demo_answer(&b, dialect_named("responses"), false, 0);
     cg_json_t j;
     cg_json_init(&j, 4096);
     cg_buf_t text = {0};
@@ -257,6 +259,81 @@ static void test_responses_stream_annotates_each_marker_next(void **state)
     cg_demo_answer_free(&b);
 }
 
+/* gemini: every event `data: ` + JSON + CRLF CRLF, no [DONE]; the text of
+ * the stream is the body's; the finish and the grounding come once, on the
+ * last event (the others carry {}); the text has characters of several
+ * bytes before the supports' ends, and each support ends a passage on a
+ * character boundary, counted in bytes. vertex answers the same. */
+static void gemini_text(const cg_json_t *j, cg_buf_t *text)
+{
+    int cand = cg_json_get(j, 0, "candidates") + 1;
+    int parts = cg_json_get(j, cg_json_get(j, cand, "content"), "parts");
+    for (int k = 0, p = parts + 1; k < j->tok[parts].size; k++, p = cg_json_skip(j, p))
+        put_str(text, j, cg_json_get(j, p, "text"));
+}
+
+static void test_gemini_grounding_offsets(void **state)
+{
+    (void)state;
+    cg_demo_answer_t s = {0}, b = {0}, v = {0};
+    cg_demo_answer(&s, dialect_named("gemini"), true, 0);
+    cg_demo_answer(&b, dialect_named("gemini"), false, 0);
+    cg_demo_answer(&v, dialect_named("vertex"), true, 3);
+    assert_int_equal(s.bytes.len, v.bytes.len);
+    assert_memory_equal(s.bytes.p, v.bytes.p, s.bytes.len);
+    assert_null(memmem(s.bytes.p, s.bytes.len, "[DONE]", 6));
+    cg_json_t j;
+    cg_json_init(&j, 4096);
+    cg_buf_t streamed = {0}, body = {0}, last = {0};
+    for (size_t i = 0; i < s.npieces; i++) {
+        cg_span_t p = piece(&s, i);
+        assert_memory_equal(p.p, "data: ", 6);
+        assert_memory_equal(p.p + p.n - 4, "\r\n\r\n", 4);
+        parse(&j, cg_span(p.p + 6, p.n - 10));
+        gemini_text(&j, &streamed);
+        int cand = cg_json_get(&j, 0, "candidates") + 1;
+        int gm = cg_json_get(&j, cand, "groundingMetadata");
+        bool is_last = i + 1 == s.npieces;
+        assert_int_equal(cg_json_get(&j, cand, "finishReason") >= 0, is_last);
+        assert_int_equal(j.tok[gm].size > 0, is_last);
+        if (is_last)
+            cg_buf_put(&last, j.js + cg_json_begin(&j, gm), cg_json_end(&j, gm) - cg_json_begin(&j, gm));
+    }
+    parse(&j, cg_span(b.bytes.p, b.bytes.len));
+    gemini_text(&j, &body);
+    assert_int_equal(streamed.len, body.len);
+    assert_memory_equal(streamed.p, body.p, body.len);
+    size_t chars = 0;
+    for (size_t i = 0; i < body.len; i++)
+        chars += ((unsigned char)body.p[i] & 0xC0) != 0x80;
+    assert_true(chars < body.len); /* byte offsets are not character offsets */
+    /* The body's grounding is the last event's; each support ends a passage. */
+    int cand = cg_json_get(&j, 0, "candidates") + 1;
+    int gm = cg_json_get(&j, cand, "groundingMetadata");
+    cg_span_t bg = cg_span(j.js + cg_json_begin(&j, gm), cg_json_end(&j, gm) - cg_json_begin(&j, gm));
+    assert_int_equal(bg.n, last.len);
+    assert_memory_equal(bg.p, last.p, bg.n);
+    static const char *const ends[] = {"\302\260C", "warranty", "centre"};
+    int sups = cg_json_get(&j, gm, "groundingSupports");
+    assert_int_equal(j.tok[sups].size, 3);
+    for (int k = 0, p = sups + 1; k < 3; k++, p = cg_json_skip(&j, p)) {
+        double end;
+        assert_true(cg_json_number(&j, cg_json_get(&j, cg_json_get(&j, p, "segment"), "endIndex"),
+                                   &end));
+        size_t e = (size_t)end, n = strlen(ends[k]);
+        assert_true(e >= n && e < body.len);
+        assert_memory_equal(body.p + e - n, ends[k], n);
+        assert_true(((unsigned char)body.p[e] & 0xC0) != 0x80);
+    }
+    cg_json_free(&j);
+    cg_buf_free(&streamed);
+    cg_buf_free(&body);
+    cg_buf_free(&last);
+    cg_demo_answer_free(&s);
+    cg_demo_answer_free(&b);
+    cg_demo_answer_free(&v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_anthropic_document_follows_the_request_ones),
         cmocka_unit_test(test_responses_body_annotations_cover_markers),
         cmocka_unit_test(test_responses_stream_annotates_each_marker_next),
+        cmocka_unit_test(test_gemini_grounding_offsets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

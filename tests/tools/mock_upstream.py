@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mock OpenAI-compatible / Azure OpenAI / Anthropic / OpenAI Responses upstream for
+"""Mock OpenAI-compatible / Azure OpenAI / Anthropic / OpenAI Responses / Gemini upstream for
 citegate's integration tests.
 
 Python 3 standard library only. An asyncio HTTP/1.1 server (plain, or TLS with
@@ -23,7 +23,8 @@ Routes
   POST /v1/embeddings, or any path ending in /embeddings (without X-Mock-Fixture):
                           an OpenAI-shaped embeddings answer (see "Embeddings")
   any path with X-Mock-Fixture, or any path ending in /chat/completions, /v1/messages
-  (Anthropic Messages) or /v1/responses (OpenAI Responses): a fixture
+  (Anthropic Messages), /v1/responses (OpenAI Responses), :streamGenerateContent or
+  :generateContent (Gemini, Vertex AI): a fixture
   anything else           404 with an OpenAI-style JSON error
 
 Request headers that control a response (citegate forwards end-to-end headers):
@@ -34,6 +35,9 @@ Request headers that control a response (citegate forwards end-to-end headers):
                           chat path      azure_oyd_stream.sse / azure_oyd_response.json
                           /v1/messages   dialects/e2e/anthropic_stream.sse / …_response.json
                           /v1/responses  dialects/e2e/responses_stream.sse / …_response.json
+                          …:streamGenerateContent  dialects/e2e/gemini_stream.sse (whatever
+                                         the body says: Gemini streams by its path)
+                          …:generateContent        dialects/e2e/gemini_response.json
   X-Mock-Split: N         write the body in N-byte pieces (one chunk, one write+drain each).
                           Without it an .sse body is written one SSE event per piece and a
                           JSON body in one piece.
@@ -192,6 +196,8 @@ DEFAULT_FIXTURES = (
     ("/chat/completions", "azure_oyd_stream.sse", "azure_oyd_response.json"),
     ("/v1/messages", "dialects/e2e/anthropic_stream.sse", "dialects/e2e/anthropic_response.json"),
     ("/v1/responses", "dialects/e2e/responses_stream.sse", "dialects/e2e/responses_response.json"),
+    (":streamGenerateContent", "dialects/e2e/gemini_stream.sse", "dialects/e2e/gemini_stream.sse"),
+    (":generateContent", "dialects/e2e/gemini_response.json", "dialects/e2e/gemini_response.json"),
 )
 
 

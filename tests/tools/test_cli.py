@@ -69,6 +69,23 @@ check("filter --help lists the profiles", PROFILES in p.stdout, p.stdout)
 p = subprocess.run([CITEGATE, "--help"], capture_output=True, timeout=30, env=ENV)
 check("citegate --help lists the profiles", p.returncode == 0 and PROFILES in p.stdout, p.stdout)
 
+DIALECTS = b"upstream dialects (CITEGATE_UPSTREAM_DIALECT): openai, anthropic, responses, gemini, vertex"
+check("citegate --help lists the dialects", DIALECTS in p.stdout, p.stdout)
+p = run(["--help"])
+check("filter --help lists the dialects", DIALECTS in p.stdout, p.stdout)
+
+# A Gemini stream: the grounding's references after the text, rewritten.
+with open(os.path.join(FIXTURES, "dialects", "answers", "gemini_file_search.sse"), "rb") as f:
+    gemini = f.read()
+p = run(["--dialect", "gemini", "--profile", "markdown"], gemini)
+check("--dialect gemini reads a Gemini stream",
+      p.returncode == 0 and b"third-party charger.\"" in p.stdout and b"\"content\":\" [1][2]\"" in p.stdout
+      and b"**Sources**" in p.stdout
+      and p.stdout.endswith(b"data: [DONE]\n\n"), p.stdout[-600:])
+p = run(["--dialect", "bard"], gemini)
+check("an unknown dialect exits 1 naming the variable",
+      p.returncode == 1 and b"CITEGATE_UPSTREAM_DIALECT" in p.stderr, p.stderr)
+
 p = run(["--ref-style", "citation"], stream)
 check("--ref-style citation is accepted", p.returncode == 0, p.stderr)
 

@@ -49,7 +49,7 @@ def strip_comments(text):
 def code_reads():
     """(settings table names in order, {getenv name: files}, {"--flag" literals})."""
     table_src = strip_comments((ROOT / "src" / "core" / "config.c").read_text())
-    table = re.findall(r'\{\s*"(' + NAME + r')"\s*,\s*T_[A-Z]+\s*,', table_src)
+    table = re.findall(r'\{\s*"(' + NAME + r')"\s*,\s*T_[A-Z_]+\s*,', table_src)
     getenv, flags = {}, set()
     for path in source_files():
         text = strip_comments(path.read_text(errors="replace"))

@@ -1,0 +1,17 @@
+/*
+ * What dialect `vertex` (vertex.c) shares with dialect `gemini` (gemini.c):
+ * the same request, path and answer, other key header fields.
+ */
+#ifndef CG_DIALECTS_GEMINI_H
+#define CG_DIALECTS_GEMINI_H
+
+#include "chatreq.h"
+
+int cg__gemini_request(cg_chatreq_t *c, cg_dialect_err_t *err);
+void cg__gemini_path(const cg_dialect_req_t *r, cg_buf_t *out);
+extern const cg_dialect_view_t cg__gemini_view;
+
+/* x-goog-api-key's value, trimmed, when the client sent a non-empty one. */
+cg_span_t cg__gemini_own_key(const cg_dialect_hdrs_t *h);
+
+#endif
