@@ -76,7 +76,7 @@ static void error(cg_admin_resp_t *r, int status, const char *type, const char *
 
 struct cg_admin_wait {
     cg_admin_done_fn done;
-    void *ctx;
+    void *arg;
     bool patterns; /* which query: for the error's code */
     cg_track_query_t *tq;
 };
@@ -93,17 +93,17 @@ static void unavailable(cg_admin_resp_t *r, bool patterns)
 }
 
 /* The tracking store answered a wait. */
-static void on_tracked(void *arg, int status, cg_buf_t *body)
+static void on_tracked(void *wait_arg, int status, cg_buf_t *body)
 {
-    cg_admin_wait_t *wait = arg;
+    cg_admin_wait_t *wait = wait_arg;
     cg_admin_resp_t r = {.status = status, .ctype = "application/json", .body = *body};
     if (status != 200)
         unavailable(&r, wait->patterns);
     cg_metrics_request(CG_ROUTE_ADMIN, r.status);
     cg_admin_done_fn done = wait->done;
-    void *ctx = wait->ctx;
+    void *arg = wait->arg;
     free(wait);
-    done(ctx, &r);
+    done(arg, &r);
 }
 
 void cg_admin_cancel(cg_admin_wait_t *wait)
@@ -113,24 +113,24 @@ void cg_admin_cancel(cg_admin_wait_t *wait)
 }
 
 /* /v1/citations/stats and /patterns: answered now, or a wait. */
-static cg_admin_wait_t *tracked(cg_worker_t *w, bool patterns, const char *url, size_t len,
+static cg_admin_wait_t *tracked(cg_ctx_t *ctx, bool patterns, const char *url, size_t len,
                                 const cg_hdrs_t *hdrs, cg_admin_resp_t *r, cg_admin_done_fn done,
-                                void *ctx)
+                                void *arg)
 {
     char *q = patterns ? query_param(url, len, "q") : NULL;
     char *ks = patterns ? query_param(url, len, "k") : NULL;
     cg_admin_wait_t *wait = cg_xcalloc(1, sizeof(*wait));
     wait->done = done;
-    wait->ctx = ctx;
+    wait->arg = arg;
     wait->patterns = patterns;
     int k;
     if (patterns && !parse_k(ks, &k))
         error(r, 400, "invalid_request_error", "invalid_k", "k must be an integer from 1 to 50");
     else if (patterns)
-        wait->tq = cg_tracking_patterns(w, q ? q : "", k, hdrs, &r->status, &r->body, on_tracked,
-                                        wait);
+        wait->tq =
+            cg_tracking_patterns(ctx, q ? q : "", k, hdrs, &r->status, &r->body, on_tracked, wait);
     else
-        wait->tq = cg_tracking_stats(w, &r->status, &r->body, on_tracked, wait);
+        wait->tq = cg_tracking_stats(ctx, &r->status, &r->body, on_tracked, wait);
     free(q);
     free(ks);
     if (wait->tq != NULL)
@@ -141,9 +141,9 @@ static cg_admin_wait_t *tracked(cg_worker_t *w, bool patterns, const char *url, 
     return NULL;
 }
 
-cg_admin_wait_t *cg_admin_respond(cg_worker_t *w, int method, const char *url, size_t len,
+cg_admin_wait_t *cg_admin_respond(cg_ctx_t *ctx, int method, const char *url, size_t len,
                                   const cg_hdrs_t *hdrs, cg_admin_resp_t *r, cg_admin_done_fn done,
-                                  void *ctx)
+                                  void *arg)
 {
     static const char *const known[] = {
         "/healthz", "/readyz", "/metrics", "/v1/citations/stats", "/v1/citations/patterns", NULL};
@@ -163,13 +163,14 @@ cg_admin_wait_t *cg_admin_respond(cg_worker_t *w, int method, const char *url, s
     } else if (which == 0) {
         cg_buf_puts(&r->body, "{\"status\":\"ok\"}");
     } else if (which == 1) {
-        cg_buf_puts(&r->body, w->draining ? "{\"status\":\"draining\"}" : "{\"status\":\"ready\"}");
-        r->status = w->draining ? 503 : 200;
+        cg_buf_puts(&r->body,
+                    ctx->draining ? "{\"status\":\"draining\"}" : "{\"status\":\"ready\"}");
+        r->status = ctx->draining ? 503 : 200;
     } else if (which == 2) {
         cg_metrics_render(&r->body);
         r->ctype = "text/plain; version=0.0.4; charset=utf-8";
     } else {
-        cg_admin_wait_t *wait = tracked(w, which == 4, url, len, hdrs, r, done, ctx);
+        cg_admin_wait_t *wait = tracked(ctx, which == 4, url, len, hdrs, r, done, arg);
         if (wait != NULL)
             return wait; /* counted when answered */
     }

@@ -1,19 +1,24 @@
 /*
- * Client connections. A connection is accepted, its protocol chosen (ALPN
- * on TLS, else the HTTP/2 preface sniffed on the same port), and from then
- * on its bytes go to that protocol's handler: HTTP/1.1 (h1.c) or HTTP/2
- * (h2.c). The client's memory is freed in its connection's close callback.
+ * A client connection, as the protocols that serve it see it: its
+ * connection, its protocol's state (HTTP/1.1 in place, HTTP/2 behind a
+ * pointer), its request deadline, and the table through which the server
+ * (server.c, above the protocols) hands it bytes and events. The server
+ * accepts it, chooses its protocol (ALPN on TLS, else the HTTP/2 preface
+ * sniffed on the same port) and frees it in its connection's close
+ * callback. There is no client.c: this header is below h1.c and h2.c,
+ * which serve a client, and server.c, which picks between them.
  */
 #ifndef CITEGATE_IO_CLIENT_H
 #define CITEGATE_IO_CLIENT_H
 
 #include "conn.h"
+#include "ctx.h"
 #include "defer.h"
 #include "http.h"
-#include "worker.h"
 
 #include <llhttp.h>
 
+typedef struct cg_client cg_client_t;
 typedef struct cg_exchange cg_exchange_t;
 
 /* What a protocol does with a client connection. */
@@ -56,7 +61,7 @@ typedef struct cg_h1 {
 
 struct cg_client {
     cg_conn_t conn;
-    cg_worker_t *w;
+    cg_ctx_t *ctx;
     bool admin;
     /* A request head (and the TLS handshake before it) must arrive by
      * then; 0 while a request is being answered. */
@@ -65,7 +70,8 @@ struct cg_client {
     cg_buf_t sniff;          /* first bytes, until the preface is told apart */
     cg_h1_t h1;
     struct cg_h2conn *h2;
-    cg_list_t link; /* in the worker's clients */
+    struct cg_server *server; /* that accepted it */
+    cg_list_t link;           /* in the server's clients */
 };
 
 static inline cg_client_t *cg_client_of(cg_list_t *link)
@@ -76,23 +82,10 @@ static inline cg_client_t *cg_client_of(cg_list_t *link)
 extern const cg_proto_t cg_h1_proto;
 extern const cg_proto_t cg_h2_proto;
 
-/* Listens on addr (SO_REUSEPORT); admin listeners serve the admin paths. */
-int cg_client_listen(cg_worker_t *w, uv_tcp_t *h, const char *addr);
-/* Serves fd, a connected socket, as a client of the listener (TLS with
- * tls when not NULL) or of the admin listener: what accepting does, for a
- * socket that did not come from a listener. The tests and fuzzers drive the
- * real protocols through it over a socketpair. The client is freed when its
- * connection closes; the pointer is valid until then. */
-cg_client_t *cg_client_adopt(cg_worker_t *w, int fd, struct cg_tls_conf *tls, bool admin);
-/* Starts the sweep that closes connections past their request deadline. */
-void cg_client_sweep_start(cg_worker_t *w);
-/* The connection waits for a request from now on (or, with false, not).
- * Inline: the protocol handlers call it, and client.c calls them. */
+/* The connection waits for a request from now on (or, with false, not). */
 static inline void cg_client_expect_request(cg_client_t *c, bool expect)
 {
-    c->deadline = expect ? cg_now_ms(c->w) + c->w->cfg->request_timeout_ms : 0;
+    c->deadline = expect ? cg_now_ms(c->ctx) + c->ctx->cfg->request_timeout_ms : 0;
 }
-void cg_client_drain(cg_client_t *c);
-void cg_client_shutdown(cg_client_t *c);
 
 #endif

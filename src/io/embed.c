@@ -20,7 +20,7 @@ struct cg_embed_call {
     cg_buf_t text;
     cg_hdrs_t keys;
     cg_embed_cb cb; /* NULL once cancelled */
-    void *ctx;
+    void *arg;
     cg_exchange_t *ex; /* while running */
     uint64_t deadline;
     int status;
@@ -31,7 +31,7 @@ struct cg_embed_call {
 };
 
 struct cg_embed {
-    cg_worker_t *w;
+    cg_ctx_t *ctx;
     cg_waitq_t queue, running, finished;
     cg_defer_t pump; /* starts calls and hands out outcomes at a safe point */
     uv_timer_t sweep;
@@ -69,23 +69,23 @@ static void call_free(cg_embed_call_t *c)
 static void failed(cg_embed_t *e, const char *why)
 {
     cg_metrics->embedding_failures++;
-    uint64_t now = cg_now_ms(e->w);
+    uint64_t now = cg_now_ms(e->ctx);
     if (e->last_log && now - e->last_log < LOG_GAP_MS) {
         e->unlogged++;
         return;
     }
-    const cg_upstream_t *up = *e->w->embed_upp;
+    const cg_upstream_t *up = *e->ctx->embed_upp;
     char more[64] = "";
     if (e->unlogged)
         snprintf(more, sizeof(more), "; %llu more failures since the last report",
                  (unsigned long long)e->unlogged);
     /* The path without its query: a query may carry a key. */
-    const char *path = e->w->embed_path;
+    const char *path = e->ctx->embed_path;
     cg_log_warn(NULL,
                 "embeddings: %s (%s%.*s, model %s); patterns are kept without a vector and "
                 "recall ranks lexically; answers are not affected%s",
                 why, up->target ? up->target->url.authority : "", (int)strcspn(path, "?"), path,
-                e->w->cfg->embeddings_model, more);
+                e->ctx->cfg->embeddings_model, more);
     e->last_log = now ? now : 1;
     e->unlogged = 0;
 }
@@ -180,7 +180,7 @@ static void check_dim(cg_embed_t *e, uint32_t dim)
                     "embeddings: vectors of %u dimensions after %u (model %s): recall compares a "
                     "vector only with those of its dimension, so the patterns stored before "
                     "rank lexically",
-                    (unsigned)dim, (unsigned)e->dim, e->w->cfg->embeddings_model);
+                    (unsigned)dim, (unsigned)e->dim, e->ctx->cfg->embeddings_model);
     }
     e->dim = dim;
 }
@@ -198,12 +198,13 @@ static void deliver(cg_embed_call_t *c)
     char why[256];
     bool ok = outcome(c, &vec, why, sizeof(why));
     if (ok) {
-        vec.model = cg_xstrndup(e->w->cfg->embeddings_model, strlen(e->w->cfg->embeddings_model));
+        vec.model =
+            cg_xstrndup(e->ctx->cfg->embeddings_model, strlen(e->ctx->cfg->embeddings_model));
         check_dim(e, vec.dim);
     } else
         failed(e, why);
     if (c->cb)
-        c->cb(c->ctx, ok ? &vec : NULL, ok ? NULL : why);
+        c->cb(c->arg, ok ? &vec : NULL, ok ? NULL : why);
     cg_vector_free(&vec);
     call_free(c);
 }
@@ -212,7 +213,7 @@ static void deliver(cg_embed_call_t *c)
 
 static void add_key(const cg_embed_call_t *c, cg_hdrs_t *h)
 {
-    const char *key = c->e->w->cfg->embeddings_api_key;
+    const char *key = c->e->ctx->cfg->embeddings_api_key;
     if (key == NULL) {
         for (size_t i = 0; i < c->keys.n; i++) {
             cg_span_t name = cg_hdr_name(&c->keys, i), v = cg_hdr_value(&c->keys, i);
@@ -231,20 +232,20 @@ static void on_sweep(uv_timer_t *t);
 static void start(cg_embed_call_t *c)
 {
     cg_embed_t *e = c->e;
-    cg_worker_t *w = e->w;
+    cg_ctx_t *ctx = e->ctx;
     cg_reqmsg_t m = {0};
     m.method = HTTP_POST;
-    cg_buf_puts(&m.url, w->embed_path);
+    cg_buf_puts(&m.url, ctx->embed_path);
     cg_hdrs_add_str(&m.hdrs, "Content-Type", "application/json");
     cg_hdrs_add_str(&m.hdrs, "Accept", "application/json");
     add_key(c, &m.hdrs);
-    cg_embedding_request(&m.body, w->cfg->embeddings_model, c->text.p ? c->text.p : "",
+    cg_embedding_request(&m.body, ctx->cfg->embeddings_model, c->text.p ? c->text.p : "",
                          c->text.len);
     cg_buf_free(&c->text);
     cg_hdrs_free(&c->keys);
     cg_waitq_push(&e->running, &c->link);
-    c->deadline = cg_now_ms(w) + CG_EMBED_TIMEOUT_MS;
-    c->ex = cg_exchange_call(w, &m, w->embed_upp, &down_ops, c);
+    c->deadline = cg_now_ms(ctx) + CG_EMBED_TIMEOUT_MS;
+    c->ex = cg_exchange_call(ctx, &m, ctx->embed_upp, &down_ops, c);
     cg_reqmsg_free(&m);
     cg_metrics->embedding_requests++;
     if (!uv_is_active((uv_handle_t *)&e->sweep))
@@ -265,16 +266,16 @@ static void on_pump(cg_defer_t *d)
 
 static void pump_soon(cg_embed_t *e)
 {
-    if (e->w->safe.closed) /* the loop is over: cg_embed_free ends what is left */
+    if (e->ctx->safe.closed) /* the loop is over: cg_embed_free ends what is left */
         return;
-    cg_defer(&e->w->safe, &e->pump, on_pump);
+    cg_defer(&e->ctx->safe, &e->pump, on_pump);
 }
 
 /* Abandons running calls past their deadline; stops when none runs. */
 static void on_sweep(uv_timer_t *t)
 {
     cg_embed_t *e = t->data;
-    uint64_t now = cg_now_ms(e->w);
+    uint64_t now = cg_now_ms(e->ctx);
     cg_list_t *pos, *next;
     cg_list_each(pos, next, &e->running.head) {
         cg_embed_call_t *c = call_of_link(pos);
@@ -289,24 +290,24 @@ static void on_sweep(uv_timer_t *t)
 
 /* ---- the interface ------------------------------------------------------------ */
 
-cg_embed_t *cg_embed_new(cg_worker_t *w)
+cg_embed_t *cg_embed_new(cg_ctx_t *ctx)
 {
-    if (w->embed_upp == NULL)
+    if (ctx->embed_upp == NULL)
         return NULL;
     cg_embed_t *e = cg_xcalloc(1, sizeof(*e));
-    e->w = w;
+    e->ctx = ctx;
     e->pump.fn = on_pump;
     cg_waitq_init(&e->queue);
     cg_waitq_init(&e->running);
     cg_waitq_init(&e->finished);
-    uv_timer_init(w->loop, &e->sweep);
+    uv_timer_init(ctx->loop, &e->sweep);
     e->sweep.data = e;
     uv_unref((uv_handle_t *)&e->sweep);
     return e;
 }
 
 cg_embed_call_t *cg_embed_ask(cg_embed_t *e, const char *text, size_t n, const cg_hdrs_t *keys,
-                              bool urgent, cg_embed_cb cb, void *ctx)
+                              bool urgent, cg_embed_cb cb, void *arg)
 {
     if (e->draining || e->queue.len >= CG_EMBED_QUEUE) {
         failed(e, e->draining ? "citegate is shutting down"
@@ -316,7 +317,7 @@ cg_embed_call_t *cg_embed_ask(cg_embed_t *e, const char *text, size_t n, const c
     cg_embed_call_t *c = cg_xcalloc(1, sizeof(*c));
     c->e = e;
     c->cb = cb;
-    c->ctx = ctx;
+    c->arg = arg;
     cg_buf_put(&c->text, text, n);
     for (size_t i = 0; keys && i < keys->n; i++) {
         cg_span_t name = cg_hdr_name(keys, i), v = cg_hdr_value(keys, i);
@@ -367,3 +368,6 @@ void cg_embed_free(cg_embed_t *e)
     }
     free(e);
 }
+
+const cg_track_embedder_t cg_embed_tracking = {cg_embed_new,   cg_embed_ask,  cg_embed_cancel,
+                                               cg_embed_drain, cg_embed_free, cg_embed_expect_dim};

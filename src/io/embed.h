@@ -14,8 +14,9 @@
 #define CITEGATE_IO_EMBED_H
 
 #include "citegate/embedding.h"
+#include "ctx.h"
 #include "hdrs.h"
-#include "worker.h"
+#include "tracking/tracking.h"
 
 #define CG_EMBED_IN_FLIGHT  8
 #define CG_EMBED_QUEUE      1024
@@ -26,11 +27,11 @@ typedef struct cg_embed_call cg_embed_call_t;
 
 /* The outcome of a call: vec (with its model) to take, or NULL with why,
  * a one-line reason without the key or the endpoint's answer. */
-typedef void (*cg_embed_cb)(void *ctx, cg_vector_t *vec, const char *why);
+typedef void (*cg_embed_cb)(void *arg, cg_vector_t *vec, const char *why);
 
 /* The worker's client, or NULL when it has no embeddings endpoint
  * (CITEGATE_EMBEDDINGS_MODEL unset, or nowhere to send the calls). */
-cg_embed_t *cg_embed_new(cg_worker_t *w);
+cg_embed_t *cg_embed_new(cg_ctx_t *ctx);
 
 /*
  * Queues a call embedding text[0..n). keys: the Authorization and api-key
@@ -41,7 +42,7 @@ cg_embed_t *cg_embed_new(cg_worker_t *w);
  * unless it is cancelled first.
  */
 cg_embed_call_t *cg_embed_ask(cg_embed_t *e, const char *text, size_t n, const cg_hdrs_t *keys,
-                              bool urgent, cg_embed_cb cb, void *ctx);
+                              bool urgent, cg_embed_cb cb, void *arg);
 
 /* The dimension of the vectors stored so far (0: none). A vector of
  * another dimension (the endpoint's model changed: recall can compare it
@@ -51,6 +52,9 @@ void cg_embed_expect_dim(cg_embed_t *e, uint32_t dim);
 
 /* Forgets a call whose callback has not run: it never will. */
 void cg_embed_cancel(cg_embed_call_t *c);
+
+/* These calls, as tracking takes them (tracking/tracking.h). */
+extern const cg_track_embedder_t cg_embed_tracking;
 
 /* Shutdown: every queued and running call ends now, failed. */
 void cg_embed_drain(cg_embed_t *e);

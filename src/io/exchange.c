@@ -61,7 +61,7 @@ static void make_rid(cg_exchange_t *ex, cg_span_t given)
 /* Adds AZURE_AI_DATA_SOURCES to a chat body that has no data_sources (SPEC §5). */
 static void put_body(cg_exchange_t *ex, const cg_buf_t *body)
 {
-    const char *sources = ex->w->data_sources;
+    const char *sources = ex->ctx->data_sources;
     cg_span_t b = cg_span(body->p, body->len);
     if (!ex->transform || sources == NULL || ex->req.has_data_sources)
         cg_buf_put(&ex->upreq.body, b.p, b.n);
@@ -88,15 +88,15 @@ static bool drop_request_header(const cg_exchange_t *ex, cg_span_t name)
 }
 
 /* The dialect reads the client's fields and adds its own (SPEC §6a). */
-static cg_span_t client_field(void *ctx, const char *name)
+static cg_span_t client_field(void *arg, const char *name)
 {
-    const cg_exchange_t *ex = ctx;
+    const cg_exchange_t *ex = arg;
     return cg_hdrs_get(&ex->msg.hdrs, name);
 }
 
-static void add_upstream_field(void *ctx, cg_span_t name, cg_span_t value)
+static void add_upstream_field(void *arg, cg_span_t name, cg_span_t value)
 {
-    cg_exchange_t *ex = ctx;
+    cg_exchange_t *ex = arg;
     cg_hdrs_add(&ex->upreq.hdrs, name.p, name.n, value.p, value.n);
 }
 
@@ -169,7 +169,7 @@ static void answer_preflight(cg_exchange_t *ex)
 static void note_origin(cg_exchange_t *ex)
 {
     cg_span_t origin = cg_hdrs_get(&ex->msg.hdrs, "origin");
-    if (ex->cors_origin == NULL && cg_route_cors_allowed(ex->w->cfg->cors_origins, origin))
+    if (ex->cors_origin == NULL && cg_route_cors_allowed(ex->ctx->cfg->cors_origins, origin))
         ex->cors_origin = cg_xstrndup(origin.p, origin.n);
 }
 
@@ -177,7 +177,7 @@ static void note_origin(cg_exchange_t *ex)
  * answered. */
 static bool cors(cg_exchange_t *ex)
 {
-    if (ex->w->cfg->cors_origins == NULL)
+    if (ex->ctx->cfg->cors_origins == NULL)
         return false;
     note_origin(ex);
     if (ex->msg.method != HTTP_OPTIONS ||
@@ -246,7 +246,7 @@ static void respond_busy(cg_exchange_t *ex, int reason)
 static bool choose_profile(cg_exchange_t *ex)
 {
     cg_span_t h = cg_hdrs_get(&ex->msg.hdrs, "x-citegate-profile");
-    ex->profile = ex->w->cfg->profile;
+    ex->profile = ex->ctx->cfg->profile;
     if (h.p == NULL)
         return true;
     char name[32];
@@ -269,7 +269,8 @@ static bool translate(cg_exchange_t *ex, size_t path_len)
 {
     cg_reqmsg_t *m = &ex->msg;
     cg_dialect_err_t e;
-    cg_dialect_in_t in = {&ex->req, cg_route_deployment(cg_span(m->url.p, path_len)), ex->w->cfg->gemini_tools};
+    cg_dialect_in_t in = {&ex->req, cg_route_deployment(cg_span(m->url.p, path_len)),
+                          ex->ctx->cfg->gemini_tools};
     if (cg_dialect_request(ex->dialect, m->body.p ? m->body.p : "", m->body.len, &in, &ex->dreq,
                            &e) == 0)
         return true;
@@ -282,36 +283,36 @@ static bool translate(cg_exchange_t *ex, size_t path_len)
 
 static void on_timer(uv_timer_t *t);
 
-static cg_exchange_t *make(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down, void *ctx)
+static cg_exchange_t *make(cg_ctx_t *ctx, cg_reqmsg_t *msg, const cg_down_ops_t *down, void *arg)
 {
     cg_exchange_t *ex = cg_xcalloc(1, sizeof(*ex));
-    ex->w = w;
-    ex->upp = &w->up;
+    ex->ctx = ctx;
+    ex->upp = &ctx->up;
     cg_reqmsg_move(&ex->msg, msg);
     ex->down = down;
-    ex->down_ctx = ctx;
+    ex->down_ctx = arg;
     ex->route = CG_ROUTE_OTHER;
-    ex->t_start = ex->last_activity = cg_now_ms(w);
-    uv_timer_init(w->loop, &ex->timer);
+    ex->t_start = ex->last_activity = cg_now_ms(ctx);
+    uv_timer_init(ctx->loop, &ex->timer);
     ex->timer.data = ex;
     make_rid(ex, cg_hdrs_get(&ex->msg.hdrs, "x-request-id"));
     return ex;
 }
 
-cg_exchange_t *cg_exchange_new(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down,
-                               void *ctx)
+cg_exchange_t *cg_exchange_new(cg_ctx_t *ctx, cg_reqmsg_t *msg, const cg_down_ops_t *down,
+                               void *arg)
 {
-    cg_exchange_t *ex = make(w, msg, down, ctx);
-    w->active++;
+    cg_exchange_t *ex = make(ctx, msg, down, arg);
+    cg_ctx_begin(ctx);
     cg_metrics->active_streams++;
     return ex;
 }
 
 /* Not a stream: a drain does not wait for it, and no gauge counts it. */
-cg_exchange_t *cg_exchange_call(cg_worker_t *w, cg_reqmsg_t *msg, cg_upstream_t **upp,
-                                const cg_down_ops_t *down, void *ctx)
+cg_exchange_t *cg_exchange_call(cg_ctx_t *ctx, cg_reqmsg_t *msg, cg_upstream_t **upp,
+                                const cg_down_ops_t *down, void *arg)
 {
-    cg_exchange_t *ex = make(w, msg, down, ctx);
+    cg_exchange_t *ex = make(ctx, msg, down, arg);
     ex->upp = upp;
     ex->internal = true;
     return ex;
@@ -322,7 +323,7 @@ cg_exchange_t *cg_exchange_call(cg_worker_t *w, cg_reqmsg_t *msg, cg_upstream_t 
 static void keep_keys(cg_exchange_t *ex)
 {
     /* embed_upp: embeddings are on and have an endpoint (worker.c) */
-    if (!ex->transform || ex->w->embed_upp == NULL || ex->w->cfg->embeddings_api_key)
+    if (!ex->transform || ex->ctx->embed_upp == NULL || ex->ctx->cfg->embeddings_api_key)
         return;
     static const char *const names[] = {"authorization", "api-key"};
     for (int i = 0; i < 2; i++) {
@@ -334,16 +335,16 @@ static void keep_keys(cg_exchange_t *ex)
 
 void cg_exchange_run(cg_exchange_t *ex)
 {
-    cg_worker_t *w = ex->w;
+    cg_ctx_t *ctx = ex->ctx;
     cg_reqmsg_t *m = &ex->msg;
     cg_span_t url = cg_span(m->url.p, m->url.len);
     size_t path_len = cg_route_path_length(url);
     ex->route = cg_route_of(cg_span(url.p, path_len));
     ex->transform = ex->route != CG_ROUTE_OTHER && m->method == HTTP_POST;
-    ex->dialect = ex->transform ? w->cfg->upstream_dialect : cg_dialect_default();
+    ex->dialect = ex->transform ? ctx->cfg->upstream_dialect : cg_dialect_default();
     if (cors(ex))
         return;
-    if (w->draining) {
+    if (ctx->draining) {
         respond_error(ex, 503, "server_error", "draining", "citegate is shutting down");
         return;
     }
@@ -367,7 +368,7 @@ void cg_exchange_run(cg_exchange_t *ex)
     if (ex->transform) {
         if (!choose_profile(ex))
             return;
-        cg_cite_opts_t o = {w->cfg->max_doc_bytes, w->cfg->include_search_scores};
+        cg_cite_opts_t o = {ctx->cfg->max_doc_bytes, ctx->cfg->include_search_scores};
         if (cg_request_parse(&ex->req, m->body.p ? m->body.p : "", m->body.len, &o) != 0) {
             respond_error(ex, 400, "invalid_request_error", "invalid_json",
                           "request body is not a valid JSON object");
@@ -400,7 +401,8 @@ static bool drop_response_header(const cg_exchange_t *ex, const cg_hdrs_t *h, cg
         cg_span_ieq(name, "x-request-id"))
         return true;
     /* With CORS on, citegate alone speaks it. */
-    if (ex->w->cfg->cors_origins && name.n > 15 && strncasecmp(name.p, "access-control-", 15) == 0)
+    if (ex->ctx->cfg->cors_origins && name.n > 15 &&
+        strncasecmp(name.p, "access-control-", 15) == 0)
         return true;
     return ex->is_sse &&
            (cg_span_ieq(name, "cache-control") || cg_span_ieq(name, "x-accel-buffering"));
@@ -467,25 +469,25 @@ static bool translates(const cg_exchange_t *ex)
 
 void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
 {
-    cg_worker_t *w = ex->w;
+    cg_ctx_t *ctx = ex->ctx;
     ex->status = status;
     cg_upreq_free(&ex->upreq); /* answered: it will not be sent again */
     cg_hdrs_free(&ex->msg.hdrs); /* read only to build, route and log the request */
-    ex->last_activity = cg_now_ms(w);
+    ex->last_activity = cg_now_ms(ctx);
     cg_hist_observe(&cg_metrics->ttfb, cg_seconds_buckets,
-                    (double)(cg_now_ms(w) - ex->t_start) / 1000.0);
+                    (double)(cg_now_ms(ctx) - ex->t_start) / 1000.0);
     ex->is_sse = ctype_is(cg_hdrs_get(h, "content-type"), "text/event-stream");
     ex->mode = CG_MODE_PASS;
     if (ex->transform && translates(ex) && status == 200 && !encoded(ex, h))
         ex->mode = ex->is_sse ? CG_MODE_STREAM : CG_MODE_BODY;
     if (ex->mode != CG_MODE_PASS) {
         cg_xform_cfg_t xc;
-        cg_config_xform(w->cfg, &xc);
+        cg_config_xform(ctx->cfg, &xc);
         xc.profile = ex->profile;
         ex->xf = cg_xform_new(&xc, &ex->req);
         cg_xform_set_dialect(ex->xf, cg_dialect_view(ex->dialect), &ex->dreq, (int64_t)time(NULL));
     }
-    arm_timer(ex, w->cfg->idle_timeout_ms);
+    arm_timer(ex, ctx->cfg->idle_timeout_ms);
     /* A body to transform, or a stream held to its end, goes out with its
      * head later: the head reports what the transformer did. */
     bool hold =
@@ -553,15 +555,15 @@ static void give_up_body(cg_exchange_t *ex, const char *p, size_t n)
 
 void cg_ex_on_body(cg_exchange_t *ex, const char *p, size_t n)
 {
-    ex->last_activity = cg_now_ms(ex->w);
+    ex->last_activity = cg_now_ms(ex->ctx);
     ex->resp_bytes += n;
     if (cg_status_no_body(ex->status, ex->msg.method))
         return;
     switch (ex->mode) {
     case CG_MODE_STREAM:
-        cg_xform_feed(ex->xf, p, n, &ex->w->out);
-        if (head_sent(ex) || ex->w->out.nseg)
-            emit_out(ex, &ex->w->out);
+        cg_xform_feed(ex->xf, p, n, &ex->ctx->out);
+        if (head_sent(ex) || ex->ctx->out.nseg)
+            emit_out(ex, &ex->ctx->out);
         break;
     case CG_MODE_BODY:
         if (ex->body.len + n <= CG_MAX_BODY_RESPONSE) {
@@ -587,9 +589,9 @@ static void end_body(cg_exchange_t *ex, bool complete)
 
 static void end_body_mode(cg_exchange_t *ex)
 {
-    cg_xform_body(ex->xf, ex->body.p ? ex->body.p : "", ex->body.len, &ex->w->out);
-    send_head(ex, &ex->head, (long long)cg_out_len(&ex->w->out));
-    emit_out(ex, &ex->w->out);
+    cg_xform_body(ex->xf, ex->body.p ? ex->body.p : "", ex->body.len, &ex->ctx->out);
+    send_head(ex, &ex->head, (long long)cg_out_len(&ex->ctx->out));
+    emit_out(ex, &ex->ctx->out);
 }
 
 /* No answer reached the client: say why, as the SPEC's 502/504 (504 only
@@ -628,8 +630,8 @@ void cg_ex_on_end(cg_exchange_t *ex, cg_err_t err)
         return;
     }
     if (ex->mode == CG_MODE_STREAM) {
-        cg_xform_finish(ex->xf, end_reason(err), &ex->w->out);
-        emit_out(ex, &ex->w->out);
+        cg_xform_finish(ex->xf, end_reason(err), &ex->ctx->out);
+        emit_out(ex, &ex->ctx->out);
         end_body(ex, true);
     } else if (ex->mode == CG_MODE_BODY) {
         end_body_mode(ex);
@@ -646,22 +648,22 @@ void cg_ex_upstream_queued(cg_exchange_t *ex)
     if (ex->state == CG_EX_QUEUED)
         return; /* moved from one pool's queue to another's: still waiting */
     set_state(ex, CG_EX_QUEUED);
-    ex->t_queued = cg_now_ms(ex->w);
-    arm_timer(ex, ex->w->cfg->upstream_queue_timeout_ms);
+    ex->t_queued = cg_now_ms(ex->ctx);
+    arm_timer(ex, ex->ctx->cfg->upstream_queue_timeout_ms);
 }
 
 void cg_ex_upstream_connecting(cg_exchange_t *ex)
 {
     set_state(ex, CG_EX_CONNECTING);
-    ex->t_upstream = cg_now_ms(ex->w);
-    arm_timer(ex, ex->w->cfg->connect_timeout_ms);
+    ex->t_upstream = cg_now_ms(ex->ctx);
+    arm_timer(ex, ex->ctx->cfg->connect_timeout_ms);
 }
 
 void cg_ex_upstream_sent(cg_exchange_t *ex)
 {
     set_state(ex, CG_EX_WAITING);
-    ex->t_upstream = cg_now_ms(ex->w);
-    arm_timer(ex, ex->w->cfg->first_byte_timeout_ms);
+    ex->t_upstream = cg_now_ms(ex->ctx);
+    arm_timer(ex, ex->ctx->cfg->first_byte_timeout_ms);
 }
 
 /* --- timers ------------------------------------------------------------------------ */
@@ -669,7 +671,7 @@ void cg_ex_upstream_sent(cg_exchange_t *ex)
 /* The deadline of the current state: connect, first byte, or idle. */
 static uint64_t deadline(const cg_exchange_t *ex)
 {
-    const cg_config_t *cfg = ex->w->cfg;
+    const cg_config_t *cfg = ex->ctx->cfg;
     switch (ex->state) {
     case CG_EX_QUEUED: return ex->t_queued + cfg->upstream_queue_timeout_ms;
     case CG_EX_CONNECTING: return ex->t_upstream + cfg->connect_timeout_ms;
@@ -681,7 +683,7 @@ static uint64_t deadline(const cg_exchange_t *ex)
 static void on_timer(uv_timer_t *t)
 {
     cg_exchange_t *ex = t->data;
-    uint64_t now = cg_now_ms(ex->w), due = deadline(ex);
+    uint64_t now = cg_now_ms(ex->ctx), due = deadline(ex);
     if (now < due) {
         arm_timer(ex, due - now);
         return;
@@ -717,18 +719,18 @@ static void on_timer_close(uv_handle_t *h)
 
 static void account(cg_exchange_t *ex)
 {
-    cg_worker_t *w = ex->w;
+    cg_ctx_t *ctx = ex->ctx;
     if (ex->internal) {
         cg_log_debug(ex->rid, "citegate's own call %.*s -> %d in %llu ms",
                      (int)(ex->msg.url.len > 200 ? 200 : ex->msg.url.len),
                      ex->msg.url.p ? ex->msg.url.p : "", ex->status,
-                     (unsigned long long)(cg_now_ms(w) - ex->t_start));
+                     (unsigned long long)(cg_now_ms(ctx) - ex->t_start));
         return;
     }
     cg_metrics_request(ex->route, ex->status);
     if (ex->t_upstream)
         cg_hist_observe(&cg_metrics->upstream_duration, cg_seconds_buckets,
-                        (double)(cg_now_ms(w) - ex->t_upstream) / 1000.0);
+                        (double)(cg_now_ms(ctx) - ex->t_upstream) / 1000.0);
     if (ex->xf) {
         const cg_xform_stats_t *s = cg_xform_stats(ex->xf);
         cg_metrics->sse_in += s->events_in;
@@ -741,13 +743,15 @@ static void account(cg_exchange_t *ex)
         cg_metrics->citations_emitted[cg_profile_index(ex->profile)] += s->citations_emitted;
         /* Only an answer that finished is tracked (SPEC §8). */
         bool finished = s->saw_finish || s->saw_done || ex->mode == CG_MODE_BODY;
-        if (!ex->gone && !s->truncated && !s->passthrough && finished && w->on_answer)
-            w->on_answer(ex);
+        if (!ex->gone && !s->truncated && !s->passthrough && finished && ctx->on_answer) {
+            cg_answer_t a = {ex->rid, ex->xf, &ex->req, &ex->keys};
+            ctx->on_answer(ctx->on_answer_arg, &a);
+        }
     }
     cg_log_info(ex->rid, "%s %.*s -> %d in %llu ms, %zu upstream bytes", cg_reqmsg_method(&ex->msg),
                 (int)(ex->msg.url.len > 200 ? 200 : ex->msg.url.len),
                 ex->msg.url.p ? ex->msg.url.p : "", ex->status,
-                (unsigned long long)(cg_now_ms(w) - ex->t_start), ex->resp_bytes);
+                (unsigned long long)(cg_now_ms(ctx) - ex->t_start), ex->resp_bytes);
 }
 
 static void finish(cg_exchange_t *ex)
@@ -756,16 +760,13 @@ static void finish(cg_exchange_t *ex)
         return;
     account(ex);
     set_state(ex, CG_EX_DONE);
-    cg_worker_t *w = ex->w;
     if (!ex->internal) {
-        w->active--;
+        cg_ctx_end(ex->ctx);
         cg_metrics->active_streams--;
     }
     ex->down->done(ex);
     uv_timer_stop(&ex->timer);
     uv_close((uv_handle_t *)&ex->timer, on_timer_close);
-    if (w->draining && w->active == 0 && w->on_quiet)
-        cg_defer(&w->safe, &w->quiet, w->on_quiet);
 }
 
 void cg_exchange_client_gone(cg_exchange_t *ex)
@@ -790,8 +791,8 @@ void cg_exchange_shutdown(cg_exchange_t *ex)
         return;
     }
     if (ex->mode == CG_MODE_STREAM) {
-        cg_xform_finish(ex->xf, CG_END_SHUTDOWN, &ex->w->out);
-        emit_out(ex, &ex->w->out);
+        cg_xform_finish(ex->xf, CG_END_SHUTDOWN, &ex->ctx->out);
+        emit_out(ex, &ex->ctx->out);
         end_body(ex, true);
     } else {
         end_body(ex, false);

@@ -21,7 +21,7 @@
 #include "http.h"
 #include "upreq.h"
 #include "waitq.h"
-#include "worker.h"
+#include "ctx.h"
 
 /* Where an exchange's answer goes. `head` gets the response headers
  * citegate sends (no framing headers); content_length is the body length,
@@ -41,13 +41,13 @@ typedef enum { CG_MODE_PASS, CG_MODE_STREAM, CG_MODE_BODY } cg_ex_mode_t;
 
 /* What the upstream pool serving an exchange keeps in it. */
 typedef struct cg_upslot {
-    void *ctx;            /* the pool's connection or stream */
+    void *handle;   /* the pool's connection or stream */
     cg_list_t wait; /* in the pool's queue */
     uint8_t resent;       /* times sent again after a refusal */
 } cg_upslot_t;
 
 struct cg_exchange {
-    cg_worker_t *w;
+    cg_ctx_t *ctx;
     /* The pool that answers it: the worker's upstream, or the embeddings
      * endpoint's (embed.c). A pointer to the worker's slot, which an h2 pool
      * turns to its HTTP/1.1 fallback. */
@@ -91,12 +91,12 @@ struct cg_exchange {
 /* Makes an exchange for msg (taken over: msg is left empty). The caller
  * keeps the pointer, then calls cg_exchange_run(); from `done` on it must
  * forget it. */
-cg_exchange_t *cg_exchange_new(cg_worker_t *w, cg_reqmsg_t *msg, const cg_down_ops_t *down,
-                               void *ctx);
+cg_exchange_t *cg_exchange_new(cg_ctx_t *ctx, cg_reqmsg_t *msg, const cg_down_ops_t *down,
+                               void *arg);
 /* Makes an exchange for a call of citegate's own (an embedding) through the
  * pool *upp; the caller runs it like a client's. */
-cg_exchange_t *cg_exchange_call(cg_worker_t *w, cg_reqmsg_t *msg, cg_upstream_t **upp,
-                                const cg_down_ops_t *down, void *ctx);
+cg_exchange_t *cg_exchange_call(cg_ctx_t *ctx, cg_reqmsg_t *msg, cg_upstream_t **upp,
+                                const cg_down_ops_t *down, void *arg);
 void cg_exchange_run(cg_exchange_t *ex);
 /* Answers with an error instead (a request the client side refused). */
 void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const char *message);

@@ -26,7 +26,7 @@ static cg_h1_t *h1_of(cg_client_t *c)
 
 static size_t pending_max(const cg_client_t *c)
 {
-    return CG_MAX_HEADER_BYTES + c->w->cfg->max_request_bytes;
+    return CG_MAX_HEADER_BYTES + c->ctx->cfg->max_request_bytes;
 }
 
 /* --- responses ------------------------------------------------------------------- */
@@ -58,7 +58,7 @@ static void response_done(cg_client_t *c)
     h->ex = NULL;
     if (!cg_conn_usable(&c->conn))
         return;
-    if (!h->keep_alive || c->w->draining) {
+    if (!h->keep_alive || c->ctx->draining) {
         cg_conn_shutdown(&c->conn); /* a FIN once the response is written */
         return;
     }
@@ -68,7 +68,7 @@ static void response_done(cg_client_t *c)
     h->reject = 0;
     cg_reqmsg_reset(&h->msg);
     if (h->pending.len)
-        cg_defer(&c->w->safe, &h->next, next_request);
+        cg_defer(&c->ctx->safe, &h->next, next_request);
     cg_conn_read_start(&c->conn);
 }
 
@@ -94,7 +94,7 @@ static void reject(cg_client_t *c, int status, const char *msg)
     h->keep_alive = false;
     cg_conn_read_stop(&c->conn);
     cg_client_expect_request(c, true); /* a client that never reads this is closed */
-    cg_exchange_t *ex = cg_exchange_new(c->w, &h->msg, &h1_down, c);
+    cg_exchange_t *ex = cg_exchange_new(c->ctx, &h->msg, &h1_down, c);
     if (c->admin)
         ex->route = CG_ROUTE_ADMIN;
     cg_log_info(ex->rid, "rejected request: %d %s", status, msg);
@@ -412,7 +412,7 @@ static int on_headers_complete(llhttp_t *p)
         return refuse(p, 501, "only the chunked transfer coding is supported");
     origin_form(&m->url);
     if (!c->admin && (p->flags & F_CONTENT_LENGTH) &&
-        p->content_length > c->w->cfg->max_request_bytes)
+        p->content_length > c->ctx->cfg->max_request_bytes)
         return refuse(p, 413, "body too large");
     go_on(c, p);
     return 0;
@@ -421,7 +421,7 @@ static int on_headers_complete(llhttp_t *p)
 static int on_body(llhttp_t *p, const char *at, size_t n)
 {
     cg_client_t *c = p->data;
-    size_t max = c->admin ? 65536 : c->w->cfg->max_request_bytes;
+    size_t max = c->admin ? 65536 : c->ctx->cfg->max_request_bytes;
     if (c->h1.msg.body.len + n > max)
         return refuse(p, 413, "body too large");
     cg_buf_put(&c->h1.msg.body, at, n);
@@ -438,9 +438,9 @@ static int on_message_complete(llhttp_t *p)
     return HPE_PAUSED;
 }
 
-static void admin_answered(void *ctx, cg_admin_resp_t *r)
+static void admin_answered(void *arg, cg_admin_resp_t *r)
 {
-    cg_client_t *c = ctx;
+    cg_client_t *c = arg;
     c->h1.admin_wait = NULL;
     send_admin(c, r);
     cg_buf_free(&r->body);
@@ -453,9 +453,8 @@ static void serve_admin(cg_client_t *c)
 {
     cg_h1_t *h = h1_of(c);
     cg_admin_resp_t r;
-    h->admin_wait =
-        cg_admin_respond(c->w, h->msg.method, h->msg.url.p, h->msg.url.len, &h->msg.hdrs, &r,
-                         admin_answered, c);
+    h->admin_wait = cg_admin_respond(c->ctx, h->msg.method, h->msg.url.p, h->msg.url.len,
+                                     &h->msg.hdrs, &r, admin_answered, c);
     if (h->admin_wait == NULL)
         admin_answered(c, &r);
 }
@@ -471,7 +470,7 @@ static void dispatch(cg_client_t *c)
         serve_admin(c);
         return;
     }
-    h->ex = cg_exchange_new(c->w, &h->msg, &h1_down, c);
+    h->ex = cg_exchange_new(c->ctx, &h->msg, &h1_down, c);
     cg_exchange_run(h->ex);
 }
 

@@ -79,7 +79,7 @@ static void on_flush(cg_defer_t *d)
 
 static void flush_soon(cg_h2conn_t *h)
 {
-    cg_defer(&h->c->w->safe, &h->flush, on_flush);
+    cg_defer(&h->c->ctx->safe, &h->flush, on_flush);
 }
 
 /* A header block must end within the request timeout (SPEC §9, slowloris):
@@ -301,11 +301,11 @@ static bool too_long(const cg_h2conn_t *h, const uint8_t *v, size_t n)
 {
     unsigned long long len = 0;
     for (size_t i = 0; i < n && isdigit(v[i]); i++) {
-        if (len > h->c->w->cfg->max_request_bytes)
+        if (len > h->c->ctx->cfg->max_request_bytes)
             return true;
         len = len * 10 + (unsigned)(v[i] - '0');
     }
-    return len > h->c->w->cfg->max_request_bytes;
+    return len > h->c->ctx->cfg->max_request_bytes;
 }
 
 /* RFC 9112 §3.2: a request target is visible ASCII; over HTTP/1.1 llhttp
@@ -361,7 +361,7 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
     cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, id);
     if (st == NULL || st->reject)
         return 0;
-    if (st->msg.body.len + len > h->c->w->cfg->max_request_bytes) {
+    if (st->msg.body.len + len > h->c->ctx->cfg->max_request_bytes) {
         st->reject = 413;
         return 0;
     }
@@ -377,7 +377,7 @@ static void dispatch(cg_h2conn_t *h, cg_h2stream_t *st)
     int status = st->reject ? st->reject : 400;
     if (status == 431 && ++h->n431 >= MAX_431)
         calm(h, "too many requests answered 431");
-    st->ex = cg_exchange_new(h->c->w, &st->msg, &h2_down, st);
+    st->ex = cg_exchange_new(h->c->ctx, &st->msg, &h2_down, st);
     st->msg.method = method; /* the stream still answers HEAD without a body */
     if (!bad) {
         cg_exchange_run(st->ex);
@@ -426,7 +426,7 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
         !(hd->type == NGHTTP2_DATA && (hd->length > 0 || (hd->flags & NGHTTP2_FLAG_END_STREAM)));
     if (!control)
         return 0;
-    uint64_t now = cg_now_ms(h->c->w);
+    uint64_t now = cg_now_ms(h->c->ctx);
     h->budget += (double)(now - h->budget_at) * FLOOD_RATE / 1000.0;
     if (h->budget > FLOOD_BURST)
         h->budget = FLOOD_BURST;
@@ -505,7 +505,7 @@ static void h2_start(cg_client_t *c)
     c->h2 = h;
     cg_list_init(&h->streams);
     h->budget = FLOOD_BURST;
-    h->budget_at = cg_now_ms(c->w);
+    h->budget_at = cg_now_ms(c->ctx);
     if (nghttp2_session_server_new2(&h->s, callbacks(), h, options()) != 0) {
         h->s = NULL;
         cg_conn_close(&c->conn, CG_E_PROTOCOL);

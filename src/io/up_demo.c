@@ -33,7 +33,7 @@ static cg_exchange_t *release(demo_run_t *d)
 {
     cg_exchange_t *ex = d->ex;
     if (ex)
-        ex->up.ctx = NULL;
+        ex->up.handle = NULL;
     d->ex = NULL;
     uv_timer_stop(&d->timer);
     uv_close((uv_handle_t *)&d->timer, on_close);
@@ -84,8 +84,8 @@ static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
 {
     demo_run_t *d = cg_xcalloc(1, sizeof(*d));
     d->ex = ex;
-    ex->up.ctx = d;
-    uv_timer_init(up->w->loop, &d->timer);
+    ex->up.handle = d;
+    uv_timer_init(up->ctx->loop, &d->timer);
     d->timer.data = d;
     uv_timer_start(&d->timer, on_tick, 0, DEMO_TICK_MS);
     cg_ex_upstream_sent(ex);
@@ -95,14 +95,14 @@ static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
 static void abort_ex(cg_upstream_t *up, cg_exchange_t *ex)
 {
     (void)up;
-    if (ex->up.ctx)
-        release(ex->up.ctx);
+    if (ex->up.handle)
+        release(ex->up.handle);
 }
 
 static void pause_ex(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
 {
     (void)up;
-    demo_run_t *d = ex->up.ctx;
+    demo_run_t *d = ex->up.handle;
     if (d)
         d->paused = pause;
 }
@@ -119,10 +119,10 @@ static void pool_free(cg_upstream_t *up)
 
 static const cg_upstream_ops_t ops = {"demo", send_ex, abort_ex, pause_ex, drain, pool_free};
 
-cg_upstream_t *cg_up_demo_new(cg_worker_t *w)
+cg_upstream_t *cg_up_demo_new(cg_ctx_t *ctx)
 {
     cg_upstream_t *up = cg_xcalloc(1, sizeof(*up));
     up->ops = &ops;
-    up->w = w;
+    up->ctx = ctx;
     return up;
 }

@@ -66,7 +66,7 @@ static void serve(cg_defer_t *d);
 
 static void serve_soon(h1pool_t *p)
 {
-    cg_defer(&p->base.w->safe, &p->serve, serve);
+    cg_defer(&p->base.ctx->safe, &p->serve, serve);
 }
 
 /* --- the idle list ----------------------------------------------------------------- */
@@ -74,7 +74,7 @@ static void serve_soon(h1pool_t *p)
 static void idle_push(h1conn_t *u)
 {
     h1pool_t *p = u->pool;
-    u->idle_since = cg_now_ms(p->base.w);
+    u->idle_since = cg_now_ms(p->base.ctx);
     cg_list_insert(p->idle.next, &u->idle);
 }
 
@@ -86,14 +86,14 @@ static h1conn_t *idle_conn(cg_list_t *l)
 static void attach(h1conn_t *u, cg_exchange_t *ex)
 {
     u->ex = ex;
-    ex->up.ctx = u;
+    ex->up.handle = u;
 }
 
 static cg_exchange_t *detach(h1conn_t *u)
 {
     cg_exchange_t *ex = u->ex;
     if (ex)
-        ex->up.ctx = NULL;
+        ex->up.handle = NULL;
     u->ex = NULL;
     return ex;
 }
@@ -301,7 +301,7 @@ static const cg_conn_ops_t conn_ops = {.read = on_read, .ready = on_ready, .clos
 
 static void connect_new(h1pool_t *p, cg_exchange_t *ex)
 {
-    cg_worker_t *w = p->base.w;
+    cg_ctx_t *ctx = p->base.ctx;
     const cg_upstream_target_t *t = p->base.target;
     h1conn_t *u = cg_xcalloc(1, sizeof(*u));
     u->pool = p;
@@ -309,7 +309,7 @@ static void connect_new(h1pool_t *p, cg_exchange_t *ex)
     u->parser.data = u;
     p->conns++;
     attach(u, ex);
-    cg_conn_connect(&u->conn, w->loop, (const struct sockaddr *)&t->addr, t->tls, t->sni,
+    cg_conn_connect(&u->conn, ctx->loop, (const struct sockaddr *)&t->addr, t->tls, t->sni,
                     &conn_ops, u);
     u->conn.peer = t->name;
     u->conn.quiet = t->quiet;
@@ -318,7 +318,7 @@ static void connect_new(h1pool_t *p, cg_exchange_t *ex)
 static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
 {
     h1pool_t *p = pool_of(up);
-    const cg_config_t *cfg = p->base.w->cfg;
+    const cg_config_t *cfg = p->base.ctx->cfg;
     if (!cg_list_empty(&p->idle)) {
         h1conn_t *u = idle_conn(p->idle.next);
         cg_list_unlink(&u->idle);
@@ -340,7 +340,7 @@ static void serve(cg_defer_t *d)
 {
     h1pool_t *p = CG_CONTAINER_OF(d, h1pool_t, serve);
     while (!cg_waitq_empty(&p->waiting) &&
-           (!cg_list_empty(&p->idle) || p->conns < p->base.w->cfg->upstream_max_connections))
+           (!cg_list_empty(&p->idle) || p->conns < p->base.ctx->cfg->upstream_max_connections))
         send_ex(&p->base, ex_of_link(cg_waitq_pop(&p->waiting)));
 }
 
@@ -348,7 +348,7 @@ static void abort_ex(cg_upstream_t *up, cg_exchange_t *ex)
 {
     h1pool_t *p = pool_of(up);
     cg_waitq_remove(&p->waiting, &ex->up.wait);
-    h1conn_t *u = ex->up.ctx;
+    h1conn_t *u = ex->up.handle;
     if (u) {
         detach(u);
         cg_conn_close(&u->conn, CG_OK);
@@ -358,7 +358,7 @@ static void abort_ex(cg_upstream_t *up, cg_exchange_t *ex)
 static void pause_ex(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
 {
     (void)up;
-    h1conn_t *u = ex->up.ctx;
+    h1conn_t *u = ex->up.handle;
     if (u == NULL)
         return;
     if (pause)
@@ -371,7 +371,7 @@ static void pause_ex(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
 static void on_sweep(uv_timer_t *t)
 {
     h1pool_t *p = t->data;
-    uint64_t now = cg_now_ms(p->base.w);
+    uint64_t now = cg_now_ms(p->base.ctx);
     while (!cg_list_empty(&p->idle) && now - idle_conn(p->idle.prev)->idle_since >= IDLE_CLOSE_MS) {
         h1conn_t *u = idle_conn(p->idle.prev);
         cg_list_unlink(&u->idle);
@@ -402,7 +402,7 @@ static void pool_free(cg_upstream_t *up)
 
 static const cg_upstream_ops_t ops = {"http1.1", send_ex, abort_ex, pause_ex, drain, pool_free};
 
-cg_upstream_t *cg_up_h1_new(cg_worker_t *w, const cg_upstream_target_t *t, cg_upstream_t **slot)
+cg_upstream_t *cg_up_h1_new(cg_ctx_t *ctx, const cg_upstream_target_t *t, cg_upstream_t **slot)
 {
     if (!settings.on_message_complete) {
         llhttp_settings_init(&settings);
@@ -415,12 +415,12 @@ cg_upstream_t *cg_up_h1_new(cg_worker_t *w, const cg_upstream_target_t *t, cg_up
     }
     h1pool_t *p = cg_xcalloc(1, sizeof(*p));
     p->base.ops = &ops;
-    p->base.w = w;
+    p->base.ctx = ctx;
     p->base.target = t;
     p->base.slot = slot;
     cg_waitq_init(&p->waiting);
     cg_list_init(&p->idle);
-    uv_timer_init(w->loop, &p->sweep);
+    uv_timer_init(ctx->loop, &p->sweep);
     p->sweep.data = p;
     uv_timer_start(&p->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
     uv_unref((uv_handle_t *)&p->sweep);

@@ -75,9 +75,9 @@ static h2pool_t *pool_of(cg_upstream_t *up)
     return (h2pool_t *)up;
 }
 
-static cg_worker_t *worker_of(const h2conn_t *u)
+static cg_ctx_t *ctx_of(const h2conn_t *u)
 {
-    return u->pool->base.w;
+    return u->pool->base.ctx;
 }
 
 static cg_exchange_t *ex_of_link(cg_list_t *l)
@@ -94,7 +94,7 @@ static void apply(h2conn_t *u, cg_h2_verdict_t v)
 
 static void serve_soon(h2pool_t *p)
 {
-    cg_defer(&p->base.w->safe, &p->serve, serve);
+    cg_defer(&p->base.ctx->safe, &p->serve, serve);
 }
 
 static void on_flush(cg_defer_t *d)
@@ -104,7 +104,7 @@ static void on_flush(cg_defer_t *d)
 
 static void flush_soon(h2conn_t *u)
 {
-    cg_defer(&worker_of(u)->safe, &u->flush, on_flush);
+    cg_defer(&ctx_of(u)->safe, &u->flush, on_flush);
 }
 
 /* --- streams ------------------------------------------------------------------------ */
@@ -116,7 +116,7 @@ static h2stream_t *stream_new(h2conn_t *u, cg_exchange_t *ex)
     st->ex = ex;
     st->body = ex->upreq.body;
     memset(&ex->upreq.body, 0, sizeof(ex->upreq.body));
-    ex->up.ctx = st;
+    ex->up.handle = st;
     cg_list_insert(u->streams.next, &st->link); /* newest first */
     u->nstreams++;
     return st;
@@ -127,7 +127,7 @@ static cg_exchange_t *stream_detach(h2stream_t *st)
 {
     cg_exchange_t *ex = st->ex;
     if (ex)
-        ex->up.ctx = NULL;
+        ex->up.handle = NULL;
     st->ex = NULL;
     return ex;
 }
@@ -484,15 +484,15 @@ static const cg_conn_ops_t conn_ops = {.read = on_read, .ready = on_ready, .clos
 
 static void connect_new(h2pool_t *p)
 {
-    cg_worker_t *w = p->base.w;
+    cg_ctx_t *ctx = p->base.ctx;
     h2conn_t *u = cg_xcalloc(1, sizeof(*u));
     u->pool = p;
     cg_list_init(&u->streams);
     cg_list_insert(p->conns.next, &u->link); /* newest first */
     p->nconns++;
-    u->t_open = u->t_active = cg_now_ms(w);
+    u->t_open = u->t_active = cg_now_ms(ctx);
     const cg_upstream_target_t *t = p->base.target;
-    cg_conn_connect(&u->conn, w->loop, (const struct sockaddr *)&t->addr, t->tls, t->sni,
+    cg_conn_connect(&u->conn, ctx->loop, (const struct sockaddr *)&t->addr, t->tls, t->sni,
                     &conn_ops, u);
     u->conn.peer = t->name;
     u->conn.quiet = t->quiet;
@@ -534,7 +534,7 @@ static void serve(cg_defer_t *d)
     while (!cg_waitq_empty(&p->waiting)) {
         h2conn_t *u = pick(p);
         if (u == NULL) {
-            if (!connecting(p) && p->nconns < p->base.w->cfg->upstream_max_connections)
+            if (!connecting(p) && p->nconns < p->base.ctx->cfg->upstream_max_connections)
                 connect_new(p);
             return;
         }
@@ -545,7 +545,7 @@ static void serve(cg_defer_t *d)
 static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
 {
     h2pool_t *p = pool_of(up);
-    if (p->waiting.len >= p->base.w->cfg->upstream_max_pending)
+    if (p->waiting.len >= p->base.ctx->cfg->upstream_max_pending)
         return CG_E_BUSY;
     cg_waitq_push(&p->waiting, &ex->up.wait);
     cg_ex_upstream_queued(ex);
@@ -556,7 +556,7 @@ static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
 static void abort_ex(cg_upstream_t *up, cg_exchange_t *ex)
 {
     cg_waitq_remove(&pool_of(up)->waiting, &ex->up.wait);
-    h2stream_t *st = ex->up.ctx;
+    h2stream_t *st = ex->up.handle;
     if (st == NULL)
         return;
     stream_detach(st);
@@ -569,7 +569,7 @@ static void abort_ex(cg_upstream_t *up, cg_exchange_t *ex)
 static void pause_ex(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
 {
     (void)up;
-    h2stream_t *st = ex->up.ctx;
+    h2stream_t *st = ex->up.handle;
     if (st == NULL || pause || st->unconsumed == 0)
         return;
     consume_stream(st->conn, st->id, st->unconsumed);
@@ -583,11 +583,11 @@ static void pause_ex(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
  * before an exchange finds it dead. */
 static void sweep_one(h2conn_t *u, uint64_t now)
 {
-    cg_worker_t *w = worker_of(u);
+    cg_ctx_t *ctx = ctx_of(u);
     if (!cg_conn_usable(&u->conn))
         return;
     if (!u->settled) {
-        if (now - u->t_open >= w->cfg->connect_timeout_ms)
+        if (now - u->t_open >= ctx->cfg->connect_timeout_ms)
             cg_conn_close(&u->conn, CG_E_CONNECT_TIMEOUT);
         return;
     }
@@ -612,7 +612,7 @@ static void sweep_one(h2conn_t *u, uint64_t now)
 static void on_sweep(uv_timer_t *t)
 {
     h2pool_t *p = t->data;
-    uint64_t now = cg_now_ms(p->base.w);
+    uint64_t now = cg_now_ms(p->base.ctx);
     cg_list_t *pos, *next;
     cg_list_each(pos, next, &p->conns)
         sweep_one(conn_of(pos), now);
@@ -644,18 +644,18 @@ static void pool_free(cg_upstream_t *up)
 
 static const cg_upstream_ops_t ops = {"h2", send_ex, abort_ex, pause_ex, drain, pool_free};
 
-cg_upstream_t *cg_up_h2_new(cg_worker_t *w, const cg_upstream_target_t *t, cg_upstream_t **slot,
+cg_upstream_t *cg_up_h2_new(cg_ctx_t *ctx, const cg_upstream_target_t *t, cg_upstream_t **slot,
                             cg_upstream_t *fallback)
 {
     h2pool_t *p = cg_xcalloc(1, sizeof(*p));
     p->base.ops = &ops;
-    p->base.w = w;
+    p->base.ctx = ctx;
     p->base.target = t;
     p->base.slot = slot;
     p->fallback = fallback;
     cg_waitq_init(&p->waiting);
     cg_list_init(&p->conns);
-    uv_timer_init(w->loop, &p->sweep);
+    uv_timer_init(ctx->loop, &p->sweep);
     p->sweep.data = p;
     uv_timer_start(&p->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
     uv_unref((uv_handle_t *)&p->sweep);

@@ -18,7 +18,7 @@
 
 typedef struct cg_exchange cg_exchange_t;
 typedef struct cg_upstream cg_upstream_t;
-struct cg_worker;
+struct cg_ctx;
 struct cg_tls_conf;
 
 typedef struct cg_upstream_ops {
@@ -39,7 +39,7 @@ typedef struct cg_upstream_ops {
 
 struct cg_upstream {
     const cg_upstream_ops_t *ops;
-    struct cg_worker *w;
+    struct cg_ctx *ctx;
     const struct cg_upstream_target *target; /* where it connects (NULL: the demo) */
     /* The worker's pointer to the pool in use for this target, which an h2
      * pool turns to its HTTP/1.1 fallback when ALPN says so. */
@@ -68,12 +68,12 @@ typedef struct cg_upstream_target {
 } cg_upstream_target_t;
 
 /* The pools: each serves one target, and *slot names the pool in use for it. */
-cg_upstream_t *cg_up_h1_new(struct cg_worker *w, const cg_upstream_target_t *t,
+cg_upstream_t *cg_up_h1_new(struct cg_ctx *ctx, const cg_upstream_target_t *t,
                             cg_upstream_t **slot);
 /* `fallback`: the HTTP/1.1 pool to hand everything to when an https://
  * upstream does not choose h2 by ALPN (NULL: that is an error). */
-cg_upstream_t *cg_up_h2_new(struct cg_worker *w, const cg_upstream_target_t *t,
-                            cg_upstream_t **slot, cg_upstream_t *fallback);
-cg_upstream_t *cg_up_demo_new(struct cg_worker *w);
+cg_upstream_t *cg_up_h2_new(struct cg_ctx *ctx, const cg_upstream_target_t *t, cg_upstream_t **slot,
+                            cg_upstream_t *fallback);
+cg_upstream_t *cg_up_demo_new(struct cg_ctx *ctx);
 
 #endif

@@ -4,10 +4,11 @@
  */
 #include "worker.h"
 
-#include "admin.h"
-#include "client.h"
+#include "ctx.h"
+#include "embed.h"
 #include "log.h"
 #include "metrics.h"
+#include "server.h"
 #include "tls.h"
 #include "tracking/tracking.h"
 
@@ -19,13 +20,29 @@
 #include <string.h>
 #include <strings.h>
 
+/* What the worker owns beyond the context its modules share. */
+typedef struct cg_worker {
+    cg_ctx_t ctx;
+    cg_server_t server;
+    cg_upstream_target_t target;
+    cg_upstream_t *owned; /* the pool the worker frees (h2 frees its fallback) */
+    /* An embeddings endpoint elsewhere than the upstream: its own pool. */
+    cg_upstream_target_t embed_target;
+    cg_upstream_t *embed_up, *embed_owned;
+    struct cg_tls_conf *srv_tls; /* TLS on the client listener */
+    uv_signal_t sigterm, sigint, sighup;
+    uv_timer_t grace;     /* drain deadline */
+    uv_timer_t lag_timer; /* measures event-loop stalls */
+    uint64_t lag_last;    /* when it last fired, uv_hrtime() */
+} cg_worker_t;
+
 static cg_worker_t worker;
 
 /* --- draining ------------------------------------------------------------------ */
 
 static void drain_pools(cg_worker_t *w)
 {
-    w->up->ops->drain(w->up);
+    w->ctx.up->ops->drain(w->ctx.up);
     if (w->embed_up)
         w->embed_up->ops->drain(w->embed_up);
 }
@@ -33,44 +50,32 @@ static void drain_pools(cg_worker_t *w)
 /* Nothing is in flight: close what is left, each through its own path. */
 static void on_quiet(cg_defer_t *d)
 {
-    cg_worker_t *w = CG_CONTAINER_OF(d, cg_worker_t, quiet);
-    cg_list_t *pos, *next;
-    cg_list_each(pos, next, &w->clients)
-        cg_conn_close(&cg_client_of(pos)->conn, CG_OK);
+    cg_worker_t *w = CG_CONTAINER_OF(d, cg_worker_t, ctx.quiet);
+    cg_server_close(&w->server);
     drain_pools(w);
-    uv_stop(w->loop);
+    uv_stop(w->ctx.loop);
 }
 
 static void on_grace(uv_timer_t *t)
 {
     cg_worker_t *w = t->data;
-    cg_log_warn(NULL, "drain time over: ending %zu streams", w->active);
-    cg_list_t *pos, *next;
-    cg_list_each(pos, next, &w->clients)
-        cg_client_shutdown(cg_client_of(pos));
-    if (w->active == 0)
-        cg_defer(&w->safe, &w->quiet, on_quiet);
+    cg_log_warn(NULL, "drain time over: ending %zu streams", w->ctx.active);
+    cg_server_shutdown(&w->server);
+    cg_ctx_drain(&w->ctx); /* quiet now, if that ended the last */
 }
 
 static void start_drain(cg_worker_t *w)
 {
-    if (w->draining)
+    if (w->ctx.draining)
         return;
-    w->draining = true;
-    cg_log_info(NULL, "draining: %zu streams in flight, up to %u ms", w->active,
-                w->cfg->shutdown_grace_ms);
-    if (w->listener_open) {
-        uv_close((uv_handle_t *)&w->listener, NULL);
-        w->listener_open = false;
-    }
-    cg_list_t *pos, *next;
-    cg_list_each(pos, next, &w->clients)
-        cg_client_drain(cg_client_of(pos));
-    cg_tracking_drain(w);
+    cg_log_info(NULL, "draining: %zu streams in flight, up to %u ms", w->ctx.active,
+                w->ctx.cfg->shutdown_grace_ms);
+    w->ctx.draining = true;
+    cg_server_drain(&w->server);
+    cg_tracking_drain(&w->ctx);
     drain_pools(w);
-    uv_timer_start(&w->grace, on_grace, w->cfg->shutdown_grace_ms, 0);
-    if (w->active == 0)
-        cg_defer(&w->safe, &w->quiet, on_quiet);
+    uv_timer_start(&w->grace, on_grace, w->ctx.cfg->shutdown_grace_ms, 0);
+    cg_ctx_drain(&w->ctx);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -100,7 +105,7 @@ static void on_lag_tick(uv_timer_t *t)
 
 static void start_lag_timer(cg_worker_t *w)
 {
-    uv_timer_init(w->loop, &w->lag_timer);
+    uv_timer_init(w->ctx.loop, &w->lag_timer);
     w->lag_timer.data = w;
     w->lag_last = uv_hrtime();
     uv_timer_start(&w->lag_timer, on_lag_tick, LAG_TICK_MS, LAG_TICK_MS);
@@ -167,30 +172,30 @@ static int open_pool(cg_worker_t *w, cg_upstream_target_t *t, cg_upstream_proto_
         return -1;
     /* auto on https: try h2 by ALPN first; the first answer decides. */
     bool h2 = proto == CG_PROTO_H2 || (proto == CG_PROTO_AUTO && t->url.tls);
-    if (t->url.tls && target_tls(w->cfg, t, proto, h2, var) != 0)
+    if (t->url.tls && target_tls(w->ctx.cfg, t, proto, h2, var) != 0)
         return -1;
     if (!h2) {
-        *slot = cg_up_h1_new(w, t, slot);
+        *slot = cg_up_h1_new(&w->ctx, t, slot);
         return 0;
     }
-    cg_upstream_t *fallback = proto == CG_PROTO_AUTO ? cg_up_h1_new(w, t, slot) : NULL;
-    *slot = cg_up_h2_new(w, t, slot, fallback);
+    cg_upstream_t *fallback = proto == CG_PROTO_AUTO ? cg_up_h1_new(&w->ctx, t, slot) : NULL;
+    *slot = cg_up_h2_new(&w->ctx, t, slot, fallback);
     return 0;
 }
 
 /* The pool this worker answers from. */
 static int setup_upstream(cg_worker_t *w)
 {
-    const cg_config_t *cfg = w->cfg;
+    const cg_config_t *cfg = w->ctx.cfg;
     if (cfg->demo || cfg->upstream == NULL) {
-        w->up = cg_up_demo_new(w);
+        w->ctx.up = cg_up_demo_new(&w->ctx);
         return 0;
     }
     if (cg_upstream_url_parse(cfg->upstream, &w->target.url) != 0) {
         cg_log_error(NULL, "CITEGATE_UPSTREAM: '%s' is not a usable URL", cfg->upstream);
         return -1;
     }
-    return open_pool(w, &w->target, cfg->upstream_protocol, &w->up, "CITEGATE_UPSTREAM");
+    return open_pool(w, &w->target, cfg->upstream_protocol, &w->ctx.up, "CITEGATE_UPSTREAM");
 }
 
 /* Is u at the upstream's scheme, host and port, under its base path? Then
@@ -199,7 +204,7 @@ static bool at_upstream(const cg_worker_t *w, const cg_upstream_url_t *u)
 {
     const cg_upstream_url_t *up = &w->target.url;
     size_t bl = strlen(up->base);
-    return w->up && w->up->target && u->tls == up->tls && u->port == up->port &&
+    return w->ctx.up && w->ctx.up->target && u->tls == up->tls && u->port == up->port &&
            strcasecmp(u->host, up->host) == 0 && strncmp(u->base, up->base, bl) == 0 &&
            (u->base[bl] == '/' || u->base[bl] == '\0');
 }
@@ -221,19 +226,19 @@ static char *call_path(const char *path, const char *url)
  * pool of their own. Without an endpoint recall stays lexical. */
 static int setup_embeddings(cg_worker_t *w)
 {
-    const cg_config_t *cfg = w->cfg;
+    const cg_config_t *cfg = w->ctx.cfg;
     if (!cfg->embeddings_model || !cfg->citation_tracking || !cfg->semantic_memory)
         return 0;
     cg_upstream_url_t u;
     if (cfg->embeddings_url == NULL) {
-        if (!w->up->target || cg_dialect_translates(cfg->upstream_dialect)) {
-            if (w->index == 0)
+        if (!w->ctx.up->target || cg_dialect_translates(cfg->upstream_dialect)) {
+            if (w->ctx.index == 0)
                 cg_log_warn(NULL, "CITEGATE_EMBEDDINGS_MODEL is set but there is no embeddings "
                                   "endpoint (set CITEGATE_EMBEDDINGS_URL): recall stays lexical");
             return 0;
         }
-        w->embed_upp = &w->up;
-        w->embed_path = cg_xstrndup("/v1/embeddings", 14);
+        w->ctx.embed_upp = &w->ctx.up;
+        w->ctx.embed_path = cg_xstrndup("/v1/embeddings", 14);
         return 0;
     }
     if (cg_upstream_url_parse(cfg->embeddings_url, &u) != 0) {
@@ -241,11 +246,11 @@ static int setup_embeddings(cg_worker_t *w)
         return -1;
     }
     if (at_upstream(w, &u)) {
-        w->embed_upp = &w->up;
-        w->embed_path = call_path(u.base + strlen(w->target.url.base), cfg->embeddings_url);
+        w->ctx.embed_upp = &w->ctx.up;
+        w->ctx.embed_path = call_path(u.base + strlen(w->target.url.base), cfg->embeddings_url);
         return 0;
     }
-    w->embed_path = call_path(u.base, cfg->embeddings_url);
+    w->ctx.embed_path = call_path(u.base, cfg->embeddings_url);
     u.base[0] = '\0'; /* the path is the call's own */
     w->embed_target.url = u;
     w->embed_target.name = "embeddings endpoint";
@@ -253,13 +258,13 @@ static int setup_embeddings(cg_worker_t *w)
     if (open_pool(w, &w->embed_target, CG_PROTO_AUTO, &w->embed_up, "CITEGATE_EMBEDDINGS_URL") != 0)
         return -1;
     w->embed_owned = w->embed_up;
-    w->embed_upp = &w->embed_up;
+    w->ctx.embed_upp = &w->embed_up;
     return 0;
 }
 
 static int setup_listeners(cg_worker_t *w)
 {
-    const cg_config_t *cfg = w->cfg;
+    const cg_config_t *cfg = w->ctx.cfg;
     if (cfg->tls_cert) {
         char err[512];
         w->srv_tls = cg_xcalloc(1, sizeof(cg_tls_conf_t));
@@ -268,13 +273,13 @@ static int setup_listeners(cg_worker_t *w)
             return -1;
         }
     }
-    int r = cg_client_listen(w, &w->listener, cfg->listen);
+    cg_server_init(&w->server, &w->ctx, w->srv_tls);
+    int r = cg_server_listen(&w->server, false, cfg->listen);
     if (r != 0) {
         cg_log_error(NULL, "CITEGATE_LISTEN: cannot listen on %s: %s", cfg->listen, uv_strerror(r));
         return -1;
     }
-    w->listener_open = true;
-    r = cg_client_listen(w, &w->admin, cfg->admin_listen);
+    r = cg_server_listen(&w->server, true, cfg->admin_listen);
     if (r != 0) {
         cg_log_error(NULL, "CITEGATE_ADMIN_LISTEN: cannot listen on %s: %s", cfg->admin_listen,
                      uv_strerror(r));
@@ -288,7 +293,7 @@ static void setup_signals(cg_worker_t *w)
     uv_signal_t *sigs[] = {&w->sigterm, &w->sigint, &w->sighup};
     int nums[] = {SIGTERM, SIGINT, SIGHUP};
     for (int i = 0; i < 3; i++) {
-        uv_signal_init(w->loop, sigs[i]);
+        uv_signal_init(w->ctx.loop, sigs[i]);
         sigs[i]->data = w;
         uv_signal_start(sigs[i], on_signal, nums[i]);
     }
@@ -314,47 +319,43 @@ static void tls_conf_free(struct cg_tls_conf *c)
  * configurations their connections used. */
 static void teardown(cg_worker_t *w)
 {
-    cg_safepoint_close(&w->safe);
-    uv_walk(w->loop, close_walk, NULL);
-    uv_run(w->loop, UV_RUN_DEFAULT);
+    cg_safepoint_close(&w->ctx.safe);
+    uv_walk(w->ctx.loop, close_walk, NULL);
+    uv_run(w->ctx.loop, UV_RUN_DEFAULT);
     w->owned->ops->free(w->owned);
     if (w->embed_owned)
         w->embed_owned->ops->free(w->embed_owned);
-    free(w->embed_path);
+    free(w->ctx.embed_path);
     tls_conf_free(w->target.tls);
     tls_conf_free(w->embed_target.tls);
     tls_conf_free(w->srv_tls);
-    uv_loop_close(w->loop);
-    cg_out_free(&w->out);
-    cg_tracking_stop(w);
+    uv_loop_close(w->ctx.loop);
+    cg_ctx_free(&w->ctx);
+    cg_tracking_stop(&w->ctx);
 }
 
 int cg_worker_run(const cg_config_t *cfg, int index, char *data_sources)
 {
     cg_worker_t *w = &worker;
     memset(w, 0, sizeof(*w));
-    w->loop = uv_default_loop();
-    w->cfg = cfg;
-    w->index = index;
-    w->data_sources = data_sources;
-    w->on_quiet = on_quiet;
-    cg_list_init(&w->clients);
+    cg_ctx_init(&w->ctx, uv_default_loop(), cfg, index);
+    w->ctx.data_sources = data_sources;
+    w->ctx.on_quiet = on_quiet;
     cg_log_init(cfg->log_json, cfg->log_level, index);
     cg_metrics_select((unsigned)index);
     signal(SIGPIPE, SIG_IGN);
-    cg_safepoint_init(&w->safe, w->loop);
     if (setup_upstream(w) != 0)
         return 2;
-    w->owned = w->up;
+    w->owned = w->ctx.up;
     if (setup_embeddings(w) != 0 || setup_listeners(w) != 0)
         return 2;
-    uv_timer_init(w->loop, &w->grace);
+    uv_timer_init(w->ctx.loop, &w->grace);
     w->grace.data = w;
     setup_signals(w);
-    cg_client_sweep_start(w);
-    cg_tracking_start(w);
+    cg_server_sweep_start(&w->server);
+    cg_tracking_start(&w->ctx, &cg_embed_tracking);
     start_lag_timer(w);
-    uv_run(w->loop, UV_RUN_DEFAULT);
+    uv_run(w->ctx.loop, UV_RUN_DEFAULT);
     teardown(w);
     cg_log_info(NULL, "worker stopped");
     return 0;

@@ -12,15 +12,14 @@
  *
  * With CITEGATE_EMBEDDINGS_MODEL (semantic recall, SPEC §8) a finished
  * answer's patterns wait for their question's vector from the embeddings
- * client (io/embed.h) and go to the writer with it, or without it when the
- * call fails or cannot be queued; a recall waits for its query's vector up
- * to CG_TRACKING_EMBED_WAIT_MS, else ranks lexically.
+ * client (io/embed.h, through the table the worker hands over) and go to
+ * the writer with it, or without it when the call fails or cannot be
+ * queued; a recall waits for its query's vector up to
+ * CG_TRACKING_EMBED_WAIT_MS, else ranks lexically.
  */
 #include "tracking.h"
 
 #include "citegate/track.h"
-#include "io/embed.h"
-#include "io/exchange.h"
 #include "io/log.h"
 #include "io/metrics.h"
 #include "memory.h"
@@ -46,10 +45,10 @@
 struct cg_track_query {
     cg_query_t job; /* first: the reader's list links these */
     cg_track_query_cb cb;
-    void *ctx;    /* cb == NULL once answered or cancelled */
+    void *arg;    /* cb == NULL once answered or cancelled */
     uint64_t due; /* loop time of the 503 */
-    cg_worker_t *w;
-    cg_embed_call_t *call; /* while its query's vector is awaited */
+    cg_ctx_t *ctx;
+    struct cg_embed_call *call; /* while its query's vector is awaited */
     uint64_t embed_due;    /* loop time to stop waiting for it */
     cg_list_t link;        /* in the tracking's queries out */
 };
@@ -68,7 +67,8 @@ typedef struct cg_tracking {
     uv_timer_t poll;           /* runs while queries are out */
     uv_timer_t watch;          /* runs while there is a writer: see on_watch */
     cg_list_t out;             /* cg_track_query_t: at the reader, or awaiting a vector */
-    cg_embed_t *embed;         /* semantic recall's embeddings client, or NULL */
+    const cg_track_embedder_t *em; /* the embeddings client's calls */
+    struct cg_embed *embed;        /* semantic recall's embeddings client, or NULL */
 } cg_tracking_t;
 
 /* Once a process has a second thread, every growth of its descriptor table
@@ -110,9 +110,9 @@ static void choose_store(cg_tracking_t *t, const cg_config_t *cfg)
  * outage of the store once, with its reason and the setting that names the
  * store (the DSN without its password), and its end. Repeated failures of
  * one outage (each reopen with backoff) are not logged again. */
-static void poll_writer(cg_worker_t *w)
+static void poll_writer(cg_ctx_t *ctx)
 {
-    cg_tracking_t *t = w->tracking;
+    cg_tracking_t *t = ctx->tracking;
     uint64_t written, dropped, failed;
     cg_writer_counts(t->writer, &written, &dropped, &failed);
     uint64_t bad = dropped + failed, outages = cg_writer_outages(t->writer);
@@ -148,34 +148,36 @@ static void poll_writer(cg_worker_t *w)
  * a second; a look takes the writer's mutex once and reads its counters. */
 static void on_watch(uv_timer_t *h)
 {
-    cg_worker_t *w = h->data;
-    poll_writer(w);
+    cg_ctx_t *ctx = h->data;
+    poll_writer(ctx);
     if (uv_timer_get_repeat(h) != WATCH_MS &&
-        cg_writer_status(w->tracking->writer, NULL, 0) != CG_WRITER_OPENING)
+        cg_writer_status(ctx->tracking->writer, NULL, 0) != CG_WRITER_OPENING)
         uv_timer_set_repeat(h, WATCH_MS); /* from the next period on */
 }
 
-static void watch_writer(cg_worker_t *w)
+static void watch_writer(cg_ctx_t *ctx)
 {
-    uv_timer_t *h = &w->tracking->watch;
-    uv_timer_init(w->loop, h);
-    h->data = w;
+    uv_timer_t *h = &ctx->tracking->watch;
+    uv_timer_init(ctx->loop, h);
+    h->data = ctx;
     uv_unref((uv_handle_t *)h); /* it never keeps a draining worker alive */
     uv_timer_start(h, on_watch, WATCH_FIRST_MS, WATCH_FIRST_MS);
 }
 
-static void on_answer(cg_exchange_t *ex);
+static void on_answer(void *arg, const cg_answer_t *a);
 
-void cg_tracking_start(cg_worker_t *w)
+void cg_tracking_start(cg_ctx_t *ctx, const cg_track_embedder_t *embedder)
 {
-    const cg_config_t *cfg = w->cfg;
-    cg_tracking_t *t = w->tracking = cg_xcalloc(1, sizeof(*t));
+    const cg_config_t *cfg = ctx->cfg;
+    cg_tracking_t *t = ctx->tracking = cg_xcalloc(1, sizeof(*t));
     cg_list_init(&t->out);
     choose_store(t, cfg);
-    uv_timer_init(w->loop, &t->poll);
-    t->poll.data = w;
+    uv_timer_init(ctx->loop, &t->poll);
+    t->poll.data = ctx;
     uv_unref((uv_handle_t *)&t->poll); /* it never keeps a draining worker alive */
-    w->on_answer = on_answer;
+    ctx->on_answer = on_answer;
+    ctx->on_answer_arg = ctx;
+    t->em = embedder;
     bool pg = cfg->tracking_dsn != NULL;
     /* With PostgreSQL the counters need the writer even without semantic memory. */
     bool writes = cfg->citation_tracking && (cfg->semantic_memory || pg);
@@ -183,7 +185,7 @@ void cg_tracking_start(cg_worker_t *w)
         pregrow_fd_table();
     if (pg) {
         t->reader = cg_reader_start(t->ops, t->target, QUERY_QUEUE_CAP);
-        if (w->index == 0)
+        if (ctx->index == 0)
             cg_log_info(NULL, "tracking store: PostgreSQL %s, shared by every replica", t->shown);
     }
     if (!writes)
@@ -192,10 +194,10 @@ void cg_tracking_start(cg_worker_t *w)
     if (t->writer == NULL)
         cg_log_warn(NULL, "%s: cannot start the writer thread; patterns are not stored", t->label);
     else
-        watch_writer(w);
-    if (cfg->semantic_memory)
-        t->embed = cg_embed_new(w);
-    if (t->embed && w->index == 0)
+        watch_writer(ctx);
+    if (cfg->semantic_memory && embedder)
+        t->embed = embedder->open(ctx);
+    if (t->embed && ctx->index == 0)
         cg_log_info(NULL, "semantic recall: patterns and recalls are embedded with %s",
                     cfg->embeddings_model);
     /* SQLite's recall connection is opened here, before the loop runs, so the
@@ -207,13 +209,14 @@ void cg_tracking_start(cg_worker_t *w)
     /* A new vector is compared with the stored ones' dimension (SQLite; with
      * PostgreSQL, with the first one this worker gets). */
     if (t->embed)
-        cg_embed_expect_dim(t->embed, cg_memory_vector_dim(t->read));
+        embedder->expect_dim(t->embed, cg_memory_vector_dim(t->read));
 }
 
-void cg_tracking_drain(cg_worker_t *w)
+void cg_tracking_drain(cg_ctx_t *ctx)
 {
-    if (w->tracking)
-        cg_embed_drain(w->tracking->embed);
+    cg_tracking_t *t = ctx->tracking;
+    if (t && t->embed)
+        t->em->drain(t->embed);
 }
 
 static cg_track_query_t *query_of(cg_list_t *l)
@@ -234,9 +237,9 @@ static void free_query(cg_track_query_t *tq)
     drop_query(tq);
 }
 
-void cg_tracking_stop(cg_worker_t *w)
+void cg_tracking_stop(cg_ctx_t *ctx)
 {
-    cg_tracking_t *t = w->tracking;
+    cg_tracking_t *t = ctx->tracking;
     if (t == NULL)
         return;
     /* Every client is gone by now: recalls awaiting a vector are dropped,
@@ -246,11 +249,12 @@ void cg_tracking_stop(cg_worker_t *w)
     cg_list_each(pos, next, &t->out) {
         cg_track_query_t *tq = query_of(pos);
         if (tq->call) {
-            cg_embed_cancel(tq->call);
+            t->em->cancel(tq->call);
             free_query(tq);
         }
     }
-    cg_embed_free(t->embed);
+    if (t->embed)
+        t->em->free(t->embed);
     for (cg_query_t *q = cg_reader_stop(t->reader), *after; q; q = after) {
         after = q->next;
         free_query((cg_track_query_t *)q);
@@ -259,7 +263,7 @@ void cg_tracking_stop(cg_worker_t *w)
     cg_memory_close(t->read);
     free(t->shown);
     free(t);
-    w->tracking = NULL;
+    ctx->tracking = NULL;
 }
 
 /* ---- Answers -------------------------------------------------------------- */
@@ -297,24 +301,24 @@ static void submit(waiting_t *wt, const cg_vector_t *vec)
 
 /* The question's vector came back, or not (then recall finds these
  * patterns lexically). Failures were logged and counted by the client. */
-static void on_pattern_vector(void *ctx, cg_vector_t *vec, const char *why)
+static void on_pattern_vector(void *arg, cg_vector_t *vec, const char *why)
 {
     (void)why;
-    waiting_t *wt = ctx;
+    waiting_t *wt = arg;
     submit(wt, vec);
     free(wt);
 }
 
 /* Hands the patterns to the writer, through an embedding call when recall
  * is semantic: one call per answer, whatever the number of its patterns. */
-static void store(cg_worker_t *w, waiting_t *wt, const char *question, const cg_hdrs_t *keys)
+static void store(cg_ctx_t *ctx, waiting_t *wt, const char *question, const cg_hdrs_t *keys)
 {
-    cg_embed_t *embed = w->tracking->embed;
+    cg_tracking_t *t = ctx->tracking;
     size_t n = question ? cg_store_query_len(question, strlen(question)) : 0;
-    if (embed && n > 0) {
+    if (t->embed && n > 0) {
         waiting_t *held = cg_xmalloc(sizeof(*held));
         *held = *wt;
-        if (cg_embed_ask(embed, question, n, keys, false, on_pattern_vector, held))
+        if (t->em->ask(t->embed, question, n, keys, false, on_pattern_vector, held))
             return;
         free(held); /* refused (counted): stored without a vector */
     }
@@ -322,7 +326,7 @@ static void store(cg_worker_t *w, waiting_t *wt, const char *question, const cg_
 }
 
 /* Counts one answer in this process's stats, and in the fleet's with PostgreSQL. */
-static void count(cg_worker_t *w, const cg_track_t *t)
+static void count(cg_ctx_t *ctx, const cg_track_t *t)
 {
     cg_stats_t d = {0};
     if (t->skipped) {
@@ -338,19 +342,19 @@ static void count(cg_worker_t *w, const cg_track_t *t)
     cg_metrics->references += d.references;
     cg_metrics->citations_available += d.citations_available;
     cg_metrics->citations_cited += d.citations_cited;
-    cg_tracking_t *tr = w->tracking;
+    cg_tracking_t *tr = ctx->tracking;
     if (tr->writer && tr->ops->stats)
         cg_writer_add_stats(tr->writer, &d);
 }
 
-static void track(cg_worker_t *w, const char *rid, const cg_xform_t *xf, const cg_request_t *req,
+static void track(cg_ctx_t *ctx, const char *rid, const cg_xform_t *xf, const cg_request_t *req,
                   const cg_hdrs_t *keys)
 {
     cg_track_t t;
     cg_track_answer(xf, &t);
     if (!t.tracked)
         return;
-    count(w, &t);
+    count(ctx, &t);
     if (t.skipped) {
         cg_track_free(&t);
         return;
@@ -360,38 +364,39 @@ static void track(cg_worker_t *w, const char *rid, const cg_xform_t *xf, const c
     cg_log_info(rid, "citation usage: %u/%u references cited", t.cited, t.available);
     cg_log_debug(rid, "citation usage detail: cited %.*s, per citation %.*s", (int)t.cited_ids.len,
                  t.cited_ids.p, (int)t.detail.len, t.detail.p);
-    cg_writer_t *writer = w->tracking->writer;
-    if (writer && w->cfg->semantic_memory && t.available) {
+    cg_writer_t *writer = ctx->tracking->writer;
+    if (writer && ctx->cfg->semantic_memory && t.available) {
         waiting_t wt = {writer, {NULL, NULL}};
         if (t.rate > 0)
             wt.p[0] = pattern(CG_PATTERN_PROCEDURAL, &t, req->question);
         if ((t.available - t.cited) * 2 >= t.available)
             wt.p[1] = pattern(CG_PATTERN_EPISODIC, &t, req->question);
-        store(w, &wt, req->question, keys);
+        store(ctx, &wt, req->question, keys);
     }
     if (writer)
-        poll_writer(w);
+        poll_writer(ctx);
     cg_track_free(&t);
 }
 
-/* A finished answer of the worker (w->on_answer). */
-static void on_answer(cg_exchange_t *ex)
+/* A finished answer of the worker (ctx->on_answer). */
+static void on_answer(void *arg, const cg_answer_t *a)
 {
-    if (ex->w->cfg->citation_tracking)
-        track(ex->w, ex->rid, ex->xf, &ex->req, &ex->keys);
+    cg_ctx_t *ctx = arg;
+    if (ctx->cfg->citation_tracking)
+        track(ctx, a->rid, a->xf, a->req, a->keys);
 }
 
 /* ---- Admin queries -------------------------------------------------------- */
 
-static void unavailable(cg_worker_t *w, const char *why)
+static void unavailable(cg_ctx_t *ctx, const char *why)
 {
-    cg_tracking_t *t = w->tracking;
+    cg_tracking_t *t = ctx->tracking;
     cg_log_warn(NULL, "%s: %s", t->label, why);
     cg_metrics->tracking_failures++;
 }
 
 /* Answers tq from the reader's result, or with a 503 when why is set. */
-static void answer(cg_worker_t *w, cg_track_query_t *tq, const char *why)
+static void answer(cg_ctx_t *ctx, cg_track_query_t *tq, const char *why)
 {
     cg_track_query_cb cb = tq->cb;
     cg_query_t *q = &tq->job;
@@ -401,82 +406,82 @@ static void answer(cg_worker_t *w, cg_track_query_t *tq, const char *why)
     if (why == NULL && q->rc != CG_STORE_OK)
         why = q->err;
     if (why != NULL) {
-        unavailable(w, why);
+        unavailable(ctx, why);
         status = 503;
     } else if (q->stats) {
-        cg_stats_json(&body, &q->totals, w->tracking->ops->scope);
+        cg_stats_json(&body, &q->totals, ctx->tracking->ops->scope);
     } else {
         body = q->json;
         memset(&q->json, 0, sizeof(q->json));
     }
-    cb(tq->ctx, status, &body);
+    cb(tq->arg, status, &body);
 }
 
-static void stop_waiting(cg_worker_t *w, cg_track_query_t *tq);
+static void stop_waiting(cg_ctx_t *ctx, cg_track_query_t *tq);
 
 /* While queries are out: answers what the reader finished, and a 503 to
  * what is overdue (the reader may still be waiting for the database); a
  * recall whose vector is late goes on without it. */
 static void on_poll(uv_timer_t *h)
 {
-    cg_worker_t *w = h->data;
-    cg_tracking_t *t = w->tracking;
+    cg_ctx_t *ctx = h->data;
+    cg_tracking_t *t = ctx->tracking;
     cg_query_t *done = t->reader ? cg_reader_finished(t->reader) : NULL;
     for (cg_query_t *q = done, *after; q; q = after) {
         after = q->next;
         cg_track_query_t *tq = (cg_track_query_t *)q;
         if (tq->cb)
-            answer(w, tq, NULL);
+            answer(ctx, tq, NULL);
         free_query(tq);
     }
-    uint64_t now = cg_now_ms(w);
+    uint64_t now = cg_now_ms(ctx);
     cg_list_t *pos, *next;
     cg_list_each(pos, next, &t->out) {
         cg_track_query_t *tq = query_of(pos);
         if (tq->call && now >= tq->embed_due)
-            stop_waiting(w, tq);
+            stop_waiting(ctx, tq);
         else if (!tq->call && tq->cb && now >= tq->due)
-            answer(w, tq, "no answer from the database in time");
+            answer(ctx, tq, "no answer from the database in time");
     }
     if (cg_list_empty(&t->out))
         uv_timer_stop(h);
 }
 
-static void link_query(cg_worker_t *w, cg_track_query_t *tq)
+static void link_query(cg_ctx_t *ctx, cg_track_query_t *tq)
 {
-    cg_tracking_t *t = w->tracking;
+    cg_tracking_t *t = ctx->tracking;
     cg_list_insert(t->out.next, &tq->link);
     if (!uv_is_active((uv_handle_t *)&t->poll))
         uv_timer_start(&t->poll, on_poll, QUERY_POLL_MS, QUERY_POLL_MS);
 }
 
-static cg_track_query_t *new_query(cg_worker_t *w, bool stats, const char *q, int k,
-                                   cg_track_query_cb cb, void *ctx)
+static cg_track_query_t *new_query(cg_ctx_t *ctx, bool stats, const char *q, int k,
+                                   cg_track_query_cb cb, void *arg)
 {
     cg_track_query_t *tq = cg_xcalloc(1, sizeof(*tq));
-    tq->w = w;
+    tq->ctx = ctx;
     tq->job.stats = stats;
     tq->job.q = q ? cg_xstrndup(q, strlen(q)) : NULL;
     tq->job.k = k;
     tq->cb = cb;
-    tq->ctx = ctx;
-    tq->due = cg_now_ms(w) + CG_TRACKING_QUERY_ANSWER_MS;
+    tq->arg = arg;
+    tq->due = cg_now_ms(ctx) + CG_TRACKING_QUERY_ANSWER_MS;
     return tq;
 }
 
 /* Hands tq (not linked) to the reader; false, tq freed and *status 503,
  * when it cannot take it. */
-static bool ask(cg_worker_t *w, cg_track_query_t *tq, int *status)
+static bool ask(cg_ctx_t *ctx, cg_track_query_t *tq, int *status)
 {
-    cg_tracking_t *t = w->tracking;
+    cg_tracking_t *t = ctx->tracking;
     tq->job.deadline_ms = cg_store_now_ms() + CG_TRACKING_QUERY_STORE_MS;
     if (t->reader == NULL || !cg_reader_submit(t->reader, &tq->job)) {
         drop_query(tq);
-        unavailable(w, "too many queries waiting for the database");
+        unavailable(ctx, "too many queries waiting for the database");
         *status = 503;
         return false;
     }
-    link_query(w, tq);
+    link_query(ctx, tq);
     return true;
 }
 
@@ -485,12 +490,12 @@ void cg_tracking_cancel(cg_track_query_t *tq)
     tq->cb = NULL; /* freed when the reader, or the embeddings client, hands it back */
 }
 
-cg_track_query_t *cg_tracking_stats(cg_worker_t *w, int *status, cg_buf_t *body,
-                                    cg_track_query_cb cb, void *ctx)
+cg_track_query_t *cg_tracking_stats(cg_ctx_t *ctx, int *status, cg_buf_t *body,
+                                    cg_track_query_cb cb, void *arg)
 {
-    if (w->tracking->ops->stats) {
-        cg_track_query_t *tq = new_query(w, true, NULL, 0, cb, ctx);
-        return ask(w, tq, status) ? tq : NULL;
+    if (ctx->tracking->ops->stats) {
+        cg_track_query_t *tq = new_query(ctx, true, NULL, 0, cb, arg);
+        return ask(ctx, tq, status) ? tq : NULL;
     }
     *status = 200;
     cg_metrics_render_stats(body);
@@ -502,9 +507,9 @@ cg_track_query_t *cg_tracking_stats(cg_worker_t *w, int *status, cg_buf_t *body,
  * patterns are written first, so an answer that just finished can be
  * recalled at once; the queue is bounded, and this is an operator's request,
  * not a stream. */
-static void recall_here(cg_worker_t *w, const cg_recall_t *r, int *status, cg_buf_t *body)
+static void recall_here(cg_ctx_t *ctx, const cg_recall_t *r, int *status, cg_buf_t *body)
 {
-    cg_tracking_t *t = w->tracking;
+    cg_tracking_t *t = ctx->tracking;
     char err[512] = "";
     if (t->writer)
         cg_writer_flush(t->writer);
@@ -512,90 +517,89 @@ static void recall_here(cg_worker_t *w, const cg_recall_t *r, int *status, cg_bu
         t->read = cg_memory_open(t->target, err, sizeof(err));
     *status = 200;
     if (t->read == NULL || cg_memory_recall(t->read, r, body) != 0) {
-        unavailable(w, t->read ? cg_memory_errmsg(t->read) : err);
+        unavailable(ctx, t->read ? cg_memory_errmsg(t->read) : err);
         *status = 503;
     }
 }
 
 /* A recall's vector is in (or will not come): the store ranks with it, or
  * lexically. tq is unlinked and owned here. */
-static void recall_with(cg_worker_t *w, cg_track_query_t *tq)
+static void recall_with(cg_ctx_t *ctx, cg_track_query_t *tq)
 {
-    cg_tracking_t *t = w->tracking;
+    cg_tracking_t *t = ctx->tracking;
     if (tq->cb == NULL) { /* the admin client went away meanwhile */
         drop_query(tq);
         return;
     }
     if (t->reader) {
         cg_track_query_cb cb = tq->cb;
-        void *ctx = tq->ctx;
+        void *arg = tq->arg;
         int status;
         cg_buf_t none = {0};
-        if (!ask(w, tq, &status)) /* tq was freed */
-            cb(ctx, status, &none);
+        if (!ask(ctx, tq, &status)) /* tq was freed */
+            cb(arg, status, &none);
         return;
     }
     cg_recall_t r = {tq->job.q, tq->job.k, tq->job.vec.v ? &tq->job.vec : NULL};
     cg_buf_t body = {0};
     int status;
-    recall_here(w, &r, &status, &body);
-    tq->cb(tq->ctx, status, &body);
+    recall_here(ctx, &r, &status, &body);
+    tq->cb(tq->arg, status, &body);
     drop_query(tq);
 }
 
-static void on_query_vector(void *ctx, cg_vector_t *vec, const char *why)
+static void on_query_vector(void *arg, cg_vector_t *vec, const char *why)
 {
     (void)why;
-    cg_track_query_t *tq = ctx;
-    cg_worker_t *w = tq->w;
+    cg_track_query_t *tq = arg;
+    cg_ctx_t *ctx = tq->ctx;
     if (vec) {
         tq->job.vec = *vec;
         memset(vec, 0, sizeof(*vec));
     }
     tq->call = NULL;
     cg_list_unlink(&tq->link);
-    recall_with(w, tq);
+    recall_with(ctx, tq);
 }
 
 /* The vector is late: the recall goes on lexically, and the call is left
  * to finish on its own (counted then). */
-static void stop_waiting(cg_worker_t *w, cg_track_query_t *tq)
+static void stop_waiting(cg_ctx_t *ctx, cg_track_query_t *tq)
 {
-    cg_embed_cancel(tq->call);
+    ctx->tracking->em->cancel(tq->call);
     tq->call = NULL;
     cg_list_unlink(&tq->link);
-    recall_with(w, tq);
+    recall_with(ctx, tq);
 }
 
-cg_track_query_t *cg_tracking_patterns(cg_worker_t *w, const char *q, int k,
-                                       const cg_hdrs_t *keys, int *status, cg_buf_t *body,
-                                       cg_track_query_cb cb, void *ctx)
+cg_track_query_t *cg_tracking_patterns(cg_ctx_t *ctx, const char *q, int k, const cg_hdrs_t *keys,
+                                       int *status, cg_buf_t *body, cg_track_query_cb cb, void *arg)
 {
-    cg_tracking_t *t = w->tracking;
+    cg_tracking_t *t = ctx->tracking;
     *status = 200;
-    if (!w->cfg->citation_tracking || !w->cfg->semantic_memory) {
+    if (!ctx->cfg->citation_tracking || !ctx->cfg->semantic_memory) {
         cg_buf_puts(body, "{\"patterns\":[],\"ranking\":\"lexical\"}");
         return NULL;
     }
     size_t n = cg_store_query_len(q, strlen(q));
     cg_track_query_t *tq = NULL;
     if (t->embed && n > 0) {
-        tq = new_query(w, false, q, k, cb, ctx);
-        tq->call = cg_embed_ask(t->embed, q, n, keys, true, on_query_vector, tq);
+        tq = new_query(ctx, false, q, k, cb, arg);
+        tq->call = t->em->ask(t->embed, q, n, keys, true, on_query_vector, tq);
         if (tq->call) {
-            tq->embed_due = cg_now_ms(w) + CG_TRACKING_EMBED_WAIT_MS;
-            link_query(w, tq);
+            tq->embed_due = cg_now_ms(ctx) + CG_TRACKING_EMBED_WAIT_MS;
+            link_query(ctx, tq);
             return tq;
         }
     }
     if (t->reader) {
         if (tq == NULL)
-            tq = new_query(w, false, q, k, cb, ctx);
-        return ask(w, tq, status) ? tq : NULL;
+            tq = new_query(ctx, false, q, k, cb, arg);
+        return ask(ctx, tq, status) ? tq : NULL;
     }
     if (tq) /* its call was refused (counted): lexical, now */
         drop_query(tq);
     cg_recall_t r = {q, k, NULL};
-    recall_here(w, &r, status, body);
+    recall_here(ctx, &r, status, body);
     return NULL;
 }

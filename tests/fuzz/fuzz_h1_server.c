@@ -174,7 +174,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fs_init();
     static cg_upstream_t *up;
     if (up == NULL)
-        fs_w.up = fs_w.owned = up = fs_scripted_new();
+        fs_ctx.up = up = fs_scripted_new();
     fs_opts_t o = fs_configure(data[1]);
     bool admin = data[2] & 1;
     const uint8_t *in = data + HEADER;
@@ -216,7 +216,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FZ_CHECK(h2 || !rd.broken);
     if (!client.eof && !h2) {
         /* Open and settled: nothing in flight, every whole request answered. */
-        FZ_CHECK(fs_w.active == 0);
+        FZ_CHECK(fs_ctx.active == 0);
         FZ_CHECK(rd.answers == s.done);
     }
 

@@ -154,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fs_init();
     static cg_upstream_t *up;
     if (up == NULL)
-        fs_w.up = fs_w.owned = up = fs_scripted_new();
+        fs_ctx.up = up = fs_scripted_new();
     fs_opts_t opts = fs_configure(data[1]);
     drv_t d = {.ops = {.fields = fields, .nfields = NFIELDS, .bodies = bodies, .nbodies = NBODIES,
                        .p = data + HEADER, .end = data + size, .max_frame = 16384,
@@ -184,10 +184,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; getenv("FS_DEBUG") && i < d.rd.n; i++)
             fprintf(stderr, "stream %d: %d%s%s, %zu bytes; active %zu\n", d.rd.v[i].id,
                     d.rd.v[i].a.status, d.rd.v[i].ended ? " ended" : "",
-                    d.rd.v[i].reset ? " reset" : "", d.rd.v[i].a.body.len, fs_w.active);
+                    d.rd.v[i].reset ? " reset" : "", d.rd.v[i].a.body.len, fs_ctx.active);
         if (!d.client.eof && whole) {
             /* Open and settled: nothing in flight, every answer ended. */
-            FZ_CHECK(fs_w.active == 0);
+            FZ_CHECK(fs_ctx.active == 0);
             for (size_t i = 0; i < d.rd.n; i++)
                 FZ_CHECK(!d.rd.v[i].head || d.rd.v[i].ended || d.rd.v[i].reset);
         }

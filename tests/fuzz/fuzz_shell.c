@@ -17,7 +17,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-cg_worker_t fs_w;
+cg_ctx_t fs_ctx;
+cg_server_t fs_server;
 cg_config_t fs_cfg;
 
 static uv_loop_t loop;
@@ -53,12 +54,10 @@ void fs_init(void)
     FZ_CHECK(uv_loop_init(&loop) == 0);
     uv_prepare_init(&loop, &alive);
     uv_prepare_start(&alive, on_prepare);
-    fs_w.loop = &loop;
-    fs_w.cfg = &fs_cfg;
-    cg_list_init(&fs_w.clients);
-    cg_safepoint_init(&fs_w.safe, &loop);
-    cg_client_sweep_start(&fs_w);
-    cg_tracking_start(&fs_w); /* analysis and counters; no store */
+    cg_ctx_init(&fs_ctx, &loop, &fs_cfg, 0);
+    cg_server_init(&fs_server, &fs_ctx, NULL);
+    cg_server_sweep_start(&fs_server);
+    cg_tracking_start(&fs_ctx, NULL); /* analysis and counters; no store, no embeddings */
 }
 
 fs_opts_t fs_configure(uint8_t flags)
@@ -110,7 +109,7 @@ void fs_client(fs_peer_t *p, bool admin)
     int sv[2];
     FZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
     fs_watch(p, sv[1]);
-    cg_client_adopt(&fs_w, sv[0], NULL, admin);
+    cg_server_adopt(&fs_server, sv[0], admin);
 }
 
 size_t fs_read(fs_peer_t *p)
@@ -195,7 +194,7 @@ bool fs_write(fs_peer_t *p, const void *b, size_t n)
 
 static bool safepoint_idle(void)
 {
-    return cg_list_empty(&fs_w.safe.queue);
+    return cg_list_empty(&fs_ctx.safe.queue);
 }
 
 void fs_settle(fs_busy_fn busy, void *arg)
@@ -229,7 +228,7 @@ static void shift_timer(uv_handle_t *h, void *arg)
 void fs_advance(uint64_t ms, fs_busy_fn busy, void *arg)
 {
     shift_t s = {ms};
-    fs_w.clock_skew += ms;
+    fs_ctx.clock_skew += ms;
     uv_walk(&loop, shift_timer, &s);
     fs_settle(busy, arg);
 }
@@ -238,16 +237,12 @@ void fs_advance(uint64_t ms, fs_busy_fn busy, void *arg)
 
 static void drain_all(bool shutdown)
 {
-    fs_w.draining = true;
-    cg_list_t *pos, *next;
-    cg_list_each(pos, next, &fs_w.clients) {
-        cg_client_t *c = cg_client_of(pos);
-        if (shutdown)
-            cg_client_shutdown(c);
-        else
-            cg_client_drain(c);
-    }
-    fs_w.up->ops->drain(fs_w.up);
+    fs_ctx.draining = true;
+    if (shutdown)
+        cg_server_shutdown(&fs_server);
+    else
+        cg_server_drain(&fs_server);
+    fs_ctx.up->ops->drain(fs_ctx.up);
 }
 
 void fs_end(fs_peer_t *client, const fs_opts_t *o, fs_busy_fn busy, void *arg)
@@ -289,15 +284,15 @@ void fs_teardown(fs_busy_fn busy, void *arg)
     fs_settle(busy, arg);
     /* A connection that no longer reads (a refused request, a paused one)
      * learns nothing from a closed peer: its deadlines close it. */
-    for (int i = 0; i < 3 && (fs_w.nclients || fs_w.active); i++)
+    for (int i = 0; i < 3 && (fs_server.nclients || fs_ctx.active); i++)
         fs_advance(400000, busy, arg);
-    FZ_CHECK(fs_w.nclients == 0 && cg_list_empty(&fs_w.clients));
-    FZ_CHECK(fs_w.active == 0);
+    FZ_CHECK(fs_server.nclients == 0 && cg_list_empty(&fs_server.clients));
+    FZ_CHECK(fs_ctx.active == 0);
     FZ_CHECK(safepoint_idle());
     FZ_CHECK(cg_metrics->active_streams == 0);
     FZ_CHECK(cg_metrics->client_connections == 0);
     FZ_CHECK(cg_metrics->upstream_queue_length == 0);
-    fs_w.draining = false;
+    fs_ctx.draining = false;
 }
 
 /* --- checks of what reaches an upstream --------------------------------------------- */
@@ -489,7 +484,7 @@ static void on_step(cg_defer_t *d);
 static void step_soon(run_t *r)
 {
     if (!r->paused)
-        cg_defer(&fs_w.safe, &r->step, on_step);
+        cg_defer(&fs_ctx.safe, &r->step, on_step);
 }
 
 static void on_step(cg_defer_t *d)
@@ -512,7 +507,7 @@ static void on_step(cg_defer_t *d)
         step_soon(r);
         return;
     }
-    ex->up.ctx = NULL;
+    ex->up.handle = NULL;
     run_free(r);
     cg_ex_on_end(ex, CG_OK);
 }
@@ -523,7 +518,7 @@ static cg_err_t scripted_send(cg_upstream_t *up, cg_exchange_t *ex)
     fs_check_upreq(&ex->upreq);
     run_t *r = cg_xcalloc(1, sizeof(*r));
     r->ex = ex;
-    ex->up.ctx = r;
+    ex->up.handle = r;
     plan(r, ex);
     cg_ex_upstream_sent(ex);
     step_soon(r);
@@ -533,17 +528,17 @@ static cg_err_t scripted_send(cg_upstream_t *up, cg_exchange_t *ex)
 static void scripted_abort(cg_upstream_t *up, cg_exchange_t *ex)
 {
     (void)up;
-    run_t *r = ex->up.ctx;
+    run_t *r = ex->up.handle;
     if (r == NULL)
         return;
-    ex->up.ctx = NULL;
+    ex->up.handle = NULL;
     run_free(r);
 }
 
 static void scripted_pause(cg_upstream_t *up, cg_exchange_t *ex, bool pause)
 {
     (void)up;
-    run_t *r = ex->up.ctx;
+    run_t *r = ex->up.handle;
     if (r == NULL)
         return;
     r->paused = pause;
@@ -567,7 +562,7 @@ cg_upstream_t *fs_scripted_new(void)
 {
     cg_upstream_t *up = cg_xcalloc(1, sizeof(*up));
     up->ops = &scripted_ops;
-    up->w = &fs_w;
+    up->ctx = &fs_ctx;
     return up;
 }
 

@@ -1,10 +1,11 @@
 /*
  * The daemon's shell driven by fuzz inputs: the four drivers of the I/O
  * shell (fuzz_h1_server, fuzz_h2_server, fuzz_up_h1, fuzz_up_h2) share this
- * world. It is one worker on one libuv loop, made once per process, whose
- * clients are handed one end of a socketpair through cg_client_adopt(): the
- * same protocol handlers, exchanges, pools and transformer as the daemon,
- * with no hook inside them.
+ * world. It is one worker's loop context (ctx.h) and client side
+ * (server.h) on one libuv loop, made once per process, whose clients are
+ * handed one end of a socketpair through cg_server_adopt(): the same
+ * protocol handlers, exchanges, pools and transformer as the daemon, with
+ * no hook inside them.
  *
  * Each input runs to completion: the driver writes its pieces, the loop
  * runs until nothing moves (fs_settle), the input's end comes (the client
@@ -20,8 +21,8 @@
 #define CG_FUZZ_SHELL_H
 
 #include "fuzz_common.h"
-#include "io/client.h"
 #include "io/exchange.h"
+#include "io/server.h"
 
 #include <llhttp.h>
 
@@ -36,10 +37,12 @@ typedef struct fs_peer {
 /* The libFuzzer entry point every driver defines. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-extern cg_worker_t fs_w;
+extern cg_ctx_t fs_ctx;
+extern cg_server_t fs_server;
 extern cg_config_t fs_cfg;
 
-/* Makes the world once: config, metrics, the loop, the safe point. */
+/* Makes the world once: config, metrics, the loop, its context, the
+ * client side, tracking (analysis and counters, no store). */
 void fs_init(void);
 
 /* Per-input settings, from a flags byte:

@@ -183,11 +183,11 @@ static void up_end(up_client_t *u, const fs_opts_t *o)
         else if (up)
             up_reset(up);
         fs_settle(up_accept, u);
-        u->in_flight = fs_w.active > 0;
+        u->in_flight = fs_ctx.active > 0;
         return;
     }
     fs_end(&u->client, o, up_accept, u);
-    u->in_flight = fs_w.active > 0;
+    u->in_flight = fs_ctx.active > 0;
 }
 
 /* After the teardown: the client read a strict sequence of HTTP/1.1

@@ -84,8 +84,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fs_init();
     up_listen();
     fs_opts_t o = fs_configure(data[1]);
-    cg_upstream_t *pool = cg_up_h1_new(&fs_w, &up_target, &fs_w.up);
-    fs_w.up = fs_w.owned = pool;
+    cg_upstream_t *pool = cg_up_h1_new(&fs_ctx, &up_target, &fs_ctx.up);
+    fs_ctx.up = pool;
     up_client_t u;
     up_client_init(&u, data[2], &o, data + HEADER, size - HEADER);
     fs_settle(up_accept, &u);
@@ -113,7 +113,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fs_settle(up_accept, &u);
     FZ_CHECK(cg_metrics->upstream_connections[CG_PROTO_LABEL_HTTP1] == 0);
     pool->ops->free(pool);
-    fs_w.up = fs_w.owned = NULL;
+    fs_ctx.up = NULL;
 
     for (size_t i = 0; i < u.nups; i++)
         fs_check_h1_requests(u.ups[i].got.p, u.ups[i].got.len);

@@ -146,8 +146,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fs_init();
     up_listen();
     fs_opts_t o = fs_configure(data[1]);
-    cg_upstream_t *pool = cg_up_h2_new(&fs_w, &up_target, &fs_w.up, NULL);
-    fs_w.up = fs_w.owned = pool;
+    cg_upstream_t *pool = cg_up_h2_new(&fs_ctx, &up_target, &fs_ctx.up, NULL);
+    fs_ctx.up = pool;
     drv_t d = {.conn_fd = -2, .no_settings = data[0] & 1};
     d.ops = (h2ops_t){.fields = fields, .nfields = NFIELDS, .bodies = bodies, .nbodies = NBODIES,
                       .p = data + HEADER, .end = data + size, .max_frame = 16384,
@@ -166,7 +166,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fs_settle(up_accept, &d.u);
     FZ_CHECK(cg_metrics->upstream_connections[CG_PROTO_LABEL_H2] == 0);
     pool->ops->free(pool);
-    fs_w.up = fs_w.owned = NULL;
+    fs_ctx.up = NULL;
 
     check_requests(&d);
     up_check_client(&d.u);

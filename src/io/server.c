@@ -1,5 +1,5 @@
-/* Client connections: listeners, accepting, choosing the protocol. See client.h. */
-#include "client.h"
+/* The client side of a worker: listeners, accepting, choosing the protocol. See server.h. */
+#include "server.h"
 
 #include "log.h"
 #include "metrics.h"
@@ -66,27 +66,27 @@ static void on_drain(cg_conn_t *conn)
         c->proto->drained(c);
 }
 
-static void accept_one(cg_worker_t *w, uv_stream_t *server);
+static void accept_one(cg_server_t *s, uv_stream_t *listener);
 
 static void on_closed(cg_conn_t *conn)
 {
     cg_client_t *c = conn->owner;
-    cg_worker_t *w = c->w;
+    cg_server_t *s = c->server;
     if (c->proto)
         c->proto->closed(c);
     cg_list_unlink(&c->link);
-    w->nclients--;
+    s->nclients--;
     if (!c->admin) {
-        w->nserving--;
+        s->nserving--;
         cg_metrics->client_connections--;
     }
     cg_buf_free(&c->sniff);
     free(c);
     /* Below the cap again: take the connection that waits in the listener
      * (libuv stops polling a listener whose connection was not taken). */
-    if (w->accept_paused && w->nserving < w->cfg->max_client_connections && w->listener_open) {
-        w->accept_paused = false;
-        accept_one(w, (uv_stream_t *)&w->listener);
+    if (s->accept_paused && s->nserving < s->ctx->cfg->max_client_connections && s->listener_open) {
+        s->accept_paused = false;
+        accept_one(s, (uv_stream_t *)&s->listener);
     }
 }
 
@@ -94,18 +94,19 @@ static const cg_conn_ops_t conn_ops = {
     .read = on_read, .ready = on_ready, .drain = on_drain, .closed = on_closed};
 
 /* A new client, counted and listed; its connection is set up next. */
-static cg_client_t *client_new(cg_worker_t *w, bool admin)
+static cg_client_t *client_new(cg_server_t *s, bool admin)
 {
     cg_client_t *c = cg_xcalloc(1, sizeof(*c));
-    c->w = w;
+    c->ctx = s->ctx;
+    c->server = s;
     c->admin = admin;
     if (!c->admin) {
-        w->nserving++;
+        s->nserving++;
         cg_metrics->client_connections++;
     }
-    c->deadline = cg_now_ms(w) + w->cfg->request_timeout_ms;
-    cg_list_insert(&w->clients, &c->link);
-    w->nclients++;
+    cg_client_expect_request(c, true);
+    cg_list_insert(&s->clients, &c->link);
+    s->nclients++;
     return c;
 }
 
@@ -117,33 +118,33 @@ static void client_start(cg_client_t *c, cg_err_t err)
         choose(c, &cg_h1_proto);
 }
 
-static void accept_one(cg_worker_t *w, uv_stream_t *server)
+static void accept_one(cg_server_t *s, uv_stream_t *listener)
 {
-    cg_client_t *c = client_new(w, server == (uv_stream_t *)&w->admin);
-    struct cg_tls_conf *tls = c->admin ? NULL : w->srv_tls;
-    client_start(c, cg_conn_accept(&c->conn, server, tls, &conn_ops, c));
+    cg_client_t *c = client_new(s, listener == (uv_stream_t *)&s->admin);
+    struct cg_tls_conf *tls = c->admin ? NULL : s->tls;
+    client_start(c, cg_conn_accept(&c->conn, listener, tls, &conn_ops, c));
 }
 
-cg_client_t *cg_client_adopt(cg_worker_t *w, int fd, struct cg_tls_conf *tls, bool admin)
+cg_client_t *cg_server_adopt(cg_server_t *s, int fd, bool admin)
 {
-    cg_client_t *c = client_new(w, admin);
-    client_start(c, cg_conn_adopt(&c->conn, w->loop, fd, tls, &conn_ops, c));
+    cg_client_t *c = client_new(s, admin);
+    client_start(c, cg_conn_adopt(&c->conn, s->ctx->loop, fd, admin ? NULL : s->tls, &conn_ops, c));
     return c;
 }
 
-static void on_connection(uv_stream_t *server, int status)
+static void on_connection(uv_stream_t *listener, int status)
 {
-    cg_worker_t *w = server->data;
+    cg_server_t *s = listener->data;
     if (status < 0)
         return;
-    bool admin = server == (uv_stream_t *)&w->admin;
-    if (!admin && w->nserving >= w->cfg->max_client_connections) {
+    bool admin = listener == (uv_stream_t *)&s->admin;
+    if (!admin && s->nserving >= s->ctx->cfg->max_client_connections) {
         /* At the cap: leave the connection in the listener; libuv stops
          * polling it until accept_one() takes it (no busy loop). */
-        w->accept_paused = true;
+        s->accept_paused = true;
         return;
     }
-    accept_one(w, server);
+    accept_one(s, listener);
 }
 
 /* Connections that did not finish a TLS handshake and a request head in
@@ -151,14 +152,16 @@ static void on_connection(uv_stream_t *server, int status)
  * worker instead of one per connection. */
 static void on_sweep(uv_timer_t *t)
 {
-    cg_worker_t *w = t->data;
-    uint64_t now = cg_now_ms(w);
+    cg_server_t *s = t->data;
+    uint64_t now = cg_now_ms(s->ctx);
     cg_list_t *pos, *next;
-    cg_list_each(pos, next, &w->clients) {
+    cg_list_each(pos, next, &s->clients)
+    {
         cg_client_t *c = cg_client_of(pos);
         if (c->deadline == 0 || now < c->deadline || uv_is_closing((uv_handle_t *)&c->conn.tcp))
             continue;
-        cg_log_debug(NULL, "client sent no request in %u ms: closing", w->cfg->request_timeout_ms);
+        cg_log_debug(NULL, "client sent no request in %u ms: closing",
+                     s->ctx->cfg->request_timeout_ms);
         c->deadline = 0;
         if (c->proto && cg_conn_usable(&c->conn))
             c->proto->expire(c);
@@ -167,17 +170,28 @@ static void on_sweep(uv_timer_t *t)
     }
 }
 
-void cg_client_sweep_start(cg_worker_t *w)
+void cg_server_sweep_start(cg_server_t *s)
 {
-    unsigned every = w->cfg->request_timeout_ms / 4;
+    unsigned every = s->ctx->cfg->request_timeout_ms / 4;
     every = every < 10 ? 10 : every > 1000 ? 1000 : every;
-    uv_timer_init(w->loop, &w->client_sweep);
-    w->client_sweep.data = w;
-    uv_timer_start(&w->client_sweep, on_sweep, every, every);
-    uv_unref((uv_handle_t *)&w->client_sweep);
+    uv_timer_init(s->ctx->loop, &s->sweep);
+    s->sweep.data = s;
+    uv_timer_start(&s->sweep, on_sweep, every, every);
+    uv_unref((uv_handle_t *)&s->sweep);
+    s->sweeping = true;
 }
 
-void cg_client_drain(cg_client_t *c)
+void cg_server_init(cg_server_t *s, cg_ctx_t *ctx, struct cg_tls_conf *tls)
+{
+    memset(s, 0, sizeof(*s));
+    s->ctx = ctx;
+    s->tls = tls;
+    cg_list_init(&s->clients);
+}
+
+/* Draining: a busy connection finishes what is in flight (h1: its answer
+ * ends with Connection: close; h2: GOAWAY), an idle one closes now. */
+static void drain_one(cg_client_t *c)
 {
     if (c->admin || !cg_conn_usable(&c->conn))
         return;
@@ -187,10 +201,33 @@ void cg_client_drain(cg_client_t *c)
         cg_conn_close(&c->conn, CG_OK);
 }
 
-void cg_client_shutdown(cg_client_t *c)
+void cg_server_drain(cg_server_t *s)
 {
-    if (c->proto)
-        c->proto->shutdown(c);
+    if (s->listener_open) {
+        uv_close((uv_handle_t *)&s->listener, NULL);
+        s->listener_open = false;
+    }
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &s->clients) drain_one(cg_client_of(pos));
+}
+
+void cg_server_shutdown(cg_server_t *s)
+{
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &s->clients)
+    {
+        cg_client_t *c = cg_client_of(pos);
+        if (c->proto)
+            c->proto->shutdown(c);
+    }
+}
+
+void cg_server_close(cg_server_t *s)
+{
+    cg_list_t *pos, *next;
+    cg_list_each(pos, next, &s->clients) cg_conn_close(&cg_client_of(pos)->conn, CG_OK);
+    if (s->sweeping && !uv_is_closing((uv_handle_t *)&s->sweep))
+        uv_close((uv_handle_t *)&s->sweep, NULL);
 }
 
 static int parse_addr(const char *addr, struct sockaddr_storage *ss)
@@ -217,7 +254,7 @@ static int parse_addr(const char *addr, struct sockaddr_storage *ss)
     return uv_ip4_addr(h, port, (struct sockaddr_in *)ss);
 }
 
-int cg_client_listen(cg_worker_t *w, uv_tcp_t *h, const char *addr)
+int cg_server_listen(cg_server_t *s, bool admin, const char *addr)
 {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
@@ -240,8 +277,10 @@ int cg_client_listen(cg_worker_t *w, uv_tcp_t *h, const char *addr)
         close(fd);
         return r;
     }
-    uv_tcp_init(w->loop, h);
-    h->data = w;
+    uv_tcp_t *h = admin ? &s->admin : &s->listener;
+    uv_tcp_init(s->ctx->loop, h);
+    h->data = s;
+    *(admin ? &s->admin_open : &s->listener_open) = true;
     if ((r = uv_tcp_open(h, fd)) != 0)
         return r;
     return uv_listen((uv_stream_t *)h, 1024, on_connection);
