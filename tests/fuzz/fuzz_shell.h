@@ -54,6 +54,9 @@ void fs_init(void);
  */
 enum { FS_END_EOF, FS_END_CLOSE, FS_END_DRAIN, FS_END_SHUTDOWN, FS_END_WAIT, FS_NEND };
 #define FS_PIECE_MS 10000
+/* Writes an input is cut into at most: the rest goes in one, so a long
+ * input cut byte by byte costs a bounded number of loop turns. */
+#define FS_MAX_PIECES 64
 typedef struct fs_opts {
     bool small_body, cors, slow;
     const cg_dialect_t *dialect;

@@ -94,8 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_split_init(&sp, data[0]);
     size_t sent = 0;
     fs_peer_t *up;
-    while (sent < u.len && (up = up_current(&u)) != NULL) {
-        size_t n = fz_split_next(&sp, u.len - sent);
+    for (int piece = 1; sent < u.len && (up = up_current(&u)) != NULL; piece++) {
+        size_t n = piece < FS_MAX_PIECES ? fz_split_next(&sp, u.len - sent) : u.len - sent;
         if (!fs_write(up, u.in + sent, n))
             break;
         sent += n;
