@@ -23,6 +23,11 @@ typedef struct cg_span {
 /* A string literal and its length, as two arguments: the length is never
  * counted by hand (h2o's H2O_STRLIT). */
 #define CG_STRLIT(s) (s), (sizeof(s) - 1)
+/* Does the string s begin with the literal lit (exactly, or in any case)?
+ * strncmp / strncasecmp with lit's length (the caller includes their
+ * headers). */
+#define CG_HAS_PREFIX(s, lit)  (strncmp((s), (lit), sizeof(lit) - 1) == 0)
+#define CG_HAS_IPREFIX(s, lit) (strncasecmp((s), (lit), sizeof(lit) - 1) == 0)
 
 /* The struct of `type` whose member `member` is at p. */
 #define CG_CONTAINER_OF(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))

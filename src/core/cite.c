@@ -39,7 +39,7 @@ static char *member(const cg_json_t *j, int obj, const char *key, size_t max)
 
 bool cg_url_is_absolute(const char *s)
 {
-    return s && (strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0);
+    return s && (CG_HAS_IPREFIX(s, "http://") || CG_HAS_IPREFIX(s, "https://"));
 }
 
 char *cg_url_file_name(const char *s)
@@ -191,7 +191,7 @@ static void finish(cg_citation_t *c, const char *url_raw)
     if (c->title == NULL)
         c->title = field(cg_url_file_name(url_raw));
     if (c->title == NULL)
-        c->title = cg_xstrndup("Unknown Document", 16);
+        c->title = cg_xstrndup(CG_STRLIT("Unknown Document"));
     if (c->content == NULL)
         c->content = cg_xstrndup("", 0);
     if (c->url) {

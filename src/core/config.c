@@ -194,9 +194,9 @@ static bool valid_addr(const char *s)
 static bool valid_url(const char *s)
 {
     const char *rest;
-    if (strncasecmp(s, "https://", 8) == 0)
+    if (CG_HAS_IPREFIX(s, "https://"))
         rest = s + 8;
-    else if (strncasecmp(s, "http://", 7) == 0)
+    else if (CG_HAS_IPREFIX(s, "http://"))
         rest = s + 7;
     else
         return false;
@@ -274,7 +274,7 @@ static int set_json(const var_t *v, char **field, const char *value, bool array_
 
 bool cg_dsn_is_postgres(const char *s)
 {
-    return strncmp(s, "postgresql://", 13) == 0 || strncmp(s, "postgres://", 11) == 0;
+    return CG_HAS_PREFIX(s, "postgresql://") || CG_HAS_PREFIX(s, "postgres://");
 }
 
 /* Appends s[0..n) with the value of each `password=` parameter of its query

@@ -146,7 +146,7 @@ static const cg_down_ops_t down_ops = {on_head, on_data, on_end, on_queued, on_d
 static const char *endpoint_error(cg_err_t err)
 {
     const char *m = cg_err_message(err);
-    return strncmp(m, "upstream ", 9) == 0 ? m + 9 : m;
+    return CG_HAS_PREFIX(m, "upstream ") ? m + strlen("upstream ") : m;
 }
 
 /* The vector of a finished call, or NULL with why filled. */
@@ -223,7 +223,7 @@ static void add_key(const cg_embed_call_t *c, cg_hdrs_t *h)
     }
     cg_buf_t v = {0};
     cg_buf_printf(&v, "Bearer %s", key);
-    cg_hdrs_add(h, "Authorization", 13, v.p, v.len);
+    cg_hdrs_add(h, CG_STRLIT("Authorization"), v.p, v.len);
     cg_buf_free(&v);
 }
 

@@ -35,6 +35,14 @@ static bool head_sent(const cg_exchange_t *ex)
     return ex->state == CG_EX_STREAMING;
 }
 
+/* Has the upstream's answer begun for the client: its head sent, or a
+ * stream held to go out at its end? A body held to be transformed has not:
+ * until it is whole, an error can still take its place. */
+static bool answer_started(const cg_exchange_t *ex)
+{
+    return head_sent(ex) || (ex->state == CG_EX_HOLDING && ex->mode == CG_MODE_STREAM);
+}
+
 /* --- request ids ----------------------------------------------------------------- */
 
 static void make_rid(cg_exchange_t *ex, cg_span_t given)
@@ -152,7 +160,7 @@ static void answer_preflight(cg_exchange_t *ex)
         cg_hdrs_add_str(&h, "Access-Control-Allow-Origin", ex->cors_origin);
         cg_hdrs_add_str(&h, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
         if (asked.p)
-            cg_hdrs_add(&h, "Access-Control-Allow-Headers", 28, asked.p, asked.n);
+            cg_hdrs_add(&h, CG_STRLIT("Access-Control-Allow-Headers"), asked.p, asked.n);
         cg_hdrs_add_str(&h, "Access-Control-Max-Age", "600");
     }
     cg_hdrs_add_str(&h, "Vary", "Origin");
@@ -217,6 +225,17 @@ static void respond_error(cg_exchange_t *ex, int status, const char *type, const
     cg_error_json(&b, type, code, msg);
     respond_json(ex, status, &b, status == 503 && strcmp(code, "upstream_busy") == 0);
     cg_buf_free(&b);
+}
+
+void cg_exchange_set_route(cg_exchange_t *ex, int route)
+{
+    ex->route = route;
+}
+
+/* Draining: nothing new starts, and what has not begun ends with a 503. */
+static void respond_draining(cg_exchange_t *ex)
+{
+    respond_error(ex, 503, "server_error", "draining", "citegate is shutting down");
 }
 
 void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const char *message)
@@ -345,7 +364,7 @@ void cg_exchange_run(cg_exchange_t *ex)
     if (cors(ex))
         return;
     if (ctx->draining) {
-        respond_error(ex, 503, "server_error", "draining", "citegate is shutting down");
+        respond_draining(ex);
         return;
     }
     if (m->method == HTTP_CONNECT) {
@@ -401,8 +420,7 @@ static bool drop_response_header(const cg_exchange_t *ex, const cg_hdrs_t *h, cg
         cg_span_ieq(name, "x-request-id"))
         return true;
     /* With CORS on, citegate alone speaks it. */
-    if (ex->ctx->cfg->cors_origins && name.n > 15 &&
-        strncasecmp(name.p, "access-control-", 15) == 0)
+    if (ex->ctx->cfg->cors_origins && name.n > 15 && CG_HAS_IPREFIX(name.p, "access-control-"))
         return true;
     return ex->is_sse &&
            (cg_span_ieq(name, "cache-control") || cg_span_ieq(name, "x-accel-buffering"));
@@ -467,7 +485,7 @@ static bool translates(const cg_exchange_t *ex)
     return ex->profile->transforms || cg_dialect_translates(ex->dialect);
 }
 
-void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
+void cg_exchange_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
 {
     cg_ctx_t *ctx = ex->ctx;
     ex->status = status;
@@ -535,7 +553,7 @@ static void backpressure(cg_exchange_t *ex)
 
 void cg_exchange_client_drained(cg_exchange_t *ex)
 {
-    if (ex->paused && !cg_ex_done(ex)) {
+    if (ex->paused && !cg_exchange_done(ex)) {
         ex->paused = false;
         UP(ex)->ops->pause(UP(ex), ex, false);
     }
@@ -553,7 +571,7 @@ static void give_up_body(cg_exchange_t *ex, const char *p, size_t n)
     cg_buf_free(&ex->body);
 }
 
-void cg_ex_on_body(cg_exchange_t *ex, const char *p, size_t n)
+void cg_exchange_on_body(cg_exchange_t *ex, const char *p, size_t n)
 {
     ex->last_activity = cg_now_ms(ex->ctx);
     ex->resp_bytes += n;
@@ -608,9 +626,28 @@ static cg_end_t end_reason(cg_err_t err)
     return err == CG_OK ? CG_END_EOF : err == CG_E_TIMEOUT ? CG_END_TIMEOUT : CG_END_RESET;
 }
 
-void cg_ex_on_end(cg_exchange_t *ex, cg_err_t err)
+/* Ends an answer that began (or a body held whole), why it ended: a
+ * transformed stream gets the profile's end, or SPEC §6's error event when
+ * it broke off; a held body goes out transformed; a forwarded body that
+ * broke off is cut, and only closing tells the client. */
+static void end_answer(cg_exchange_t *ex, cg_end_t why)
 {
-    if (cg_ex_done(ex))
+    if (ex->mode == CG_MODE_STREAM) {
+        cg_xform_finish(ex->xf, why, &ex->ctx->out);
+        emit_out(ex, &ex->ctx->out);
+        end_body(ex, true);
+    } else if (ex->mode == CG_MODE_BODY) {
+        end_body_mode(ex);
+        end_body(ex, true);
+    } else {
+        end_body(ex, why == CG_END_EOF);
+    }
+    finish(ex);
+}
+
+void cg_exchange_on_end(cg_exchange_t *ex, cg_err_t err)
+{
+    if (cg_exchange_done(ex))
         return;
     if (err == CG_E_BUSY) {
         respond_busy(ex, CG_QUEUE_FULL);
@@ -624,26 +661,17 @@ void cg_ex_on_end(cg_exchange_t *ex, cg_err_t err)
         if (!ex->internal)
             cg_log_warn(ex->rid, "%s", cg_err_message(err));
     }
-    if (ex->state == CG_EX_QUEUED || ex->state == CG_EX_CONNECTING || ex->state == CG_EX_WAITING ||
-        (ex->state == CG_EX_HOLDING && ex->mode == CG_MODE_BODY && err != CG_OK)) {
+    /* A body held whole is the answer; anything less that has not begun
+     * is a failure to say. */
+    bool whole_body = ex->state == CG_EX_HOLDING && ex->mode == CG_MODE_BODY && err == CG_OK;
+    if (!answer_started(ex) && !whole_body) {
         fail_before_head(ex, err == CG_OK ? CG_E_PROTOCOL : err);
         return;
     }
-    if (ex->mode == CG_MODE_STREAM) {
-        cg_xform_finish(ex->xf, end_reason(err), &ex->ctx->out);
-        emit_out(ex, &ex->ctx->out);
-        end_body(ex, true);
-    } else if (ex->mode == CG_MODE_BODY) {
-        end_body_mode(ex);
-        end_body(ex, true);
-    } else {
-        /* A forwarded body that broke off: only closing tells the client. */
-        end_body(ex, err == CG_OK);
-    }
-    finish(ex);
+    end_answer(ex, end_reason(err));
 }
 
-void cg_ex_upstream_queued(cg_exchange_t *ex)
+void cg_exchange_upstream_queued(cg_exchange_t *ex)
 {
     if (ex->state == CG_EX_QUEUED)
         return; /* moved from one pool's queue to another's: still waiting */
@@ -652,14 +680,14 @@ void cg_ex_upstream_queued(cg_exchange_t *ex)
     arm_timer(ex, ex->ctx->cfg->upstream_queue_timeout_ms);
 }
 
-void cg_ex_upstream_connecting(cg_exchange_t *ex)
+void cg_exchange_upstream_connecting(cg_exchange_t *ex)
 {
     set_state(ex, CG_EX_CONNECTING);
     ex->t_upstream = cg_now_ms(ex->ctx);
     arm_timer(ex, ex->ctx->cfg->connect_timeout_ms);
 }
 
-void cg_ex_upstream_sent(cg_exchange_t *ex)
+void cg_exchange_upstream_sent(cg_exchange_t *ex)
 {
     set_state(ex, CG_EX_WAITING);
     ex->t_upstream = cg_now_ms(ex->ctx);
@@ -692,7 +720,7 @@ static void on_timer(uv_timer_t *t)
     if (ex->state == CG_EX_QUEUED)
         respond_busy(ex, CG_QUEUE_TIMEOUT);
     else
-        cg_ex_on_end(ex, ex->state == CG_EX_CONNECTING ? CG_E_CONNECT_TIMEOUT : CG_E_TIMEOUT);
+        cg_exchange_on_end(ex, ex->state == CG_EX_CONNECTING ? CG_E_CONNECT_TIMEOUT : CG_E_TIMEOUT);
 }
 
 static void arm_timer(cg_exchange_t *ex, uint64_t ms)
@@ -756,7 +784,7 @@ static void account(cg_exchange_t *ex)
 
 static void finish(cg_exchange_t *ex)
 {
-    if (cg_ex_done(ex))
+    if (cg_exchange_done(ex))
         return;
     account(ex);
     set_state(ex, CG_EX_DONE);
@@ -771,7 +799,7 @@ static void finish(cg_exchange_t *ex)
 
 void cg_exchange_client_gone(cg_exchange_t *ex)
 {
-    if (cg_ex_done(ex))
+    if (cg_exchange_done(ex))
         return;
     UP(ex)->ops->abort(UP(ex), ex);
     if (ex->status == 0)
@@ -782,20 +810,11 @@ void cg_exchange_client_gone(cg_exchange_t *ex)
 
 void cg_exchange_shutdown(cg_exchange_t *ex)
 {
-    if (cg_ex_done(ex))
+    if (cg_exchange_done(ex))
         return;
     UP(ex)->ops->abort(UP(ex), ex);
-    if (ex->state == CG_EX_NEW || ex->state == CG_EX_QUEUED || ex->state == CG_EX_CONNECTING ||
-        ex->state == CG_EX_WAITING || (ex->state == CG_EX_HOLDING && ex->mode == CG_MODE_BODY)) {
-        respond_error(ex, 503, "server_error", "draining", "citegate is shutting down");
-        return;
-    }
-    if (ex->mode == CG_MODE_STREAM) {
-        cg_xform_finish(ex->xf, CG_END_SHUTDOWN, &ex->ctx->out);
-        emit_out(ex, &ex->ctx->out);
-        end_body(ex, true);
-    } else {
-        end_body(ex, false);
-    }
-    finish(ex);
+    if (!answer_started(ex))
+        respond_draining(ex);
+    else
+        end_answer(ex, CG_END_SHUTDOWN);
 }

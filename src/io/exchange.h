@@ -98,6 +98,9 @@ cg_exchange_t *cg_exchange_new(cg_ctx_t *ctx, cg_reqmsg_t *msg, const cg_down_op
 cg_exchange_t *cg_exchange_call(cg_ctx_t *ctx, cg_reqmsg_t *msg, cg_upstream_t **upp,
                                 const cg_down_ops_t *down, void *arg);
 void cg_exchange_run(cg_exchange_t *ex);
+/* The route the exchange is counted under, where its path says otherwise
+ * (a refusal on the admin listener). */
+void cg_exchange_set_route(cg_exchange_t *ex, int route);
 /* Answers with an error instead (a request the client side refused). */
 void cg_exchange_reject(cg_exchange_t *ex, int status, const char *code, const char *message);
 
@@ -108,15 +111,15 @@ void cg_exchange_client_drained(cg_exchange_t *ex);
 void cg_exchange_shutdown(cg_exchange_t *ex);
 
 /* From the upstream side. */
-void cg_ex_upstream_queued(cg_exchange_t *ex);     /* it waits for a connection */
-void cg_ex_upstream_connecting(cg_exchange_t *ex); /* a connection is made for it */
-void cg_ex_upstream_sent(cg_exchange_t *ex);       /* the request is on its way */
-void cg_ex_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h);
-void cg_ex_on_body(cg_exchange_t *ex, const char *p, size_t n);
+void cg_exchange_upstream_queued(cg_exchange_t *ex);     /* it waits for a connection */
+void cg_exchange_upstream_connecting(cg_exchange_t *ex); /* a connection is made for it */
+void cg_exchange_upstream_sent(cg_exchange_t *ex);       /* the request is on its way */
+void cg_exchange_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h);
+void cg_exchange_on_body(cg_exchange_t *ex, const char *p, size_t n);
 /* The answer ended: CG_OK when complete, else why it broke off. */
-void cg_ex_on_end(cg_exchange_t *ex, cg_err_t err);
+void cg_exchange_on_end(cg_exchange_t *ex, cg_err_t err);
 
-static inline bool cg_ex_done(const cg_exchange_t *ex)
+static inline bool cg_exchange_done(const cg_exchange_t *ex)
 {
     return ex->state == CG_EX_DONE;
 }

@@ -96,7 +96,7 @@ static void reject(cg_client_t *c, int status, const char *msg)
     cg_client_expect_request(c, true); /* a client that never reads this is closed */
     cg_exchange_t *ex = cg_exchange_new(c->ctx, &h->msg, &h1_down, c);
     if (c->admin)
-        ex->route = CG_ROUTE_ADMIN;
+        cg_exchange_set_route(ex, CG_ROUTE_ADMIN);
     cg_log_info(ex->rid, "rejected request: %d %s", status, msg);
     h->ex = ex;
     cg_exchange_reject(ex, status, reject_code(status), msg); /* done: response_done() */
@@ -156,7 +156,7 @@ static void h1_data(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t 
     uv_buf_t *v = n + 2 <= 18 ? stackv : cg_xmalloc((n + 2) * sizeof(uv_buf_t));
     v[0] = uv_buf_init(head, (unsigned)hl);
     memcpy(v + 1, bufs, n * sizeof(uv_buf_t));
-    v[n + 1] = uv_buf_init("\r\n", 2);
+    v[n + 1] = uv_buf_init(CG_STRLIT("\r\n"));
     cg_conn_write(&c->conn, v, n + 2);
     if (v != stackv)
         free(v);
@@ -170,7 +170,7 @@ static void h1_end(cg_exchange_t *ex, bool complete)
         return;
     }
     if (c->h1.chunked) {
-        uv_buf_t b = uv_buf_init("0\r\n\r\n", 5);
+        uv_buf_t b = uv_buf_init(CG_STRLIT("0\r\n\r\n"));
         cg_conn_write(&c->conn, &b, 1);
     }
 }
@@ -387,7 +387,7 @@ static void go_on(cg_client_t *c, const llhttp_t *p)
     if (!body || c->h1.msg.http10 ||
         !cg_span_ieq(cg_hdrs_get(&c->h1.msg.hdrs, "expect"), "100-continue"))
         return;
-    uv_buf_t b = uv_buf_init("HTTP/1.1 100 Continue\r\n\r\n", 25);
+    uv_buf_t b = uv_buf_init(CG_STRLIT("HTTP/1.1 100 Continue\r\n\r\n"));
     cg_conn_write(&c->conn, &b, 1);
 }
 

@@ -334,11 +334,12 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         calm(st->conn, "header block decoding beyond SETTINGS_MAX_HEADER_LIST_SIZE");
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
-    if (nl == 14 && memcmp(name, "content-length", 14) == 0 && too_long(st->conn, value, vl))
+    cg_span_t field = cg_span((const char *)name, nl);
+    if (cg_span_eq(field, "content-length") && too_long(st->conn, value, vl))
         st->reject = 413;
-    if (nl == 7 && memcmp(name, ":method", 7) == 0) {
+    if (cg_span_eq(field, ":method")) {
         set_method(&st->msg, value, vl);
-    } else if (nl == 5 && memcmp(name, ":path", 5) == 0) {
+    } else if (cg_span_eq(field, ":path")) {
         if (!visible(value, vl)) {
             st->reject = 400;
             st->why = "request target has a byte that is not visible ASCII";

@@ -14,10 +14,10 @@ int cg_upstream_url_parse(const char *url, cg_upstream_url_t *out)
 {
     memset(out, 0, sizeof(*out));
     const char *rest;
-    if (strncasecmp(url, "https://", 8) == 0) {
+    if (CG_HAS_IPREFIX(url, "https://")) {
         out->tls = true;
         rest = url + 8;
-    } else if (strncasecmp(url, "http://", 7) == 0) {
+    } else if (CG_HAS_IPREFIX(url, "http://")) {
         rest = url + 7;
     } else {
         return -1;

@@ -27,7 +27,7 @@ static int conf_common(cg_tls_conf_t *c, int endpoint, char *err, size_t el)
     mbedtls_ssl_session_init(&c->session);
     c->have_session = c->client = false;
     int rc = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy,
-                                   (const unsigned char *)"citegate", 8);
+                                   (const unsigned char *)CG_STRLIT("citegate"));
     if (rc == 0)
         rc = mbedtls_ssl_config_defaults(&c->conf, endpoint, MBEDTLS_SSL_TRANSPORT_STREAM,
                                          MBEDTLS_SSL_PRESET_DEFAULT);

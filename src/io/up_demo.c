@@ -44,7 +44,7 @@ static void respond(cg_exchange_t *ex, int status, const char *ctype)
 {
     cg_hdrs_t h = {0};
     cg_hdrs_add_str(&h, "Content-Type", ctype);
-    cg_ex_on_head(ex, status, &h);
+    cg_exchange_on_head(ex, status, &h);
     cg_hdrs_free(&h);
 }
 
@@ -75,9 +75,9 @@ static void on_tick(uv_timer_t *t)
     }
     size_t from = d->next ? a->ends[d->next - 1] : 0;
     size_t to = a->ends[d->next++];
-    cg_ex_on_body(d->ex, a->bytes.p + from, to - from);
+    cg_exchange_on_body(d->ex, a->bytes.p + from, to - from);
     if (d->next == a->npieces)
-        cg_ex_on_end(release(d), CG_OK);
+        cg_exchange_on_end(release(d), CG_OK);
 }
 
 static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
@@ -88,7 +88,7 @@ static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
     uv_timer_init(up->ctx->loop, &d->timer);
     d->timer.data = d;
     uv_timer_start(&d->timer, on_tick, 0, DEMO_TICK_MS);
-    cg_ex_upstream_sent(ex);
+    cg_exchange_upstream_sent(ex);
     return CG_OK;
 }
 

@@ -135,7 +135,7 @@ static int on_headers_complete(llhttp_t *lp)
         llhttp_set_error_reason(lp, "upstream answered with an interim status other than 100/103");
         return -1;
     }
-    cg_ex_on_head(u->ex, lp->status_code, &u->hdrs);
+    cg_exchange_on_head(u->ex, lp->status_code, &u->hdrs);
     cg_hdrs_free(&u->hdrs); /* the exchange copied what it keeps */
     /* A HEAD answer has headers only. */
     return u->ex->msg.method == HTTP_HEAD ? 1 : 0;
@@ -166,7 +166,7 @@ static void deliver_body(h1conn_t *u)
     cg_span_t b = j->len ? cg_span(j->p, j->len) : u->body;
     u->body = cg_span(NULL, 0);
     if (b.n && u->ex)
-        cg_ex_on_body(u->ex, b.p, b.n);
+        cg_exchange_on_body(u->ex, b.p, b.n);
     j->len = 0;
     if (j->cap > JOINED_KEEP)
         cg_buf_free(j);
@@ -197,7 +197,7 @@ static void complete(h1conn_t *u)
     } else {
         cg_conn_close(&u->conn, CG_OK);
     }
-    cg_ex_on_end(ex, CG_OK);
+    cg_exchange_on_end(ex, CG_OK);
     serve_soon(p);
 }
 
@@ -234,7 +234,7 @@ static void write_request(h1conn_t *u)
     cg_conn_write(&u->conn, &b, 1);
     cg_buf_free(&req);
     cg_conn_read_start(&u->conn);
-    cg_ex_upstream_sent(ex);
+    cg_exchange_upstream_sent(ex);
 }
 
 static void on_ready(cg_conn_t *c)
@@ -267,18 +267,18 @@ static void end_under(h1conn_t *u, cg_exchange_t *ex)
         u->ex = NULL;
     }
     if (u->done) {
-        cg_ex_on_end(ex, CG_OK);
+        cg_exchange_on_end(ex, CG_OK);
         return;
     }
     /* Nothing of the request was answered on a reused connection the
      * upstream had just closed: one new connection may try again. */
-    if (u->reused && !u->got_bytes && ex->up.resent == 0 && !cg_ex_done(ex)) {
+    if (u->reused && !u->got_bytes && ex->up.resent == 0 && !cg_exchange_done(ex)) {
         ex->up.resent++;
-        cg_ex_upstream_queued(ex);
+        cg_exchange_upstream_queued(ex);
         cg_waitq_push_front(&u->pool->waiting, &ex->up.wait);
         return;
     }
-    cg_ex_on_end(ex, failure(&u->conn));
+    cg_exchange_on_end(ex, failure(&u->conn));
 }
 
 static void on_closed(cg_conn_t *c)
@@ -325,13 +325,13 @@ static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
         attach(u, ex);
         write_request(u);
     } else if (p->conns < cfg->upstream_max_connections) {
-        cg_ex_upstream_connecting(ex);
+        cg_exchange_upstream_connecting(ex);
         connect_new(p, ex);
     } else if (p->waiting.len >= cfg->upstream_max_pending) {
         return CG_E_BUSY;
     } else {
         cg_waitq_push(&p->waiting, &ex->up.wait);
-        cg_ex_upstream_queued(ex);
+        cg_exchange_upstream_queued(ex);
     }
     return CG_OK;
 }

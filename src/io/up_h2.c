@@ -154,7 +154,7 @@ static bool resend(h2stream_t *st)
     stream_detach(st);
     ex->upreq.body = st->body;
     memset(&st->body, 0, sizeof(st->body));
-    cg_ex_upstream_queued(ex);
+    cg_exchange_upstream_queued(ex);
     h2pool_t *p = st->conn->pool;
     cg_waitq_push_front(&p->waiting, &ex->up.wait);
     serve_soon(p);
@@ -165,7 +165,7 @@ static void stream_end(h2stream_t *st, cg_err_t err)
 {
     cg_exchange_t *ex = stream_detach(st);
     if (ex)
-        cg_ex_on_end(ex, err);
+        cg_exchange_on_end(ex, err);
 }
 
 /* --- nghttp2 callbacks --------------------------------------------------------------- */
@@ -178,7 +178,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
     if (st == NULL || f->hd.type != NGHTTP2_HEADERS || st->head_done)
         return 0;
-    if (nl == 7 && memcmp(name, ":status", 7) == 0) {
+    if (cg_span_eq(cg_span((const char *)name, nl), ":status")) {
         st->status = atoi((const char *)value);
         cg_hdrs_reset(&st->hdrs);
         return 0;
@@ -228,7 +228,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     }
     if (f->hd.type == NGHTTP2_HEADERS && st->status >= 200 && !st->head_done) {
         st->head_done = true;
-        cg_ex_on_head(st->ex, st->status, &st->hdrs);
+        cg_exchange_on_head(st->ex, st->status, &st->hdrs);
         /* The exchange copied what it keeps, and an answered request is
          * never sent again: neither needs to live as long as the stream. */
         cg_hdrs_free(&st->hdrs);
@@ -262,7 +262,7 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
         consume_stream(u, id, len);
         return 0;
     }
-    cg_ex_on_body(st->ex, (const char *)data, len);
+    cg_exchange_on_body(st->ex, (const char *)data, len);
     if (st->ex && st->ex->paused)
         st->unconsumed += len;
     else
@@ -354,7 +354,7 @@ static void fall_back(h2conn_t *u)
     while ((l = cg_waitq_pop(&p->waiting))) {
         cg_exchange_t *ex = ex_of_link(l);
         if (p->fallback->ops->send(p->fallback, ex) == CG_E_BUSY)
-            cg_ex_on_end(ex, CG_E_BUSY);
+            cg_exchange_on_end(ex, CG_E_BUSY);
     }
 }
 
@@ -441,7 +441,7 @@ static void fail_waiting(h2pool_t *p, cg_err_t err)
         return;
     cg_list_t *l;
     while ((l = cg_waitq_pop(&p->waiting)))
-        cg_ex_on_end(ex_of_link(l), err);
+        cg_exchange_on_end(ex_of_link(l), err);
 }
 
 static cg_err_t failure(const cg_conn_t *c)
@@ -525,7 +525,7 @@ static void start_stream(h2conn_t *u, cg_exchange_t *ex)
     }
     st->id = id;
     flush_soon(u);
-    cg_ex_upstream_sent(ex);
+    cg_exchange_upstream_sent(ex);
 }
 
 static void serve(cg_defer_t *d)
@@ -548,7 +548,7 @@ static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
     if (p->waiting.len >= p->base.ctx->cfg->upstream_max_pending)
         return CG_E_BUSY;
     cg_waitq_push(&p->waiting, &ex->up.wait);
-    cg_ex_upstream_queued(ex);
+    cg_exchange_upstream_queued(ex);
     serve_soon(p);
     return CG_OK;
 }

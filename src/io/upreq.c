@@ -53,17 +53,17 @@ nghttp2_nv *cg_upreq_nv(const cg_upreq_t *r, const char *scheme, const char *aut
     names->len += 24;
     nghttp2_nv *v = cg_xcalloc(r->hdrs.n + 5, sizeof(nghttp2_nv));
     size_t k = 0, at = 0;
-    v[k++] = nv(":method", 7, r->method, strlen(r->method));
-    v[k++] = nv(":path", 5, r->target.p, r->target.len);
-    v[k++] = nv(":scheme", 7, scheme, strlen(scheme));
-    v[k++] = nv(":authority", 10, authority, strlen(authority));
+    v[k++] = nv(CG_STRLIT(":method"), r->method, strlen(r->method));
+    v[k++] = nv(CG_STRLIT(":path"), r->target.p, r->target.len);
+    v[k++] = nv(CG_STRLIT(":scheme"), scheme, strlen(scheme));
+    v[k++] = nv(CG_STRLIT(":authority"), authority, strlen(authority));
     for (size_t i = 0; i < r->hdrs.n; i++) {
         cg_span_t name = cg_hdr_name(&r->hdrs, i), value = cg_hdr_value(&r->hdrs, i);
         v[k++] = nv(names->p + at, name.n, value.p, value.n);
         at += name.n;
     }
     if (r->has_body || r->body.len > 0)
-        v[k++] = nv("content-length", 14, names->p + at, (size_t)cl);
+        v[k++] = nv(CG_STRLIT("content-length"), names->p + at, (size_t)cl);
     *count = k;
     return v;
 }

@@ -2,7 +2,7 @@
  * The upstream interface. Three implementations answer exchanges: the
  * HTTP/1.1 pool (up_h1.c), the HTTP/2 pool (up_h2.c) and the embedded demo
  * (up_demo.c). The exchange calls them only through this table; they answer
- * through cg_ex_on_head/body/end and cg_ex_upstream_sent (exchange.h).
+ * through cg_exchange_on_head/body/end and cg_exchange_upstream_sent (exchange.h).
  *
  * None of these calls back into the calling exchange before returning:
  * sending, aborting and pausing only queue work, and whatever ends an

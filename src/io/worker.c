@@ -238,7 +238,7 @@ static int setup_embeddings(cg_worker_t *w)
             return 0;
         }
         w->ctx.embed_upp = &w->ctx.up;
-        w->ctx.embed_path = cg_xstrndup("/v1/embeddings", 14);
+        w->ctx.embed_path = cg_xstrndup(CG_STRLIT("/v1/embeddings"));
         return 0;
     }
     if (cg_upstream_url_parse(cfg->embeddings_url, &u) != 0) {

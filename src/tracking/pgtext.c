@@ -127,7 +127,7 @@ int cg_pg_or_query(const char *q, cg_buf_t *out)
     size_t pos = 0, start, len;
     int words = 0;
     while (words < CG_STORE_MAX_WORDS && (len = cg_store_next_word(q, n, &pos, &start)) > 0) {
-        if (len == 2 && strncasecmp(q + start, "or", 2) == 0)
+        if (len == strlen("or") && CG_HAS_IPREFIX(q + start, "or"))
             continue;
         if (words++ > 0)
             cg_buf_puts(out, " or ");

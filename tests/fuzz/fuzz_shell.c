@@ -495,13 +495,13 @@ static void on_step(cg_defer_t *d)
         r->headed = true;
         cg_hdrs_t h = {0};
         cg_hdrs_add_str(&h, "Content-Type", r->ctype);
-        cg_ex_on_head(ex, r->status, &h);
+        cg_exchange_on_head(ex, r->status, &h);
         cg_hdrs_free(&h);
     } else {
         size_t from = r->next ? r->answer.ends[r->next - 1] : 0;
         size_t to = r->answer.ends[r->next++];
         if (to > from)
-            cg_ex_on_body(ex, r->answer.bytes.p + from, to - from);
+            cg_exchange_on_body(ex, r->answer.bytes.p + from, to - from);
     }
     if (r->next < r->answer.npieces) {
         step_soon(r);
@@ -509,7 +509,7 @@ static void on_step(cg_defer_t *d)
     }
     ex->up.handle = NULL;
     run_free(r);
-    cg_ex_on_end(ex, CG_OK);
+    cg_exchange_on_end(ex, CG_OK);
 }
 
 static cg_err_t scripted_send(cg_upstream_t *up, cg_exchange_t *ex)
@@ -520,7 +520,7 @@ static cg_err_t scripted_send(cg_upstream_t *up, cg_exchange_t *ex)
     r->ex = ex;
     ex->up.handle = r;
     plan(r, ex);
-    cg_ex_upstream_sent(ex);
+    cg_exchange_upstream_sent(ex);
     step_soon(r);
     return CG_OK;
 }
