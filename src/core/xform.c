@@ -1645,6 +1645,21 @@ void cg__xform_mention(cg_xform_t *x, size_t choice, unsigned n)
         p->mention(x, ch, c);
 }
 
+void cg__xform_reserve(cg_xform_t *x, size_t choice, unsigned n)
+{
+    uint32_t code = ((uint32_t)x->style << 16) | n;
+    if (find_ref(x, code) || x->nrefs == CG_XFORM_MAX_REFS)
+        return;
+    x->refs = cg_grow(x->refs, x->nrefs, &x->refs_cap, 8, sizeof(cg_refrec_t));
+    x->refs[x->nrefs++] = (cg_refrec_t){.code = code, .count = 0};
+    /* The profiles that number by first reference place it now. */
+    const cg_citation_t *c = x->cites_set ? cg_cites_find(&x->cites, n) : NULL;
+    cg_choice_t *ch = choice_at(x, (double)choice);
+    const cg_profile_t *p = x->cfg.profile;
+    if (c && ch && p->mention)
+        p->mention(x, ch, c);
+}
+
 /* An upstream's error goes out on one line (SPEC §6 rule 5): its message
  * and code, JSON strings with their quotes, are cut past these sizes. */
 #define ERROR_MESSAGE_MAX 8192

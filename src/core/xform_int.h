@@ -118,11 +118,12 @@ struct cg_xform {
 };
 
 /* Whether reference record r names a citation the answer cites: one of the
- * stream's style, or a mention. */
+ * stream's style, or a mention, referenced at least once (a reserved place
+ * whose reference never came cites nothing). */
 static inline bool cg__refrec_cites(const cg_xform_t *x, const cg_refrec_t *r)
 {
     uint32_t form = r->code >> 16;
-    return form == CG_REFREC_MENTION || form == (uint32_t)x->style;
+    return r->count > 0 && (form == CG_REFREC_MENTION || form == (uint32_t)x->style);
 }
 
 static inline unsigned cg__refrec_n(const cg_refrec_t *r)
@@ -172,6 +173,11 @@ unsigned cg__xform_cite(cg_xform_t *x, cg_cite_in_t *in);
  * §6, annotation-sourced citations), in the answer of choice `choice`; the
  * profile's mention hook hears of it. Later mentions of n add nothing. */
 void cg__xform_mention(cg_xform_t *x, size_t choice, unsigned n);
+/* Citation n will be referenced (`[n]`, the stream's style) in content yet
+ * to come, of a body read whole: it takes its place in first-reference
+ * order now, before what comes later in the upstream's order is mentioned,
+ * and counts nothing until its reference comes. */
+void cg__xform_reserve(cg_xform_t *x, size_t choice, unsigned n);
 /* Ends the stream with SPEC §6's error event: held bytes and the profile's
  * citation events first, no [DONE]. message and code are raw JSON values. */
 void cg__xform_error(cg_xform_t *x, cg_span_t message, cg_span_t code);

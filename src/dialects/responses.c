@@ -51,8 +51,10 @@
  *
  * A body is read as the stream it amounts to: per output_text part, its
  * text as one delta, then each of its annotations as one annotation.added
- * event. The chat completion's annotations are then read before its
- * content, so citations they name come first in profile order.
+ * event. An annotation that covers a marker takes its citation's place in
+ * first-reference order then (cg__xform_reserve), as the stream's [N]
+ * would: a body and the same answer streamed get the same numbers (SPEC
+ * §6a: the order of output items, their parts and their annotations).
  *
  * State per stream, bounded: the token array (as the transformer's), the
  * bytes held (at most one event's content plus one candidate), MAX_HELD
@@ -719,7 +721,16 @@ static void take_annotation(cg_xform_t *x, rs_t *s, const cg_json_t *j, int a, i
     int64_t where[5] = {out, content, an.ranged, (int64_t)an.start, (int64_t)an.end};
     bool seen = seen_before(s, fnv(key, where, sizeof(where)), final);
     unsigned n = cite_of(x, s, j, &an, key, key_len);
-    if (n == 0 || cover(s, &an, out, content, n) || seen)
+    if (n == 0)
+        return;
+    if (cover(s, &an, out, content, n)) {
+        /* A body's [n] goes out with its content, after the annotations
+         * that follow this one: its place is taken now, as a stream's. */
+        if (s->body)
+            cg__xform_reserve(x, 0, n);
+        return;
+    }
+    if (seen)
         return;
     cg__xform_mention(x, 0, n);
     if (an.url)

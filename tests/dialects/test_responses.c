@@ -648,6 +648,43 @@ static void test_body_annotations(void **state)
     run_close(&r);
 }
 
+/* SPEC §6a: a body is numbered in the order of its output items, their parts
+ * and each part's annotations, as the same answer streamed: markers covered
+ * by A, B and A again, then C over a sentence and a file citation, give
+ * A=1, B=2, C=3, file=4 both ways, in every profile (those that number by
+ * first reference included). */
+static void test_body_numbers_as_stream(void **state)
+{
+    (void)state;
+    static const char *const all[] = {"openwebui", "openai", "webchat", "markdown", "structured",
+                                      "off"};
+    size_t bn, sn;
+    char *body = answer("responses_numbering.json", &bn);
+    char *stream = answer("responses_numbering.sse", &sn);
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        cg_buf_t streamed = {0};
+        run_whole(all[i], stream, sn, &streamed);
+        run_t r;
+        run_open(&r, all[i], NULL);
+        assert_int_equal(cg_xform_body(r.x, body, bn, &r.out), 0);
+        collect(&r);
+        view_t vb, vs;
+        assert_int_equal(view_of_body(&vb, r.body.p, r.body.len), 0);
+        view_of_stream(&vs, streamed.p, streamed.len);
+        cg_buf_t *cb = &vb.content[0], *cs = &vs.content[0];
+        if (cb->len != cs->len || memcmp(cb->p, cs->p, cb->len) != 0)
+            fail_msg("%s: body %.*s\nstream %.*s", all[i], (int)cb->len, cb->p, (int)cs->len, cs->p);
+        assert_true(json_equal(vb.sources.p ? vb.sources.p : "[]", vb.sources.len ? vb.sources.len : 2,
+                               vs.sources.p ? vs.sources.p : "[]", vs.sources.len ? vs.sources.len : 2));
+        view_free(&vb);
+        view_free(&vs);
+        run_close(&r);
+        cg_buf_free(&streamed);
+    }
+    free(body);
+    free(stream);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -665,6 +702,7 @@ int main(void)
         cmocka_unit_test(test_held_stream_passes_through),
         cmocka_unit_test(test_body_not_a_response),
         cmocka_unit_test(test_body_annotations),
+        cmocka_unit_test(test_body_numbers_as_stream),
         cmocka_unit_test(test_markers_split_across_deltas),
         cmocka_unit_test(test_every_byte_split),
     };

@@ -21,8 +21,9 @@ waiting marker counts its citation as referenced once where it arrives, and a
 url_citation's is forwarded as a chat annotation (upstream offsets). Final lists
 (output_text.done, content_part.done, output_item.done, response.completed) repeat
 annotations: one seen before (part, type, key, range) only covers. A body is the stream
-it amounts to: each part's text as a delta, then one annotation.added per annotation;
-its references are read after all of that.
+it amounts to: each part's text as a delta, then one annotation.added per annotation, and
+its text counts as let out where that stream would let it out, so a body and the same
+answer streamed get the same numbers (the order of output items, parts and annotations).
 
 usage: responses_oracle.py --regen
          rewrite tests/fixtures/expected/responses/ from the fixtures
@@ -47,7 +48,6 @@ PROFILES = ("openwebui", "openai", "webchat", "off")
 CREATED = 1700000000
 MARKER_MAX = 256
 OPEN, CLOSE, DAGGER = "\u3010", "\u3011", "\u2020"
-BODY_EV = 1 << 40  # a body's references are read after everything the view did
 # The request each fixture needs (include_usage); none for the others.
 REQUESTS = {"responses_usage.sse": "dialects/answers/responses_usage.request.json"}
 
@@ -166,7 +166,7 @@ class View:
         text = "".join(self.out)
         self.out = []
         if text:
-            self.ans.add("0", text, BODY_EV if self.body else 2 * self.ev + 1, 0)
+            self.ans.add("0", text, 2 * self.ev + 1, 0)
 
     # --- annotations --------------------------------------------------------------------
     def take(self, a, part, final):
@@ -284,10 +284,12 @@ class View:
                     continue
                 self.ev += 1
                 self.delta((i, k), p["text"])
+                self.let_out()
                 for a in p.get("annotations") if isinstance(p.get("annotations"), list) else []:
                     self.ev += 1
                     self.take(a, (i, k), False)
                     self.settle(True)
+                    self.let_out()
         self.release()
         self.let_out()
 
