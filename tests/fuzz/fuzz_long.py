@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGETS = ["sse", "json", "xform", "dialect_req", "anthropic", "responses", "embedding",
@@ -41,8 +42,10 @@ def run(build, name, seconds):
            "-timeout=10", f"-dict={dictionary(name)}", f"-artifact_prefix={work}/",
            os.path.join(work, "corpus"), os.path.join(HERE, "corpus", name)]
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1")
+    start = time.monotonic()
     with open(os.path.join(work, "log"), "w") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    ran = round(time.monotonic() - start)  # less than asked when a crash stopped it
     text = open(os.path.join(work, "log"), errors="replace").read()
     stat = dict(re.findall(r"^stat::(\w+):\s+(\d+)", text, re.M))
     last = re.findall(r"^#\d+\s+(?:DONE|pulse|NEW|REDUCE)\s+cov: (\d+) ft: (\d+) corp: (\d+)", text, re.M)
@@ -51,7 +54,7 @@ def run(build, name, seconds):
                   + glob.glob(os.path.join(work, "timeout-*")) + glob.glob(os.path.join(work, "oom-*")))
     if rc != 0 and crashes == 0:
         crashes = 1  # died without an artifact: the log says why
-    return {"target": "fuzz_" + name, "seconds": seconds,
+    return {"target": "fuzz_" + name, "seconds": ran,
             "execs": int(stat.get("number_of_executed_units", 0)),
             "exec_s": int(stat.get("average_exec_per_sec", 0)), "cov": cov, "ft": ft, "corpus": corp,
             "rss": stat.get("peak_rss_mb", "?"), "crashes": crashes, "log": os.path.join(work, "log")}

@@ -210,11 +210,16 @@ static void up_check_client(up_client_t *u)
     fs_h1_reader_free(&rd);
 }
 
+/* The pool's drain may open connections after the teardown closed the
+ * peers: they are closed here, before the frame that holds them returns. */
 static void up_client_free(up_client_t *u)
 {
+    fs_close(&u->client);
     cg_buf_free(&u->client.got);
-    for (size_t i = 0; i < u->nups; i++)
+    for (size_t i = 0; i < u->nups; i++) {
+        fs_close(&u->ups[i]);
         cg_buf_free(&u->ups[i].got);
+    }
     cg_buf_free(&u->up_body);
 }
 

@@ -46,7 +46,10 @@ static int fr_headers(llhttp_t *p)
 static int fr_body(llhttp_t *p, const char *at, size_t n)
 {
     framing_t *f = p->data;
-    if (f->u->up_status == 0 && p->status_code >= 200)
+    /* A 204 or 304 has no content (RFC 9110 §15.3.5, §15.4.5): what an
+     * upstream frames after one anyway is read and dropped. */
+    bool content = p->status_code != 204 && p->status_code != 304;
+    if (f->u->up_status == 0 && p->status_code >= 200 && content)
         cg_buf_put(&f->u->up_body, at, n);
     return 0;
 }
