@@ -368,7 +368,7 @@ SYSCALLS = ("read", "recvfrom", "readv", "write", "writev", "sendmsg", "epoll_wa
 
 def start_profiler(kids, args, target, rnd, pids, kind=None):
     """perf record (call graphs from DWARF: the build keeps no frame
-    pointers) or strace -c on the gateway's processes during the load, or
+    pointers), perf trace or strace -c on the gateway's processes during the load, or
     perf stat of the syscalls tracepoints; the output goes to --profile-dir.
     Kind "count" (--syscalls) counts every sys_enter tracepoint into the
     run's folder, enabled and disabled through perf's control FIFO so that
@@ -384,6 +384,15 @@ def start_profiler(kids, args, target, rnd, pids, kind=None):
     ctl = None
     if kind == "perf":
         argv = ["perf", "record", "-q", "--call-graph", "dwarf", "-o", out, "-p", plist]
+    elif kind == "trace":
+        # Every system call entered, with its time and arguments, and the
+        # descriptors accept4 and socket return: the order of a burst's
+        # accepts, reads, connects and writes (`perf script -i FILE`).
+        # Recorded in the kernel's buffers, read after the run: lighter
+        # than perf trace or strace, whose work competes with the load.
+        argv = ["perf", "record", "-q", "-o", out, "-p", plist, "-e",
+                "syscalls:sys_enter_*,syscalls:sys_exit_accept4,syscalls:sys_exit_socket,"
+                "syscalls:sys_exit_epoll_wait"]
     elif kind == "syscalls":
         # Counts from tracepoints: cheap enough to leave the run's pace as it is.
         evs = ",".join(f"syscalls:sys_enter_{c}" for c in SYSCALLS)
@@ -652,9 +661,9 @@ def main():
     ap.add_argument("--json", help="write every row to this file")
     ap.add_argument("--from-json", metavar="FILE", help="print the table of a run saved with --json "
                     "again (no run)")
-    ap.add_argument("--profile", choices=("perf", "strace", "syscalls"), help="record each gateway "
-                    "run with perf record or strace -c (both slow the gateway: not for figures), or "
-                    "count its system calls with perf stat")
+    ap.add_argument("--profile", choices=("perf", "trace", "strace", "syscalls"), help="record each "
+                    "gateway run with perf record, perf trace or strace -c (they slow the gateway: not "
+                    "for figures), or count its system calls with perf stat")
     ap.add_argument("--profile-dir", default="versus-profile", help="where --profile writes")
     ap.add_argument("--keep-tmp", action="store_true", help="keep each run's folder (logs, configs)")
     ap.add_argument("--tmp", help="parent of the temporary folders")
