@@ -71,7 +71,7 @@ PEERS = {
 }
 TARGETS = ("direct",) + tuple(PEERS) + ("citegate",)
 PEER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
-# Connection limits of every peer are at least this (issue: "limits >= 20,000").
+# Every peer's connection limits are at least this.
 MIN_LIMIT = 20000
 GATEWAY_CPU, LOAD_CPU = 0, 1
 CLK_TCK = os.sysconf("SC_CLK_TCK")
