@@ -253,12 +253,7 @@ def peer_fields(args, name, tmp, port, up_port):
                  H2=" http2" if args.h2 else "", SCHEME="https" if tls else "http",
                  TLS=NGINX_TLS.format(ca=args.tls_ca) if tls else "")
     elif name == "haproxy":
-        # HAProxy refuses to start when ulimit-n cannot hold two descriptors
-        # per connection (maxsock = 2 x maxconn + a few).
-        maxconn = min(clients, (nofile - 100) // 2)
-        if maxconn < clients:
-            args.notes.add(f"haproxy: maxconn {maxconn}, not {clients}: RLIMIT_NOFILE is {nofile} "
-                           "and HAProxy wants two descriptors per connection")
+        maxconn = haproxy_maxconn(args)
         srv = ("proto h2" if h2_up else "")
         if tls:
             srv += (f" ssl verify required ca-file {args.tls_ca} verifyhost localhost"
@@ -273,6 +268,18 @@ def peer_fields(args, name, tmp, port, up_port):
                  BACKEND_TLS=";tls;sni=localhost" if tls else "",
                  CACERT=f"cacert={args.tls_ca}" if tls else "# plaintext upstream")
     return f
+
+
+def haproxy_maxconn(args):
+    """HAProxy refuses to start when ulimit-n cannot hold two descriptors
+    per connection (maxsock = 2 x maxconn + a few): its maxconn is what the
+    limit holds when that is below the 20,000 asked for (a note says so)."""
+    nofile, want = nofile_limit(), max(MIN_LIMIT, args.streams + 256)
+    maxconn = min(want, (nofile - 100) // 2)
+    if maxconn < want:
+        args.notes.add(f"haproxy: maxconn {maxconn}, not {want}: RLIMIT_NOFILE is {nofile} and HAProxy "
+                       "wants two descriptors per connection; connections past it wait in the backlog")
+    return maxconn
 
 
 def peer_argv(args, name, conf, tmp):
@@ -530,18 +537,25 @@ def one_run(kids, args, target, rnd, up_port, tls_port, count_syscalls=False):
     if count_syscalls and prof:
         row["syscalls"] = read_syscall_counts(prof.out)
     if gw:
-        kids.stop(gw, timeout=40)
-        errs = []
-        for name in ("error.log", "stderr.log"):
-            path = os.path.join(tmp, name)
-            if target in PEERS and os.path.exists(path):
-                with open(path, errors="replace") as f:
-                    errs += [l for l in f if re.search(r"\[(alert|crit|error|ALERT)\]|\bERROR\b|FATAL", l)]
         if target in PEERS:
-            row["gateway_errors"] = len(errs)
+            # Read before the stop, which some peers log as an error of its own.
+            row["gateway_errors"] = count_errors(tmp)
+        kids.stop(gw, timeout=40)
     if not args.keep_tmp:
         shutil.rmtree(tmp, ignore_errors=True)
     return row
+
+
+def count_errors(tmp):
+    """Error lines in a peer's logs (nginx [error]/[crit]/[alert], HAProxy
+    [ALERT], nghttpx ERROR/FATAL, h2o's error log)."""
+    n = 0
+    for name in ("error.log", "stderr.log"):
+        path = os.path.join(tmp, name)
+        if os.path.exists(path):
+            with open(path, errors="replace") as f:
+                n += sum(1 for l in f if re.search(r"\[(alert|crit|error|ALERT)\]|\bERROR\b|FATAL", l))
+    return n
 
 
 def ms(us):
@@ -727,6 +741,8 @@ def main():
         fail("openssl is missing (Debian: openssl): --tls-upstream makes its certificate with it")
     raise_nofile(args.streams, args.h2)
     args.notes = set()
+    if "haproxy" in targets:
+        haproxy_maxconn(args)  # its note goes in the header
 
     kids = Children()
 
@@ -930,6 +946,10 @@ def report(args, targets, rows, sys_rows=()):
     for t in targets:
         if t in med:
             print(fmt_row(med[t], "med"))
+    errs = [f"{r['target']} (round {r['round']}) {r['gateway_errors']}" for r in list(rows) + list(sys_rows)
+            if r.get("gateway_errors")]
+    if errs:
+        print("error lines in a peer's logs (--keep-tmp keeps them): " + ", ".join(errs))
     h2, h2_up = args.h2, getattr(args, "h2_upstream", False)
     peers = [t for t in targets if t in PEERS and t in med]
     c = med.get("citegate")
