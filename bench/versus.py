@@ -375,7 +375,7 @@ SYSCALLS = ("read", "recvfrom", "readv", "write", "writev", "sendmsg", "epoll_wa
 
 def start_profiler(kids, args, target, rnd, pids, kind=None):
     """perf record (call graphs from DWARF: the build keeps no frame
-    pointers), perf trace or strace -c on the gateway's processes during the load, or
+    pointers, or every system call), or strace -c on the gateway's processes during the load, or
     perf stat of the syscalls tracepoints; the output goes to --profile-dir.
     Kind "count" (--syscalls) counts every sys_enter tracepoint into the
     run's folder, enabled and disabled through perf's control FIFO so that
@@ -676,8 +676,9 @@ def main():
     ap.add_argument("--from-json", metavar="FILE", help="print the table of a run saved with --json "
                     "again (no run)")
     ap.add_argument("--profile", choices=("perf", "trace", "strace", "syscalls"), help="record each "
-                    "gateway run with perf record, perf trace or strace -c (they slow the gateway: not "
-                    "for figures), or count its system calls with perf stat")
+                    "gateway run: perf (perf record, call graphs), trace (perf record of every system "
+                    "call, for bench/versus_turns.py), strace (strace -c) — they slow the gateway: not "
+                    "for figures — or syscalls (perf stat of a few system calls)")
     ap.add_argument("--profile-dir", default="versus-profile", help="where --profile writes")
     ap.add_argument("--keep-tmp", action="store_true", help="keep each run's folder (logs, configs)")
     ap.add_argument("--tmp", help="parent of the temporary folders")
