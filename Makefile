@@ -16,9 +16,11 @@ BUILD_PACKAGES := build-essential cmake pkg-config python3 ca-certificates \
             libsqlite3-dev libpq-dev libcmocka-dev
 TEST_PACKAGES := postgresql openssl curl clang libclang-rt-14-dev llvm-14 nodejs nghttp2-client \
             python3-yaml prometheus chromium
-# `make bench` and `make bench-versus`: nginx-light is the baseline bench/versus
-# measures citegate against; openssl makes the certificate of --tls-upstream.
-BENCH_PACKAGES := $(BUILD_PACKAGES) nginx-light openssl
+# `make bench` and `make bench-versus`: nginx-light, haproxy, h2o and
+# nghttp2-proxy (nghttpx) are the peers bench/versus measures citegate beside;
+# openssl makes the certificate of --tls-upstream; linux-perf counts system
+# calls (--syscalls) and profiles (--profile).
+BENCH_PACKAGES := $(BUILD_PACKAGES) nginx-light haproxy h2o nghttp2-proxy openssl linux-perf
 # `make image` (docker/image.sh): build the image without a Docker daemon.
 IMAGE_PACKAGES := podman runc mmdebstrap uidmap curl
 
@@ -90,7 +92,8 @@ fuzz-coverage: deps
 bench: deps-bench build
 	./$(BUILD)/bench/core
 
-# citegate next to nginx on one paced upstream (bench/README.md "versus"):
+# citegate beside nginx, HAProxy, h2o and nghttpx on one paced upstream
+# (bench/README.md "versus"):
 # minutes, 2 CPUs; a benchmark, not part of `make test`.
 bench-versus: deps-bench build
 	./bench/versus $(ARGS)
