@@ -57,6 +57,11 @@ typedef struct cg_h1 {
     const char *in;
     char before;
     cg_defer_t next; /* parses the pending bytes at a safe point */
+    /* A response head waits here for the first body bytes or the end of
+     * the same answer, to leave in one write with them; at the latest at
+     * the next safe point (`flush`). Empty (and freed) otherwise. */
+    cg_buf_t head;
+    cg_defer_t flush;
 } cg_h1_t;
 
 struct cg_client {

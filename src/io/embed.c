@@ -139,7 +139,7 @@ static void on_done(cg_exchange_t *ex)
     pump_soon(e);
 }
 
-static const cg_down_ops_t down_ops = {on_head, on_data, on_end, on_queued, on_done};
+static const cg_down_ops_t down_ops = {on_head, on_data, NULL, on_end, on_queued, on_done};
 
 /* An error of the upstream machinery, said of the embeddings endpoint
  * ("connect failed", "TLS handshake failed", …). */

@@ -197,6 +197,8 @@ static bool cors(cg_exchange_t *ex)
 
 /* --- answering with an error ------------------------------------------------------ */
 
+static void emit_last(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total);
+
 /* Answers with a JSON body of citegate's own and ends the exchange;
  * retry: the client may try again in a second (SPEC §11's 503). */
 static void respond_json(cg_exchange_t *ex, int status, const cg_buf_t *b, bool retry)
@@ -211,8 +213,7 @@ static void respond_json(cg_exchange_t *ex, int status, const cg_buf_t *b, bool 
     if (!ex->gone) {
         ex->down->head(ex, status, &h, (long long)b->len);
         uv_buf_t ub = uv_buf_init(b->p, (unsigned)b->len);
-        ex->down->data(ex, &ub, 1, b->len);
-        ex->down->end(ex, true);
+        emit_last(ex, &ub, 1, b->len);
     }
     cg_hdrs_free(&h);
     finish(ex);
@@ -527,7 +528,21 @@ static void emit(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t tot
         ex->down->data(ex, bufs, n, total);
 }
 
-static void emit_out(cg_exchange_t *ex, const cg_out_t *o)
+/* The last bytes of a complete body, and its end. */
+static void emit_last(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total)
+{
+    if (ex->gone)
+        return;
+    if (ex->down->last) {
+        ex->down->last(ex, bufs, n, total);
+        return;
+    }
+    emit(ex, bufs, n, total);
+    ex->down->end(ex, true);
+}
+
+/* Sends o's bytes; with `fin`, and the end of the complete body. */
+static void emit_out(cg_exchange_t *ex, const cg_out_t *o, bool fin)
 {
     if (!head_sent(ex))
         send_head(ex, &ex->head, -1); /* a held stream's head */
@@ -538,7 +553,10 @@ static void emit_out(cg_exchange_t *ex, const cg_out_t *o)
         v[i] = uv_buf_init((char *)o->seg[i].p, (unsigned)o->seg[i].n);
         total += o->seg[i].n;
     }
-    emit(ex, v, (unsigned)o->nseg, total);
+    if (fin)
+        emit_last(ex, v, (unsigned)o->nseg, total);
+    else
+        emit(ex, v, (unsigned)o->nseg, total);
     if (v != stackv)
         free(v);
 }
@@ -581,7 +599,7 @@ void cg_exchange_on_body(cg_exchange_t *ex, const char *p, size_t n)
     case CG_MODE_STREAM:
         cg_xform_feed(ex->xf, p, n, &ex->ctx->out);
         if (head_sent(ex) || ex->ctx->out.nseg)
-            emit_out(ex, &ex->ctx->out);
+            emit_out(ex, &ex->ctx->out, false);
         break;
     case CG_MODE_BODY:
         if (ex->body.len + n <= CG_MAX_BODY_RESPONSE) {
@@ -609,7 +627,7 @@ static void end_body_mode(cg_exchange_t *ex)
 {
     cg_xform_body(ex->xf, ex->body.p ? ex->body.p : "", ex->body.len, &ex->ctx->out);
     send_head(ex, &ex->head, (long long)cg_out_len(&ex->ctx->out));
-    emit_out(ex, &ex->ctx->out);
+    emit_out(ex, &ex->ctx->out, true);
 }
 
 /* No answer reached the client: say why, as the SPEC's 502/504 (504 only
@@ -634,11 +652,9 @@ static void end_answer(cg_exchange_t *ex, cg_end_t why)
 {
     if (ex->mode == CG_MODE_STREAM) {
         cg_xform_finish(ex->xf, why, &ex->ctx->out);
-        emit_out(ex, &ex->ctx->out);
-        end_body(ex, true);
+        emit_out(ex, &ex->ctx->out, true);
     } else if (ex->mode == CG_MODE_BODY) {
         end_body_mode(ex);
-        end_body(ex, true);
     } else {
         end_body(ex, why == CG_END_EOF);
     }

@@ -30,6 +30,9 @@
 typedef struct cg_down_ops {
     void (*head)(cg_exchange_t *ex, int status, const cg_hdrs_t *h, long long content_length);
     void (*data)(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total);
+    /* The last bytes and then the end of a complete body: `data` then
+     * `end(true)`, in one write where the protocol can (NULL: those two). */
+    void (*last)(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total);
     /* The body is complete (true) or broke off (false). */
     void (*end)(cg_exchange_t *ex, bool complete);
     size_t (*queued)(cg_exchange_t *ex);

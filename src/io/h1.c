@@ -109,6 +109,38 @@ static cg_client_t *client_of(cg_exchange_t *ex)
     return ex->down_ctx;
 }
 
+/* Writes bufs behind the held head, if any: one write for both. */
+static void send_out(cg_client_t *c, const uv_buf_t *bufs, unsigned n)
+{
+    cg_h1_t *h = h1_of(c);
+    if (h->head.len == 0) {
+        cg_conn_write(&c->conn, bufs, n);
+        return;
+    }
+    uv_buf_t stackv[24];
+    uv_buf_t *v = n + 1 <= 24 ? stackv : cg_xmalloc((n + 1) * sizeof(uv_buf_t));
+    v[0] = uv_buf_init(h->head.p, (unsigned)h->head.len);
+    if (n > 0)
+        memcpy(v + 1, bufs, n * sizeof(uv_buf_t));
+    cg_conn_write(&c->conn, v, n + 1);
+    if (v != stackv)
+        free(v);
+    cg_buf_free(&h->head);
+    cg_defer_cancel(&h->flush);
+}
+
+static void flush_head(cg_client_t *c)
+{
+    send_out(c, NULL, 0);
+}
+
+static void on_flush_head(cg_defer_t *d)
+{
+    flush_head(CG_CONTAINER_OF(d, cg_client_t, h1.flush));
+}
+
+/* Builds the head and holds it: an answer's head and its first bytes come
+ * from one upstream read, and one write (not two) is half the calls. */
 static void h1_head(cg_exchange_t *ex, int status, const cg_hdrs_t *hd, long long clen)
 {
     cg_client_t *c = client_of(ex);
@@ -120,46 +152,67 @@ static void h1_head(cg_exchange_t *ex, int status, const cg_hdrs_t *hd, long lon
         h->chunked = false;
         h->keep_alive = false;
     }
-    cg_buf_t b = {0};
-    cg_buf_printf(&b, "HTTP/1.1 %d %s\r\n", status, cg_status_text(status));
+    cg_buf_t *b = &h->head;
+    b->len = 0;
+    cg_buf_printf(b, "HTTP/1.1 %d %s\r\n", status, cg_status_text(status));
     for (size_t i = 0; i < hd->n; i++) {
         cg_span_t name = cg_hdr_name(hd, i), v = cg_hdr_value(hd, i);
-        cg_buf_printf(&b, "%.*s: %.*s\r\n", (int)name.n, name.p, (int)v.n, v.p);
+        cg_buf_printf(b, "%.*s: %.*s\r\n", (int)name.n, name.p, (int)v.n, v.p);
     }
     if (clen >= 0 && status >= 200 && status != 204) /* RFC 9110 §8.6 */
-        cg_buf_printf(&b, "Content-Length: %lld\r\n", clen);
+        cg_buf_printf(b, "Content-Length: %lld\r\n", clen);
     else if (h->chunked)
-        cg_buf_puts(&b, "Transfer-Encoding: chunked\r\n");
+        cg_buf_puts(b, "Transfer-Encoding: chunked\r\n");
     if (!h->keep_alive)
-        cg_buf_puts(&b, "Connection: close\r\n");
-    cg_buf_puts(&b, "\r\n");
-    uv_buf_t ub = uv_buf_init(b.p, (unsigned)b.len);
-    cg_conn_write(&c->conn, &ub, 1);
-    cg_buf_free(&b);
+        cg_buf_puts(b, "Connection: close\r\n");
+    cg_buf_puts(b, "\r\n");
+    cg_defer(&c->ctx->safe, &h->flush, on_flush_head);
 }
 
-/* Writes body bytes, as one chunk when chunked. A response without a body
- * drops them: the exchange writes its own error bodies whatever the method,
- * and on HTTP/1.1 they would be read as the next response (RFC 9110 §9.3.2). */
-static void h1_data(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total)
+/* Writes body bytes, as one chunk when chunked, and with `fin` the end of
+ * a chunked body: the last event and the terminator leave together. A
+ * response without a body drops them: the exchange writes its own error
+ * bodies whatever the method, and on HTTP/1.1 they would be read as the
+ * next response (RFC 9110 §9.3.2). */
+static void send_body(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total, bool fin)
 {
     cg_client_t *c = client_of(ex);
-    if (c->h1.bodiless)
-        return;
-    if (!c->h1.chunked) {
-        cg_conn_write(&c->conn, bufs, n);
+    cg_h1_t *h = h1_of(c);
+    if (h->bodiless || total == 0)
+        n = 0;
+    if (!h->chunked) {
+        send_out(c, bufs, n);
         return;
     }
-    char head[24];
-    int hl = snprintf(head, sizeof(head), "%zx\r\n", total);
-    uv_buf_t stackv[18];
-    uv_buf_t *v = n + 2 <= 18 ? stackv : cg_xmalloc((n + 2) * sizeof(uv_buf_t));
-    v[0] = uv_buf_init(head, (unsigned)hl);
-    memcpy(v + 1, bufs, n * sizeof(uv_buf_t));
-    v[n + 1] = uv_buf_init(CG_STRLIT("\r\n"));
-    cg_conn_write(&c->conn, v, n + 2);
+    if (n == 0 && !fin) {
+        flush_head(c);
+        return;
+    }
+    char size[24];
+    uv_buf_t stackv[20] = {{0}}; /* gcc 12 cannot tell that only v[0..k) is read */
+    uv_buf_t *v = n + 3 <= 20 ? stackv : cg_xmalloc((n + 3) * sizeof(uv_buf_t));
+    unsigned k = 0;
+    if (n > 0) {
+        v[k++] = uv_buf_init(size, (unsigned)snprintf(size, sizeof(size), "%zx\r\n", total));
+        memcpy(v + k, bufs, n * sizeof(uv_buf_t));
+        k += n;
+        v[k++] = uv_buf_init(CG_STRLIT("\r\n"));
+    }
+    if (fin)
+        v[k++] = uv_buf_init(CG_STRLIT("0\r\n\r\n"));
+    send_out(c, v, k);
     if (v != stackv)
         free(v);
+}
+
+static void h1_data(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total)
+{
+    send_body(ex, bufs, n, total, false);
+}
+
+static void h1_last(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t total)
+{
+    send_body(ex, bufs, n, total, true);
 }
 
 static void h1_end(cg_exchange_t *ex, bool complete)
@@ -167,12 +220,10 @@ static void h1_end(cg_exchange_t *ex, bool complete)
     cg_client_t *c = client_of(ex);
     if (!complete) {
         c->h1.keep_alive = false; /* only closing tells the client */
+        flush_head(c);
         return;
     }
-    if (c->h1.chunked) {
-        uv_buf_t b = uv_buf_init(CG_STRLIT("0\r\n\r\n"));
-        cg_conn_write(&c->conn, &b, 1);
-    }
+    send_body(ex, NULL, 0, 0, true);
 }
 
 static size_t h1_queued(cg_exchange_t *ex)
@@ -183,6 +234,7 @@ static size_t h1_queued(cg_exchange_t *ex)
 static void h1_done(cg_exchange_t *ex)
 {
     cg_client_t *c = client_of(ex);
+    flush_head(c);
     if (c->h1.ex != ex)
         return;
     c->h1.ex = NULL;
@@ -190,7 +242,7 @@ static void h1_done(cg_exchange_t *ex)
         response_done(c);
 }
 
-static const cg_down_ops_t h1_down = {h1_head, h1_data, h1_end, h1_queued, h1_done};
+static const cg_down_ops_t h1_down = {h1_head, h1_data, h1_last, h1_end, h1_queued, h1_done};
 
 /* --- parsing ---------------------------------------------------------------------- */
 
@@ -582,6 +634,8 @@ static void h1_closed(cg_client_t *c)
 {
     cg_h1_t *h = h1_of(c);
     cg_defer_cancel(&h->next);
+    cg_defer_cancel(&h->flush);
+    cg_buf_free(&h->head);
     if (h->admin_wait) {
         cg_admin_cancel(h->admin_wait);
         h->admin_wait = NULL;

@@ -231,7 +231,7 @@ static void h2_done(cg_exchange_t *ex)
         stream_free(st);
 }
 
-static const cg_down_ops_t h2_down = {h2_head, h2_data, h2_end, h2_queued, h2_done};
+static const cg_down_ops_t h2_down = {h2_head, h2_data, NULL, h2_end, h2_queued, h2_done};
 
 /* --- nghttp2 callbacks ---------------------------------------------------------- */
 
