@@ -1,11 +1,15 @@
-/* Logging: see log.h. Lines are written with one write(2) so that workers
- * sharing stderr never interleave within a line. */
+/* Logging: see log.h. Lines are written whole, with one write(2) for one
+ * or more of them, so that workers sharing stderr never interleave within
+ * a line. */
 #include "log.h"
 
 #include "citegate/json.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
@@ -17,6 +21,14 @@ static int log_worker = 0;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
+/* Debug and info lines held for cg_log_flush(): a worker writes a loop
+ * turn's access lines in one call, not one call per request. At most
+ * PIPE_BUF bytes go in one call, which a pipe keeps whole (POSIX), so
+ * workers that share a pipe for stderr still never interleave. */
+#define HELD_MAX PIPE_BUF
+static bool holding;
+static cg_buf_t held;
+
 void cg_log_init(bool json, cg_log_level_t level, int worker)
 {
     log_json = json;
@@ -27,6 +39,19 @@ void cg_log_init(bool json, cg_log_level_t level, int worker)
 bool cg_log_enabled(cg_log_level_t level)
 {
     return level >= log_level;
+}
+
+static void write_all(const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(STDERR_FILENO, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* stderr is gone or full: a log line is not worth a stall */
+        p += w;
+        n -= (size_t)w;
+    }
 }
 
 void cg_log(cg_log_level_t level, const char *rid, const char *fmt, ...)
@@ -67,7 +92,33 @@ void cg_log(cg_log_level_t level, const char *rid, const char *fmt, ...)
         cg_buf_puts(&b, msg);
         cg_buf_putc(&b, '\n');
     }
-    ssize_t w = write(STDERR_FILENO, b.p, b.len);
-    (void)w;
+    if (holding && level < CG_LOG_WARN && b.len <= HELD_MAX) {
+        if (held.len + b.len > HELD_MAX)
+            cg_log_flush();
+        cg_buf_put(&held, b.p, b.len);
+    } else {
+        cg_log_flush(); /* the lines before this one go first */
+        write_all(b.p, b.len);
+    }
     cg_buf_free(&b);
+}
+
+void cg_log_flush(void)
+{
+    if (held.len == 0)
+        return;
+    write_all(held.p, held.len);
+    held.len = 0;
+}
+
+void cg_log_hold(bool on)
+{
+    static bool at_exit;
+    if (on && !at_exit)
+        at_exit = atexit(cg_log_flush) == 0; /* an exit() inside the loop loses nothing */
+    holding = on;
+    if (!on) {
+        cg_log_flush();
+        cg_buf_free(&held);
+    }
 }

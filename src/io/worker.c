@@ -33,6 +33,7 @@ typedef struct cg_worker {
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t grace;     /* drain deadline */
     uv_timer_t lag_timer; /* measures event-loop stalls */
+    uv_prepare_t log_flush; /* writes the turn's held log lines */
     uint64_t lag_last;    /* when it last fired, uv_hrtime() */
 } cg_worker_t;
 
@@ -101,6 +102,21 @@ static void on_lag_tick(uv_timer_t *t)
     double late = (double)(now - w->lag_last) / 1e9 - LAG_TICK_MS / 1000.0;
     cg_hist_observe(&cg_metrics->loop_lag, cg_lag_buckets, late > 0 ? late : 0);
     w->lag_last = now;
+}
+
+/* Before the loop waits: the access lines of this turn go out in one write. */
+static void on_log_flush(uv_prepare_t *p)
+{
+    (void)p;
+    cg_log_flush();
+}
+
+static void hold_log_lines(cg_worker_t *w)
+{
+    uv_prepare_init(w->ctx.loop, &w->log_flush);
+    uv_prepare_start(&w->log_flush, on_log_flush);
+    uv_unref((uv_handle_t *)&w->log_flush);
+    cg_log_hold(true);
 }
 
 static void start_lag_timer(cg_worker_t *w)
@@ -355,8 +371,10 @@ int cg_worker_run(const cg_config_t *cfg, int index, char *data_sources)
     cg_server_sweep_start(&w->server);
     cg_tracking_start(&w->ctx, &cg_embed_tracking);
     start_lag_timer(w);
+    hold_log_lines(w);
     uv_run(w->ctx.loop, UV_RUN_DEFAULT);
     teardown(w);
+    cg_log_hold(false);
     cg_log_info(NULL, "worker stopped");
     return 0;
 }
