@@ -543,10 +543,15 @@ static void emit_out(cg_exchange_t *ex, const cg_out_t *o)
         free(v);
 }
 
+/* The streams_paused gauge counts exchanges whose `paused` is set and that
+ * are not done: it rises here, and falls when the client drains or, for
+ * whatever reason, the exchange finishes paused (finish()). */
 static void backpressure(cg_exchange_t *ex)
 {
     if (!ex->paused && !ex->gone && ex->down->queued(ex) > CG_CONN_HWM) {
         ex->paused = true;
+        cg_metrics->client_stalls++;
+        cg_metrics->streams_paused++;
         UP(ex)->ops->pause(UP(ex), ex, true);
     }
 }
@@ -555,6 +560,7 @@ void cg_exchange_client_drained(cg_exchange_t *ex)
 {
     if (ex->paused && !cg_exchange_done(ex)) {
         ex->paused = false;
+        cg_metrics->streams_paused--;
         UP(ex)->ops->pause(UP(ex), ex, false);
     }
 }
@@ -787,6 +793,10 @@ static void finish(cg_exchange_t *ex)
     if (cg_exchange_done(ex))
         return;
     account(ex);
+    /* `paused` stays as it is (the upstream side may still read it in this
+     * callback); once DONE, cg_exchange_client_drained() leaves it alone. */
+    if (ex->paused)
+        cg_metrics->streams_paused--;
     set_state(ex, CG_EX_DONE);
     if (!ex->internal) {
         cg_ctx_end(ex->ctx);

@@ -135,6 +135,16 @@ static void render_overload(cg_buf_t *b)
              offsetof(cg_metrics_slot_t, goaway_sent), CG_NGOAWAY_REASONS);
 }
 
+/* Clients that fell behind their stream (SPEC §9 backpressure). */
+static void render_backpressure(cg_buf_t *b)
+{
+    header(b, "client_stalls_total", "counter",
+           "Times a stream stopped reading its upstream because its client fell behind.");
+    cg_buf_printf(b, "citegate_client_stalls_total %llu\n", (unsigned long long)SUM(client_stalls));
+    header(b, "streams_paused", "gauge", "Streams waiting for their client to read now.");
+    cg_buf_printf(b, "citegate_streams_paused %lld\n", (long long)SUM(streams_paused));
+}
+
 /* One series per kind label; errors that share a label add up. */
 static void render_upstream_errors(cg_buf_t *b)
 {
@@ -224,6 +234,7 @@ void cg_metrics_render(cg_buf_t *b)
     cg_buf_printf(b, "citegate_client_disconnects_total %llu\n",
                   (unsigned long long)SUM(client_disconnects));
     render_overload(b);
+    render_backpressure(b);
 }
 
 void cg_metrics_render_stats(cg_buf_t *b)

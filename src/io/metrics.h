@@ -52,6 +52,10 @@ typedef struct cg_metrics_slot {
     /* Semantic recall (SPEC §8): embedding calls started, and those that
      * failed or were dropped (their pattern is stored without a vector). */
     uint64_t embedding_requests, embedding_failures;
+    /* Backpressure (SPEC §9): times an exchange stopped reading its upstream
+     * because its client fell behind, and exchanges paused so now. */
+    uint64_t client_stalls;
+    int64_t streams_paused;
 } cg_metrics_slot_t;
 
 /* Maps room for `workers` slots; call once before forking. */
