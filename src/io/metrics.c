@@ -33,10 +33,24 @@ int cg_metrics_init(unsigned workers)
     return 0;
 }
 
+/* A worker that takes its slot has nothing open yet. One restarted after a
+ * crash finds the gauges of the streams and connections that died with its
+ * predecessor: they are cleared (the counters go on). */
+static void clear_gauges(cg_metrics_slot_t *s)
+{
+    s->active_streams = 0;
+    memset(s->upstream_connections, 0, sizeof(s->upstream_connections));
+    s->upstream_queue_length = 0;
+    s->client_connections = 0;
+    s->streams_paused = 0;
+}
+
 cg_metrics_slot_t *cg_metrics_select(unsigned worker)
 {
-    if (slots && worker < nslots)
+    if (slots && worker < nslots) {
         cg_metrics = &slots[worker];
+        clear_gauges(cg_metrics);
+    }
     return cg_metrics;
 }
 

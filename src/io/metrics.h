@@ -60,7 +60,8 @@ typedef struct cg_metrics_slot {
 
 /* Maps room for `workers` slots; call once before forking. */
 int cg_metrics_init(unsigned workers);
-/* The calling worker's slot. */
+/* The calling worker's slot; its gauges start at 0 (a worker restarted
+ * after a crash does not inherit its predecessor's open streams). */
 cg_metrics_slot_t *cg_metrics_select(unsigned worker);
 extern cg_metrics_slot_t *cg_metrics;
 
