@@ -56,6 +56,9 @@ typedef struct cg_metrics_slot {
      * because its client fell behind, and exchanges paused so now. */
     uint64_t client_stalls;
     int64_t streams_paused;
+    /* Patterns the tracking writer dropped (its queue full); also in
+     * tracking_failures, which counts every loss. */
+    uint64_t tracking_dropped;
 } cg_metrics_slot_t;
 
 /* Maps room for `workers` slots; call once before forking. */

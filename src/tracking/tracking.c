@@ -60,6 +60,7 @@ typedef struct cg_tracking {
     const char *label, *var;   /* for logs: what it is and its setting */
     cg_writer_t *writer;       /* NULL: nothing is written */
     uint64_t bad;              /* writer drops and failures already counted */
+    uint64_t dropped;          /* writer drops already counted */
     uint64_t outages;          /* writer outages already logged */
     bool down;                 /* an outage was logged, its end not yet */
     cg_memory_t *read;         /* SQLite: recall's connection, used on the loop */
@@ -106,7 +107,8 @@ static void choose_store(cg_tracking_t *t, const cg_config_t *cfg)
     t->shown = shown.p;
 }
 
-/* Moves the writer's failure and drop counts into the metrics and logs each
+/* Moves the writer's failure and drop counts into the metrics (drops in
+ * tracking_failures too, which counts every lost pattern) and logs each
  * outage of the store once, with its reason and the setting that names the
  * store (the DSN without its password), and its end. Repeated failures of
  * one outage (each reopen with backoff) are not logged again. */
@@ -116,6 +118,8 @@ static void poll_writer(cg_ctx_t *ctx)
     uint64_t written, dropped, failed;
     cg_writer_counts(t->writer, &written, &dropped, &failed);
     uint64_t bad = dropped + failed, outages = cg_writer_outages(t->writer);
+    cg_metrics->tracking_dropped += dropped - t->dropped;
+    t->dropped = dropped;
     if (bad > t->bad) {
         cg_metrics->tracking_failures += bad - t->bad;
         if (t->bad == 0 && outages == 0)
