@@ -751,6 +751,15 @@ static void on_timer_close(uv_handle_t *h)
     free(ex);
 }
 
+/* The model the client asked for: the deployment its Azure route names,
+ * else its body's "model" ({NULL, 0} when none). */
+static cg_span_t asked_model(const cg_exchange_t *ex)
+{
+    cg_span_t url = cg_span(ex->msg.url.p, ex->msg.url.len);
+    cg_span_t dep = cg_route_deployment(cg_span(url.p, cg_route_path_length(url)));
+    return dep.p ? dep : cg_span(ex->req.model, ex->req.model_len);
+}
+
 static void account(cg_exchange_t *ex)
 {
     cg_ctx_t *ctx = ex->ctx;
@@ -778,7 +787,7 @@ static void account(cg_exchange_t *ex)
         /* Only an answer that finished is tracked (SPEC §8). */
         bool finished = s->saw_finish || s->saw_done || ex->mode == CG_MODE_BODY;
         if (!ex->gone && !s->truncated && !s->passthrough && finished && ctx->on_answer) {
-            cg_answer_t a = {ex->rid, ex->xf, &ex->req, &ex->keys};
+            cg_answer_t a = {ex->rid, ex->xf, &ex->req, &ex->keys, asked_model(ex)};
             ctx->on_answer(ctx->on_answer_arg, &a);
         }
     }

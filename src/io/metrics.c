@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -58,6 +59,49 @@ void cg_metrics_request(int route, int status)
 {
     if (status >= 100 && status < 600)
         cg_metrics->requests[route][status]++;
+}
+
+/* Bytes a model label may hold: none that the text format escapes. */
+static bool model_byte(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-' || c == ':' || c == '/' || c == '@';
+}
+
+static bool model_admissible(cg_span_t m)
+{
+    if (m.p == NULL || m.n == 0 || m.n > CG_MODEL_NAME_MAX || cg_span_eq(m, "other"))
+        return false;
+    for (size_t i = 0; i < m.n; i++)
+        if (!model_byte((unsigned char)m.p[i]))
+            return false;
+    return true;
+}
+
+/* The entry of s's table for m: found, added while there is room, or
+ * CG_MODEL_LABELS ("other"). Only s's worker calls this. */
+static unsigned model_index(cg_metrics_slot_t *s, cg_span_t m)
+{
+    if (!model_admissible(m))
+        return CG_MODEL_LABELS;
+    unsigned n = s->nmodels;
+    for (unsigned i = 0; i < n; i++)
+        if (strlen(s->model_names[i]) == m.n && memcmp(s->model_names[i], m.p, m.n) == 0)
+            return i;
+    if (n == CG_MODEL_LABELS)
+        return CG_MODEL_LABELS;
+    memcpy(s->model_names[n], m.p, m.n);
+    s->model_names[n][m.n] = '\0';
+    __atomic_store_n(&s->nmodels, n + 1, __ATOMIC_RELEASE);
+    return n;
+}
+
+void cg_metrics_answer(cg_span_t model, unsigned cited, unsigned available)
+{
+    cg_model_counts_t *c = &cg_metrics->models[model_index(cg_metrics, model)];
+    c->answers++;
+    c->cited += cited;
+    c->available += available;
 }
 
 void cg_hist_observe(cg_hist_t *h, const double *bounds, double v)
@@ -147,6 +191,81 @@ static void render_overload(cg_buf_t *b)
            "GOAWAY frames sent to HTTP/2 clients, by reason.");
     labelled(b, "http2_goaway_sent_total", "reason", goaway,
              offsetof(cg_metrics_slot_t, goaway_sent), CG_NGOAWAY_REASONS);
+}
+
+/* One model's counts over the workers that label it. */
+typedef struct model_sum {
+    const char *name;
+    cg_model_counts_t c;
+} model_sum_t;
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const model_sum_t *)a)->name, ((const model_sum_t *)b)->name);
+}
+
+static void add_counts(cg_model_counts_t *to, const cg_model_counts_t *c)
+{
+    to->answers += c->answers;
+    to->cited += c->cited;
+    to->available += c->available;
+}
+
+/* Every worker's labelled names with their counts, merged by name and
+ * sorted, into all (room for every entry of every slot); *other gets the
+ * "other" counts. Returns the number of names. */
+static size_t merge_models(model_sum_t *all, cg_model_counts_t *other)
+{
+    const cg_metrics_slot_t *s = slots ? slots : &fallback;
+    unsigned nw = slots ? nslots : 1;
+    size_t n = 0;
+    for (unsigned w = 0; w < nw; w++) {
+        uint32_t names = __atomic_load_n(&s[w].nmodels, __ATOMIC_ACQUIRE);
+        for (uint32_t i = 0; i < names && i < CG_MODEL_LABELS; i++)
+            all[n++] = (model_sum_t){s[w].model_names[i], s[w].models[i]};
+        add_counts(other, &s[w].models[CG_MODEL_LABELS]);
+    }
+    qsort(all, n, sizeof(*all), by_name);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m > 0 && strcmp(all[m - 1].name, all[i].name) == 0)
+            add_counts(&all[m - 1].c, &all[i].c);
+        else
+            all[m++] = all[i];
+    }
+    return m;
+}
+
+static void model_family(cg_buf_t *b, const char *name, const char *help, const model_sum_t *all,
+                         size_t n, const cg_model_counts_t *other, size_t field)
+{
+    header(b, name, "counter", help);
+    for (size_t i = 0; i <= n; i++) {
+        const cg_model_counts_t *c = i < n ? &all[i].c : other;
+        uint64_t v = *(const uint64_t *)((const char *)c + field);
+        cg_buf_printf(b, "citegate_%s{model=\"%s\"} %llu\n", name, i < n ? all[i].name : "other",
+                      (unsigned long long)v);
+    }
+}
+
+/* Citation use by model (see CG_MODEL_LABELS): rate = cited / available,
+ * density = cited per answer. */
+static void render_models(cg_buf_t *b)
+{
+    unsigned nw = slots ? nslots : 1;
+    model_sum_t *all = cg_xmalloc(sizeof(*all) * nw * CG_MODEL_LABELS);
+    cg_model_counts_t other = {0};
+    size_t n = merge_models(all, &other);
+    model_family(b, "answers_total",
+                 "Answers tracked for citations (skipped ones are not), by the model asked for.",
+                 all, n, &other, offsetof(cg_model_counts_t, answers));
+    model_family(b, "answer_citations_total",
+                 "Citations the tracked answers cited (unique per answer), by model.", all, n,
+                 &other, offsetof(cg_model_counts_t, cited));
+    model_family(b, "answer_sources_total",
+                 "Citations available to the tracked answers, by model.", all, n, &other,
+                 offsetof(cg_model_counts_t, available));
+    free(all);
 }
 
 /* Clients that fell behind their stream (SPEC §9 backpressure). */
@@ -253,6 +372,7 @@ void cg_metrics_render(cg_buf_t *b)
                   (unsigned long long)SUM(client_disconnects));
     render_overload(b);
     render_backpressure(b);
+    render_models(b);
 }
 
 void cg_metrics_render_stats(cg_buf_t *b)
