@@ -1,9 +1,9 @@
 /*
  * What the transformer needs from the client's chat request (SPEC §5):
  * request-side <source> tags, whether it carries Azure data_sources, the
- * user's last question and the model asked for (for tracking) and the outputs of its `tool` messages
- * (for the structured profile). Everything is bounded by the request body,
- * itself bounded by CITEGATE_MAX_REQUEST_BYTES.
+ * user's last question and the model it asks for (for tracking), and the
+ * outputs of its `tool` messages (for the structured profile). Everything is
+ * bounded by the request body, itself bounded by CITEGATE_MAX_REQUEST_BYTES.
  */
 #ifndef CITEGATE_REQUEST_H
 #define CITEGATE_REQUEST_H

@@ -354,7 +354,7 @@ void cg_metrics_render(cg_buf_t *b)
     cg_buf_printf(b, "citegate_tracking_failures_total %llu\n",
                   (unsigned long long)SUM(tracking_failures));
     header(b, "tracking_writes_dropped_total", "counter",
-           "Tracking patterns dropped unwritten: the writer's queue was full (store down or slow).");
+           "Tracking patterns dropped unwritten: the writer's queue was full.");
     cg_buf_printf(b, "citegate_tracking_writes_dropped_total %llu\n",
                   (unsigned long long)SUM(tracking_dropped));
     header(b, "embedding_requests_total", "counter", "Embedding calls started (semantic recall).");

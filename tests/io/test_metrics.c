@@ -131,7 +131,8 @@ static void test_model_labels_are_bounded(void **state)
     assert_true(sample(text, "citegate_answers_total{model=\"gpt-4o\"}") == 2);
     assert_true(sample(text, "citegate_answer_citations_total{model=\"gpt-4o\"}") == 3);
     assert_true(sample(text, "citegate_answer_sources_total{model=\"gpt-4o\"}") == 6);
-    assert_true(sample(text, "citegate_answer_sources_total{model=\"claude-3-5-sonnet@20240620\"}") == 5);
+    assert_true(
+        sample(text, "citegate_answer_sources_total{model=\"claude-3-5-sonnet@20240620\"}") == 5);
     assert_true(sample(text, "citegate_answers_total{model=\"m13\"}") == 1);
     /* m14..m19: past the table; 13 strange names */
     assert_true(sample(text, "citegate_answers_total{model=\"other\"}") == 6 + 13);
