@@ -1,9 +1,9 @@
 /*
  * What the transformer needs from the client's chat request (SPEC §5):
  * request-side <source> tags, whether it carries Azure data_sources, the
- * user's last question (for tracking) and the outputs of its `tool` messages
- * (for the structured profile). Everything is bounded by the request body,
- * itself bounded by CITEGATE_MAX_REQUEST_BYTES.
+ * user's last question and the model it asks for (for tracking), and the
+ * outputs of its `tool` messages (for the structured profile). Everything is
+ * bounded by the request body, itself bounded by CITEGATE_MAX_REQUEST_BYTES.
  */
 #ifndef CITEGATE_REQUEST_H
 #define CITEGATE_REQUEST_H
@@ -16,6 +16,8 @@ typedef struct cg_request {
     bool has_data_sources; /* a non-empty data_sources array */
     bool stream;           /* "stream": true */
     char *question;        /* text of the last user message, or NULL */
+    char *model;           /* "model" when it is a string (decoded), or NULL */
+    size_t model_len;      /* its length: a decoded \u0000 may be inside */
     cg_span_t *tools;      /* decoded content of each `tool` message (owned) */
     size_t ntools;
 } cg_request_t;

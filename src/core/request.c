@@ -173,6 +173,9 @@ int cg_request_parse(cg_request_t *r, const char *body, size_t len, const cg_cit
     r->has_data_sources = cg_json_type(&j, ds) == JSMN_ARRAY && j.tok[ds].size > 0;
     int stream = cg_json_get(&j, 0, "stream");
     r->stream = cg_json_type(&j, stream) == JSMN_PRIMITIVE && j.js[j.tok[stream].start] == 't';
+    int model = cg_json_get(&j, 0, "model");
+    if (cg_json_is_str(&j, model))
+        r->model = cg_json_strdup(&j, model, &r->model_len);
     int msgs = cg_json_get(&j, 0, "messages");
     if (cg_json_type(&j, msgs) == JSMN_ARRAY) {
         int n = j.tok[msgs].size;
@@ -190,6 +193,7 @@ void cg_request_free(cg_request_t *r)
 {
     cg_cites_free(&r->sources);
     free(r->question);
+    free(r->model);
     for (size_t i = 0; i < r->ntools; i++)
         free((char *)r->tools[i].p);
     free(r->tools);

@@ -25,6 +25,7 @@ typedef struct cg_answer {
     cg_xform_t *xf;          /* its transformer: statistics, cited ids */
     const cg_request_t *req; /* the client's request (its question, its sources) */
     const cg_hdrs_t *keys;   /* its Authorization and api-key, for an embedding call */
+    cg_span_t model;         /* the model asked for: the Azure deployment, or "model" */
 } cg_answer_t;
 
 typedef struct cg_ctx {

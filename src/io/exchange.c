@@ -561,10 +561,15 @@ static void emit_out(cg_exchange_t *ex, const cg_out_t *o, bool fin)
         free(v);
 }
 
+/* The streams_paused gauge counts exchanges whose `paused` is set and that
+ * are not done: it rises here, and falls when the client drains or, for
+ * whatever reason, the exchange finishes paused (finish()). */
 static void backpressure(cg_exchange_t *ex)
 {
     if (!ex->paused && !ex->gone && ex->down->queued(ex) > CG_CONN_HWM) {
         ex->paused = true;
+        cg_metrics->client_stalls++;
+        cg_metrics->streams_paused++;
         UP(ex)->ops->pause(UP(ex), ex, true);
     }
 }
@@ -573,6 +578,7 @@ void cg_exchange_client_drained(cg_exchange_t *ex)
 {
     if (ex->paused && !cg_exchange_done(ex)) {
         ex->paused = false;
+        cg_metrics->streams_paused--;
         UP(ex)->ops->pause(UP(ex), ex, false);
     }
 }
@@ -761,6 +767,15 @@ static void on_timer_close(uv_handle_t *h)
     free(ex);
 }
 
+/* The model the client asked for: the deployment its Azure route names,
+ * else its body's "model" ({NULL, 0} when none). */
+static cg_span_t asked_model(const cg_exchange_t *ex)
+{
+    cg_span_t url = cg_span(ex->msg.url.p, ex->msg.url.len);
+    cg_span_t dep = cg_route_deployment(cg_span(url.p, cg_route_path_length(url)));
+    return dep.p ? dep : cg_span(ex->req.model, ex->req.model_len);
+}
+
 static void account(cg_exchange_t *ex)
 {
     cg_ctx_t *ctx = ex->ctx;
@@ -788,7 +803,7 @@ static void account(cg_exchange_t *ex)
         /* Only an answer that finished is tracked (SPEC §8). */
         bool finished = s->saw_finish || s->saw_done || ex->mode == CG_MODE_BODY;
         if (!ex->gone && !s->truncated && !s->passthrough && finished && ctx->on_answer) {
-            cg_answer_t a = {ex->rid, ex->xf, &ex->req, &ex->keys};
+            cg_answer_t a = {ex->rid, ex->xf, &ex->req, &ex->keys, asked_model(ex)};
             ctx->on_answer(ctx->on_answer_arg, &a);
         }
     }
@@ -803,6 +818,10 @@ static void finish(cg_exchange_t *ex)
     if (cg_exchange_done(ex))
         return;
     account(ex);
+    /* `paused` stays as it is (the upstream side may still read it in this
+     * callback); once DONE, cg_exchange_client_drained() leaves it alone. */
+    if (ex->paused)
+        cg_metrics->streams_paused--;
     set_state(ex, CG_EX_DONE);
     if (!ex->internal) {
         cg_ctx_end(ex->ctx);

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -33,10 +34,24 @@ int cg_metrics_init(unsigned workers)
     return 0;
 }
 
+/* A worker that takes its slot has nothing open yet. One restarted after a
+ * crash finds the gauges of the streams and connections that died with its
+ * predecessor: they are cleared (the counters go on). */
+static void clear_gauges(cg_metrics_slot_t *s)
+{
+    s->active_streams = 0;
+    memset(s->upstream_connections, 0, sizeof(s->upstream_connections));
+    s->upstream_queue_length = 0;
+    s->client_connections = 0;
+    s->streams_paused = 0;
+}
+
 cg_metrics_slot_t *cg_metrics_select(unsigned worker)
 {
-    if (slots && worker < nslots)
+    if (slots && worker < nslots) {
         cg_metrics = &slots[worker];
+        clear_gauges(cg_metrics);
+    }
     return cg_metrics;
 }
 
@@ -44,6 +59,49 @@ void cg_metrics_request(int route, int status)
 {
     if (status >= 100 && status < 600)
         cg_metrics->requests[route][status]++;
+}
+
+/* Bytes a model label may hold: none that the text format escapes. */
+static bool model_byte(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-' || c == ':' || c == '/' || c == '@';
+}
+
+static bool model_admissible(cg_span_t m)
+{
+    if (m.p == NULL || m.n == 0 || m.n > CG_MODEL_NAME_MAX || cg_span_eq(m, "other"))
+        return false;
+    for (size_t i = 0; i < m.n; i++)
+        if (!model_byte((unsigned char)m.p[i]))
+            return false;
+    return true;
+}
+
+/* The entry of s's table for m: found, added while there is room, or
+ * CG_MODEL_LABELS ("other"). Only s's worker calls this. */
+static unsigned model_index(cg_metrics_slot_t *s, cg_span_t m)
+{
+    if (!model_admissible(m))
+        return CG_MODEL_LABELS;
+    unsigned n = s->nmodels;
+    for (unsigned i = 0; i < n; i++)
+        if (strlen(s->model_names[i]) == m.n && memcmp(s->model_names[i], m.p, m.n) == 0)
+            return i;
+    if (n == CG_MODEL_LABELS)
+        return CG_MODEL_LABELS;
+    memcpy(s->model_names[n], m.p, m.n);
+    s->model_names[n][m.n] = '\0';
+    __atomic_store_n(&s->nmodels, n + 1, __ATOMIC_RELEASE);
+    return n;
+}
+
+void cg_metrics_answer(cg_span_t model, unsigned cited, unsigned available)
+{
+    cg_model_counts_t *c = &cg_metrics->models[model_index(cg_metrics, model)];
+    c->answers++;
+    c->cited += cited;
+    c->available += available;
 }
 
 void cg_hist_observe(cg_hist_t *h, const double *bounds, double v)
@@ -135,6 +193,91 @@ static void render_overload(cg_buf_t *b)
              offsetof(cg_metrics_slot_t, goaway_sent), CG_NGOAWAY_REASONS);
 }
 
+/* One model's counts over the workers that label it. */
+typedef struct model_sum {
+    const char *name;
+    cg_model_counts_t c;
+} model_sum_t;
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const model_sum_t *)a)->name, ((const model_sum_t *)b)->name);
+}
+
+static void add_counts(cg_model_counts_t *to, const cg_model_counts_t *c)
+{
+    to->answers += c->answers;
+    to->cited += c->cited;
+    to->available += c->available;
+}
+
+/* Every worker's labelled names with their counts, merged by name and
+ * sorted, into all (room for every entry of every slot); *other gets the
+ * "other" counts. Returns the number of names. */
+static size_t merge_models(model_sum_t *all, cg_model_counts_t *other)
+{
+    const cg_metrics_slot_t *s = slots ? slots : &fallback;
+    unsigned nw = slots ? nslots : 1;
+    size_t n = 0;
+    for (unsigned w = 0; w < nw; w++) {
+        uint32_t names = __atomic_load_n(&s[w].nmodels, __ATOMIC_ACQUIRE);
+        for (uint32_t i = 0; i < names && i < CG_MODEL_LABELS; i++)
+            all[n++] = (model_sum_t){s[w].model_names[i], s[w].models[i]};
+        add_counts(other, &s[w].models[CG_MODEL_LABELS]);
+    }
+    qsort(all, n, sizeof(*all), by_name);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m > 0 && strcmp(all[m - 1].name, all[i].name) == 0)
+            add_counts(&all[m - 1].c, &all[i].c);
+        else
+            all[m++] = all[i];
+    }
+    return m;
+}
+
+static void model_family(cg_buf_t *b, const char *name, const char *help, const model_sum_t *all,
+                         size_t n, const cg_model_counts_t *other, size_t field)
+{
+    header(b, name, "counter", help);
+    for (size_t i = 0; i <= n; i++) {
+        const cg_model_counts_t *c = i < n ? &all[i].c : other;
+        uint64_t v = *(const uint64_t *)((const char *)c + field);
+        cg_buf_printf(b, "citegate_%s{model=\"%s\"} %llu\n", name, i < n ? all[i].name : "other",
+                      (unsigned long long)v);
+    }
+}
+
+/* Citation use by model (see CG_MODEL_LABELS): rate = cited / available,
+ * density = cited per answer. */
+static void render_models(cg_buf_t *b)
+{
+    unsigned nw = slots ? nslots : 1;
+    model_sum_t *all = cg_xmalloc(sizeof(*all) * nw * CG_MODEL_LABELS);
+    cg_model_counts_t other = {0};
+    size_t n = merge_models(all, &other);
+    model_family(b, "answers_total",
+                 "Answers tracked for citations (skipped ones are not), by the model asked for.",
+                 all, n, &other, offsetof(cg_model_counts_t, answers));
+    model_family(b, "answer_citations_total",
+                 "Citations the tracked answers cited (unique per answer), by model.", all, n,
+                 &other, offsetof(cg_model_counts_t, cited));
+    model_family(b, "answer_sources_total",
+                 "Citations available to the tracked answers, by model.", all, n, &other,
+                 offsetof(cg_model_counts_t, available));
+    free(all);
+}
+
+/* Clients that fell behind their stream (SPEC §9 backpressure). */
+static void render_backpressure(cg_buf_t *b)
+{
+    header(b, "client_stalls_total", "counter",
+           "Times a stream stopped reading its upstream because its client fell behind.");
+    cg_buf_printf(b, "citegate_client_stalls_total %llu\n", (unsigned long long)SUM(client_stalls));
+    header(b, "streams_paused", "gauge", "Streams waiting for their client to read now.");
+    cg_buf_printf(b, "citegate_streams_paused %lld\n", (long long)SUM(streams_paused));
+}
+
 /* One series per kind label; errors that share a label add up. */
 static void render_upstream_errors(cg_buf_t *b)
 {
@@ -210,6 +353,10 @@ void cg_metrics_render(cg_buf_t *b)
            "Citation tracking failures (answers unaffected).");
     cg_buf_printf(b, "citegate_tracking_failures_total %llu\n",
                   (unsigned long long)SUM(tracking_failures));
+    header(b, "tracking_writes_dropped_total", "counter",
+           "Tracking patterns dropped unwritten: the writer's queue was full.");
+    cg_buf_printf(b, "citegate_tracking_writes_dropped_total %llu\n",
+                  (unsigned long long)SUM(tracking_dropped));
     header(b, "embedding_requests_total", "counter", "Embedding calls started (semantic recall).");
     cg_buf_printf(b, "citegate_embedding_requests_total %llu\n",
                   (unsigned long long)SUM(embedding_requests));
@@ -224,6 +371,8 @@ void cg_metrics_render(cg_buf_t *b)
     cg_buf_printf(b, "citegate_client_disconnects_total %llu\n",
                   (unsigned long long)SUM(client_disconnects));
     render_overload(b);
+    render_backpressure(b);
+    render_models(b);
 }
 
 void cg_metrics_render_stats(cg_buf_t *b)

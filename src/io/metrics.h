@@ -23,6 +23,23 @@ enum { CG_GOAWAY_SHUTDOWN, CG_GOAWAY_CALM, CG_GOAWAY_PROTOCOL, CG_NGOAWAY_REASON
 
 #define CG_HIST_N 12
 
+/*
+ * Answers by model: the model the client asked for (its Azure deployment on
+ * a deployment route) is a label. A worker labels the first CG_MODEL_LABELS
+ * distinct names it meets that are 1 to CG_MODEL_NAME_MAX bytes of
+ * A-Z a-z 0-9 . _ - : / @ (nothing to escape in the exposition); every other
+ * answer, with no model, a longer or stranger one, the name "other" itself,
+ * or a name past the table, counts under model="other". The exposition
+ * merges the workers' tables by name: at most workers x CG_MODEL_LABELS + 1
+ * series per family.
+ */
+#define CG_MODEL_LABELS   16
+#define CG_MODEL_NAME_MAX 64
+
+typedef struct cg_model_counts {
+    uint64_t answers, cited, available;
+} cg_model_counts_t;
+
 typedef struct cg_hist {
     uint64_t bucket[CG_HIST_N]; /* cumulative at render time, per-bucket here */
     uint64_t count;
@@ -52,15 +69,33 @@ typedef struct cg_metrics_slot {
     /* Semantic recall (SPEC §8): embedding calls started, and those that
      * failed or were dropped (their pattern is stored without a vector). */
     uint64_t embedding_requests, embedding_failures;
+    /* Backpressure (SPEC §9): times an exchange stopped reading its upstream
+     * because its client fell behind, and exchanges paused so now. */
+    uint64_t client_stalls;
+    int64_t streams_paused;
+    /* Patterns the tracking writer dropped (its queue full); also in
+     * tracking_failures, which counts every loss. */
+    uint64_t tracking_dropped;
+    /* The names labelled so far: an entry is written whole, then published
+     * by a release store of nmodels, and never changes again, so a reader
+     * (any worker's exposition) that loads nmodels with acquire sees whole
+     * names. models[CG_MODEL_LABELS] is "other". */
+    uint32_t nmodels;
+    char model_names[CG_MODEL_LABELS][CG_MODEL_NAME_MAX + 1];
+    cg_model_counts_t models[CG_MODEL_LABELS + 1];
 } cg_metrics_slot_t;
 
 /* Maps room for `workers` slots; call once before forking. */
 int cg_metrics_init(unsigned workers);
-/* The calling worker's slot. */
+/* The calling worker's slot; its gauges start at 0 (a worker restarted
+ * after a crash does not inherit its predecessor's open streams). */
 cg_metrics_slot_t *cg_metrics_select(unsigned worker);
 extern cg_metrics_slot_t *cg_metrics;
 
 void cg_metrics_request(int route, int status);
+/* One tracked answer of `model` (see CG_MODEL_LABELS; {NULL, 0}: none):
+ * the citations it cited of those available. */
+void cg_metrics_answer(cg_span_t model, unsigned cited, unsigned available);
 void cg_hist_observe(cg_hist_t *h, const double *bounds, double v);
 extern const double cg_seconds_buckets[CG_HIST_N];
 extern const double cg_rate_buckets[CG_HIST_N];

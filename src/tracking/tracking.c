@@ -60,6 +60,7 @@ typedef struct cg_tracking {
     const char *label, *var;   /* for logs: what it is and its setting */
     cg_writer_t *writer;       /* NULL: nothing is written */
     uint64_t bad;              /* writer drops and failures already counted */
+    uint64_t dropped;          /* writer drops already counted */
     uint64_t outages;          /* writer outages already logged */
     bool down;                 /* an outage was logged, its end not yet */
     cg_memory_t *read;         /* SQLite: recall's connection, used on the loop */
@@ -106,7 +107,8 @@ static void choose_store(cg_tracking_t *t, const cg_config_t *cfg)
     t->shown = shown.p;
 }
 
-/* Moves the writer's failure and drop counts into the metrics and logs each
+/* Moves the writer's failure and drop counts into the metrics (drops in
+ * tracking_failures too, which counts every lost pattern) and logs each
  * outage of the store once, with its reason and the setting that names the
  * store (the DSN without its password), and its end. Repeated failures of
  * one outage (each reopen with backoff) are not logged again. */
@@ -116,6 +118,8 @@ static void poll_writer(cg_ctx_t *ctx)
     uint64_t written, dropped, failed;
     cg_writer_counts(t->writer, &written, &dropped, &failed);
     uint64_t bad = dropped + failed, outages = cg_writer_outages(t->writer);
+    cg_metrics->tracking_dropped += dropped - t->dropped;
+    t->dropped = dropped;
     if (bad > t->bad) {
         cg_metrics->tracking_failures += bad - t->bad;
         if (t->bad == 0 && outages == 0)
@@ -325,8 +329,9 @@ static void store(cg_ctx_t *ctx, waiting_t *wt, const char *question, const cg_h
     submit(wt, NULL);
 }
 
-/* Counts one answer in this process's stats, and in the fleet's with PostgreSQL. */
-static void count(cg_ctx_t *ctx, const cg_track_t *t)
+/* Counts one answer in this process's stats and its model's metrics, and in
+ * the fleet's stats with PostgreSQL. */
+static void count(cg_ctx_t *ctx, const cg_track_t *t, cg_span_t model)
 {
     cg_stats_t d = {0};
     if (t->skipped) {
@@ -336,6 +341,7 @@ static void count(cg_ctx_t *ctx, const cg_track_t *t)
         d.references = t->references;
         d.citations_available = t->available;
         d.citations_cited = t->cited;
+        cg_metrics_answer(model, t->cited, t->available);
     }
     cg_metrics->answers += d.answers;
     cg_metrics->answers_skipped += d.answers_skipped;
@@ -347,14 +353,15 @@ static void count(cg_ctx_t *ctx, const cg_track_t *t)
         cg_writer_add_stats(tr->writer, &d);
 }
 
-static void track(cg_ctx_t *ctx, const char *rid, const cg_xform_t *xf, const cg_request_t *req,
-                  const cg_hdrs_t *keys)
+static void track(cg_ctx_t *ctx, const cg_answer_t *a)
 {
+    const cg_request_t *req = a->req;
+    const char *rid = a->rid;
     cg_track_t t;
-    cg_track_answer(xf, &t);
+    cg_track_answer(a->xf, &t);
     if (!t.tracked)
         return;
-    count(ctx, &t);
+    count(ctx, &t, a->model);
     if (t.skipped) {
         cg_track_free(&t);
         return;
@@ -371,7 +378,7 @@ static void track(cg_ctx_t *ctx, const char *rid, const cg_xform_t *xf, const cg
             wt.p[0] = pattern(CG_PATTERN_PROCEDURAL, &t, req->question);
         if ((t.available - t.cited) * 2 >= t.available)
             wt.p[1] = pattern(CG_PATTERN_EPISODIC, &t, req->question);
-        store(ctx, &wt, req->question, keys);
+        store(ctx, &wt, req->question, a->keys);
     }
     if (writer)
         poll_writer(ctx);
@@ -383,7 +390,7 @@ static void on_answer(void *arg, const cg_answer_t *a)
 {
     cg_ctx_t *ctx = arg;
     if (ctx->cfg->citation_tracking)
-        track(ctx, a->rid, a->xf, a->req, a->keys);
+        track(ctx, a);
 }
 
 /* ---- Admin queries -------------------------------------------------------- */

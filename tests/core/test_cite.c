@@ -220,6 +220,17 @@ static void test_request_parse(void **state)
     assert_true(r.stream);
     assert_false(r.has_data_sources);
     assert_string_equal(r.question, "How fast is light and how long does sunlight take to arrive?");
+    assert_string_equal(r.model, "llama3");
+    assert_int_equal(r.model_len, 6);
+    cg_request_free(&r);
+    /* The model, decoded, with its length (a \u0000 does not end it). */
+    static const char model[] = "{\"model\":\"gpt-4o\\u0000\\\"x\"}";
+    assert_int_equal(cg_request_parse(&r, model, sizeof(model) - 1, &opts), 0);
+    assert_int_equal(r.model_len, 9);
+    assert_memory_equal(r.model, "gpt-4o\0\"x", 10);
+    cg_request_free(&r);
+    assert_int_equal(cg_request_parse(&r, "{\"model\":7}", 11, &opts), 0);
+    assert_null(r.model);
     cg_request_free(&r);
     assert_int_equal(cg_request_parse(&r, "[1]", 3, &opts), -1);
     cg_request_free(&r);

@@ -17,6 +17,16 @@ NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*"'
 SAMPLE = re.compile(rf"^({NAME})(?:\{{((?:{LABEL})(?:,{LABEL})*)?\}})? (\S+)$")
 
+# Series beyond SPEC §10 (which says "at least"), with their types and labels.
+EXTRA = {
+    "citegate_client_stalls_total": ("counter", set()),
+    "citegate_streams_paused": ("gauge", set()),
+    "citegate_tracking_writes_dropped_total": ("counter", set()),
+    "citegate_answers_total": ("counter", {"model"}),
+    "citegate_answer_citations_total": ("counter", {"model"}),
+    "citegate_answer_sources_total": ("counter", {"model"}),
+}
+
 SPEC = {  # SPEC §10 name -> (type, labels every sample carries)
     "citegate_requests_total": ("counter", {"path", "status"}),
     "citegate_active_streams": ("gauge", set()),
@@ -67,6 +77,9 @@ def parse(text):
             name, labels, value = m.group(1), parse_labels(m.group(2)), m.group(3)
             fam = fams.get(current)
             assert fam and fam["type"], f"line {n}: sample before its TYPE"
+            key = (name, tuple(sorted(labels.items())))
+            assert key not in fam.setdefault("keys", set()), f"line {n}: series repeated {line!r}"
+            fam["keys"].add(key)
             suffixes = {"histogram": ("_bucket", "_sum", "_count")}.get(fam["type"], ("",))
             assert any(name == current + s for s in suffixes), f"line {n}: {name} outside {current}"
             v = float(value)  # raises on garbage
@@ -76,6 +89,7 @@ def parse(text):
             fam["samples"].append((name, labels, v))
     for name, fam in fams.items():
         assert fam["type"], f"{name}: no TYPE"
+        fam.pop("keys", None)
         if fam["type"] == "histogram":
             check_histogram(name, fam["samples"])
     return fams
@@ -126,7 +140,7 @@ class Metrics(unittest.TestCase):
 
     def test_every_spec_series_with_its_type(self):
         _, fams = self.scrape()
-        for name, (typ, labels) in SPEC.items():
+        for name, (typ, labels) in list(SPEC.items()) + list(EXTRA.items()):
             self.assertIn(name, fams)
             self.assertEqual(fams[name]["type"], typ, name)
             for s, l, _ in fams[name]["samples"]:
@@ -231,11 +245,99 @@ class Metrics(unittest.TestCase):
         good = "# HELP a_total A.\n# TYPE a_total counter\na_total 1\n"
         parse(good)
         for bad in (good.replace("a_total 1", "a_total{x=\"1\" } 1"), good[:-1],
+                    good + "a_total 2\n", good.replace("a_total 1", 'a_total{m="x\n"} 1'),
                     good + "b_total 1\n", good.replace("1\n", "-1\n"),
                     "# HELP h H.\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n"
                     "h_sum 1\nh_count 1\n"):
             with self.assertRaises((AssertionError, ValueError), msg=bad):
                 parse(bad)
+
+
+class ModelLabels(unittest.TestCase):
+    """citegate_answers_total, answer_citations_total and answer_sources_total by
+    model: each answer under the model its client asked for (an Azure route's
+    deployment), the first 16 names a worker meets and "other" after them, and a
+    name that is not a plain label (quotes, newlines, control bytes, non-ASCII,
+    over 64 bytes, "other") counted as other without touching the exposition."""
+
+    STRANGE = ['a"b', "a\nb", "a\\b", "a\u0001b", "a\u0000b", "caf\u00e9", "x" * 65, "a b", "other",
+               "", 'gpt"} 1\ncitegate_answers_total{model="gpt-4o']
+
+    @classmethod
+    def setUpClass(cls):
+        cls.mock = H.MockUpstream().start()
+        cls.cg = H.Citegate(upstream=cls.mock.url).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cg.cleanup()
+        cls.mock.cleanup()
+
+    def ask(self, model, fixture="azure_oyd_stream.sse", path="/v1/chat/completions"):
+        body = {"stream": fixture.endswith(".sse"), "messages": [{"role": "user", "content": "q"}]}
+        if model is not None:
+            body["model"] = model
+        st, _, data = self.cg.request("POST", path, body, {"X-Mock-Fixture": fixture})
+        self.assertEqual(st, 200, data[:200])
+
+    def scrape(self):
+        st, _, body = self.cg.admin("GET", "/metrics")
+        self.assertEqual(st, 200)
+        return body.decode(), parse(body.decode())
+
+    def by_model(self, fams, family):
+        out = {}
+        for s, l, v in fams[family]["samples"]:
+            self.assertEqual(set(l), {"model"}, l)
+            out[l["model"]] = v
+        return out
+
+    def test_models_counted_bounded_and_escaped(self):
+        # Strange names first, while the table has room: never a label all the same.
+        for name in self.STRANGE:
+            self.ask(name)
+        self.ask(None)   # no model at all
+        self.ask(17)     # not a string
+        others = len(self.STRANGE) + 2
+        for _ in range(3):
+            self.ask("gpt-4o")  # 3 of 3 sources cited
+        for _ in range(2):
+            self.ask("claude-x", "azure_oyd_response.json")  # 2 of 3
+        # An Azure deployment route: the deployment is the model, whatever the body says.
+        self.ask("gpt-4o", path="/openai/deployments/dep-1/chat/completions?api-version=2024-10-21")
+        # 13 more names fill the table of 16 (3 so far); 3 beyond it go to other.
+        names = [f"m{i:02d}" for i in range(16)]
+        for n in names:
+            self.ask(n)
+        others += 3
+        self.ask("gpt-4o")  # a name already labelled still is
+        text, fams = self.scrape()
+        answers = self.by_model(fams, "citegate_answers_total")
+        cited = self.by_model(fams, "citegate_answer_citations_total")
+        sources = self.by_model(fams, "citegate_answer_sources_total")
+        labelled = {"gpt-4o", "claude-x", "dep-1"} | set(names[:13])
+        self.assertEqual(set(answers), labelled | {"other"})
+        self.assertEqual(set(cited), set(answers))
+        self.assertEqual(set(sources), set(answers))
+        self.assertEqual((answers["gpt-4o"], cited["gpt-4o"], sources["gpt-4o"]), (4, 12, 12))
+        self.assertEqual((answers["claude-x"], cited["claude-x"], sources["claude-x"]), (2, 4, 6))
+        self.assertEqual((answers["dep-1"], cited["dep-1"], sources["dep-1"]), (1, 3, 3))
+        for n in names[:13]:
+            self.assertEqual((answers[n], cited[n], sources[n]), (1, 3, 3), n)
+        self.assertEqual((answers["other"], cited["other"], sources["other"]),
+                         (others, 3 * others, 3 * others))
+        # The per-model answers add up to the process's tracked answers.
+        st, _, body = self.cg.admin("GET", "/v1/citations/stats")
+        stats = json.loads(body)
+        self.assertEqual(sum(answers.values()), stats["answers"])
+        self.assertEqual(sum(cited.values()), stats["citations_cited"])
+        self.assertEqual(sum(sources.values()), stats["citations_available"])
+        # promtool reads the whole exposition too.
+        promtool = shutil.which("promtool")
+        self.assertIsNotNone(promtool, "promtool (Debian package prometheus) is installed by make deps")
+        p = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True,
+                           timeout=30)
+        self.assertEqual(p.returncode, 0, p.stdout.decode() + p.stderr.decode())
 
 
 if __name__ == "__main__":

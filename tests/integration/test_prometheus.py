@@ -12,7 +12,8 @@
   every second with the rules loaded; the test drives a known number of
   answers, refusals and citations, then asks /api/v1/query: the sums equal
   what the test produced, in every scrape after the traffic, while both
-  workers are seen answering scrapes (each scrape on a new connection).
+  workers are seen answering scrapes (each scrape on a new connection); the
+  per-model answers and citations too, merged over both workers' model tables.
 """
 import copy
 import json
@@ -32,6 +33,7 @@ from pathlib import Path
 import yaml
 
 import harness as H
+import test_tracking as TT
 from test_metrics import parse as parse_exposition
 
 REPO = Path(__file__).resolve().parents[2]
@@ -171,11 +173,15 @@ class Rules(unittest.TestCase):
         for alert, metric in (("CitegateUpstreamErrorRatioHigh", "citegate_upstream_errors_total"),
                               ("CitegateUpstreamBusy", "citegate_upstream_queue_rejections_total"),
                               ("CitegateUpstreamQueueBacklog", "citegate_upstream_queue_length"),
+                              ("CitegateClientStalls", "citegate_client_stalls_total"),
                               ("CitegateClientDisconnectRatioHigh", "citegate_client_disconnects_total"),
                               ("CitegateEventLoopStalled", "citegate_event_loop_lag_seconds_bucket"),
                               ("CitegateEmbeddingFailures", "citegate_embedding_failures_total"),
-                              ("CitegateTrackingWritesDropped", "citegate_tracking_failures_total"),
+                              ("CitegateTrackingWritesDropped", "citegate_tracking_writes_dropped_total"),
+                              ("CitegateTrackingFailures", "citegate_tracking_failures_total"),
                               ("CitegateCitationRateDropped", "citegate_citation_rate_sum"),
+                              ("CitegateModelCitationRateDropped", "citegate_answer_citations_total"),
+                              ("CitegateModelCitationRateDropped", "citegate_answer_sources_total"),
                               ("CitegateTargetDown", "up"), ("CitegateTargetsAbsent", "up")):
             self.assertIn(alert, exprs)
             self.assertTrue(reads(alert, metric), f"{alert} does not read {metric}")
@@ -283,8 +289,14 @@ class Dashboard(unittest.TestCase):
         titles = " | ".join(p["title"] for p in self.dash["panels"])
         for word in ("Requests", "Errors", "TTFT", "Active streams", "queue", "Rejections",
                      "Citations emitted", "Citation rate", "Citation density", "Uncited",
-                     "Tracking", "Embedding"):
+                     "Citation rate by model", "Citation density by model", "Client stalls",
+                     "Streams paused", "Tracking", "Tracking writes dropped", "Embedding"):
             self.assertIn(word, titles)
+        # The per-model panels split by the model label.
+        for p in self.dash["panels"]:
+            if p["title"].endswith("by model"):
+                for t in p["targets"]:
+                    self.assertIn("{{model}}", t["legendFormat"], p["title"])
 
     def test_metric_names_are_exposed(self):
         """Every name in every panel and variable is on /metrics, or a recording rule of
@@ -429,6 +441,7 @@ class RealServer(unittest.TestCase):
     ANSWERS = 24
     REFUSALS = 7
     UPSTREAM_500 = 1
+    MODELS = ("gpt-4o", "claude-x")  # the answers alternate between them
 
     @classmethod
     def setUpClass(cls):
@@ -477,7 +490,8 @@ class RealServer(unittest.TestCase):
         JSON), one upstream 500. Returns the citations the clients received."""
         citations = 0
         for i in range(cls.ANSWERS):
-            st, _, body = cls.cg.request("POST", "/v1/chat/completions", H.chat_body(stream=True),
+            st, _, body = cls.cg.request("POST", "/v1/chat/completions",
+                                         H.chat_body(stream=True, model=cls.MODELS[i % 2]),
                                          {"X-Mock-Fixture": "azure_oyd_stream.sse"})
             assert st == 200, st
             view = H.client_view.view(body.decode())
@@ -495,6 +509,7 @@ class RealServer(unittest.TestCase):
     def test_sums_match_the_traffic_whichever_worker_answers(self):
         citations, t_done = self.citations, self.t_done
         self.assertEqual(citations, 3 * self.ANSWERS, "the fixture's answer carries 3 sources")
+        _, available, cited, _ = TT.expected_track("azure_oyd_stream.sse")
         # Both workers served the traffic (their request log lines carry their index).
         served = {}
         for line in self.cg.log_lines():
@@ -509,6 +524,14 @@ class RealServer(unittest.TestCase):
             'sum(citegate_requests_total{path="/v1/chat/completions",status="500"})': self.UPSTREAM_500,
             'sum(citegate_citations_emitted_total{profile="openwebui"})': citations,
             "sum(citegate_citation_rate_count)": self.ANSWERS,
+            # Both workers label both models: the exposition merges their tables by name.
+            'sum(citegate_answers_total{model="gpt-4o"})': self.ANSWERS // 2,
+            'sum(citegate_answers_total{model="claude-x"})': self.ANSWERS // 2,
+            'sum(citegate_answers_total{model="other"})': 0,
+            'sum(citegate_answer_citations_total{model="gpt-4o"})': self.ANSWERS // 2 * cited,
+            'sum(citegate_answer_sources_total{model="claude-x"})': self.ANSWERS // 2 * available,
+            "sum(citegate_client_stalls_total)": 0,
+            "sum(citegate_tracking_writes_dropped_total)": 0,
         }
         seen = set()
         deadline = time.monotonic() + 60

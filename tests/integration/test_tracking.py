@@ -2,6 +2,7 @@
 with numbers computed here, independently, from the upstream answers; recall
 ranks the most similar question first; a broken database never touches an
 answer; tracking off stores nothing."""
+import http.client
 import json
 import os
 import re
@@ -217,6 +218,39 @@ class Tracking(unittest.TestCase):
             return int(re.search(rb"^citegate_tracking_failures_total (\d+)", m, re.M).group(1))
         self.assertTrue(H.wait_for(lambda: failures() >= 1, 5), failures())
         self.assertTrue(any("semantic memory" in l.get("msg", "") for l in cg.log_lines()))
+        # Failed, not dropped: the writer's queue never filled.
+        _, _, m = cg.admin("GET", "/metrics")
+        self.assertRegex(m, rb"(?m)^citegate_tracking_writes_dropped_total 0$")
+
+    def test_full_writer_queue_drops_are_counted(self):
+        """The store down (a PostgreSQL DSN nobody listens at): patterns wait in the
+        writer's queue of 4096, and those beyond it are dropped, each counted in
+        tracking_writes_dropped_total and tracking_failures_total alike."""
+        with open(os.path.join(FIXTURES, "azure_oyd_response.json")) as f:
+            body = json.load(f)
+        msg = body["choices"][0]["message"]
+        msg["context"]["citations"].append(dict(msg["context"]["citations"][0], chunk_id="9"))
+        msg["content"] = "Brush your dog weekly [doc1]."
+        write_fixture(self.fx, "one_of_four.json", json.dumps(body))
+        skipped, v, c, _ = expected_track("one_of_four.json")
+        # Two patterns an answer: procedural (it cites) and episodic (3 of 4 unused).
+        self.assertEqual((skipped, v, c), (False, 4, 1))
+        answers, queue = 2100, 4096
+        cg = self.start({"CITEGATE_TRACKING_DSN": f"postgresql://postgres@127.0.0.1:{H.free_port()}/x"})
+        conn = http.client.HTTPConnection("127.0.0.1", cg.port, timeout=10)
+        self.addCleanup(conn.close)
+        req = json.dumps({"messages": [{"role": "user", "content": "groom?"}]})
+        for i in range(answers):
+            st, _, _ = H.request(cg.port, "POST", "/v1/chat/completions", req,
+                                 {"X-Mock-Fixture": "one_of_four.json"}, conn=conn)
+            self.assertEqual(st, 200)
+
+        def counters():
+            _, _, m = cg.admin("GET", "/metrics")
+            return tuple(int(re.search(rb"^citegate_%s (\d+)" % n, m, re.M).group(1))
+                         for n in (b"tracking_writes_dropped_total", b"tracking_failures_total"))
+        dropped = 2 * answers - queue
+        self.assertTrue(H.wait_for(lambda: counters() == (dropped, dropped), 5), counters())
 
     def test_workers_share_stats_and_database(self):
         cg = self.start({"CITEGATE_WORKERS": "2"})
