@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 typedef struct wreq {
@@ -110,6 +111,27 @@ static void queue_rest(cg_conn_t *c, const uv_buf_t *bufs, unsigned n, size_t do
         c->blocked = true;
 }
 
+/* A plain outgoing connection whose connect callback has not run yet: on
+ * loopback the handshake is over when connect() returns, so what is
+ * written now can leave now, a loop turn sooner. libuv's own writes wait
+ * for the callback; this sends past it, and a socket not yet connected
+ * takes nothing (libuv then sends the rest once it is). */
+static int send_early(cg_conn_t *c, const uv_buf_t *bufs, unsigned n)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
+        return 0;
+    /* uv_buf_t is laid out as struct iovec on Unix (uv/unix.h). */
+    struct msghdr m = {.msg_iov = (struct iovec *)bufs, .msg_iovlen = n};
+    ssize_t r = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return r > 0 ? (int)r : 0; /* a failure is the connect callback's to report */
+}
+
+static bool connecting(const cg_conn_t *c)
+{
+    return c->outgoing && !c->ready && c->tls == NULL;
+}
+
 static void write_raw(cg_conn_t *c, const uv_buf_t *bufs, unsigned n)
 {
     size_t total = 0;
@@ -123,7 +145,8 @@ static void write_raw(cg_conn_t *c, const uv_buf_t *bufs, unsigned n)
     }
     size_t done = 0;
     if (c->queued == 0) {
-        int r = uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
+        int r =
+            connecting(c) ? send_early(c, bufs, n) : uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
         if (r > 0)
             done = (size_t)r;
         else if (r < 0 && r != UV_EAGAIN) {

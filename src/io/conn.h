@@ -73,7 +73,10 @@ void cg_conn_connect(cg_conn_t *c, uv_loop_t *loop, const struct sockaddr *addr,
 
 /* Writes all of bufs (encrypted on TLS connections). Bytes the socket does
  * not take at once are copied, so the caller's buffers are free on return.
- * A failure closes the connection; nothing is called back. */
+ * A failure closes the connection; nothing is called back. A plain
+ * connection may be written before `ready`: the bytes leave as soon as the
+ * socket is connected (at once on loopback), and a failed connect still
+ * reaches `closed` as a connect failure. */
 void cg_conn_write(cg_conn_t *c, const uv_buf_t *bufs, unsigned n);
 void cg_conn_read_start(cg_conn_t *c);
 void cg_conn_read_stop(cg_conn_t *c);

@@ -33,6 +33,7 @@ typedef struct h1conn {
     cg_exchange_t *ex;
     cg_list_t idle; /* in the pool's idle list while idle */
     bool reused, got_bytes, done;
+    bool sent_early; /* the request went before the connection was ready */
     uint64_t idle_since;
     cg_span_t body; /* this read's body bytes so far, while in one piece */
 } h1conn_t;
@@ -225,23 +226,33 @@ static void on_read(cg_conn_t *c, const char *data, size_t n)
 
 /* --- sending ------------------------------------------------------------------------ */
 
-static void write_request(h1conn_t *u)
+static void put_request(h1conn_t *u)
 {
-    cg_exchange_t *ex = u->ex;
     cg_buf_t req = {0};
-    cg_upreq_h1(&ex->upreq, u->pool->base.target->url.authority, &req);
+    cg_upreq_h1(&u->ex->upreq, u->pool->base.target->url.authority, &req);
     uv_buf_t b = uv_buf_init(req.p, (unsigned)req.len);
     cg_conn_write(&u->conn, &b, 1);
     cg_buf_free(&req);
-    cg_conn_read_start(&u->conn);
-    cg_exchange_upstream_sent(ex);
 }
 
+static void write_request(h1conn_t *u)
+{
+    put_request(u);
+    cg_conn_read_start(&u->conn);
+    cg_exchange_upstream_sent(u->ex);
+}
+
+/* The request went with the connect (connect_new): it counts as sent, and
+ * its first-byte deadline begins, only now that the connection is made. */
 static void on_ready(cg_conn_t *c)
 {
     h1conn_t *u = c->owner;
     cg_metrics->upstream_connections[CG_PROTO_LABEL_HTTP1]++;
-    if (u->ex)
+    if (u->ex == NULL)
+        return;
+    if (u->sent_early)
+        cg_exchange_upstream_sent(u->ex);
+    else
         write_request(u);
 }
 
@@ -313,6 +324,12 @@ static void connect_new(h1pool_t *p, cg_exchange_t *ex)
                     &conn_ops, u);
     u->conn.peer = t->name;
     u->conn.quiet = t->quiet;
+    /* A plain connection takes the request now: on loopback it leaves at
+     * once, a loop turn before the connect callback (conn.h). */
+    if (t->tls == NULL && cg_conn_usable(&u->conn)) {
+        put_request(u);
+        u->sent_early = true;
+    }
 }
 
 static cg_err_t send_ex(cg_upstream_t *up, cg_exchange_t *ex)
