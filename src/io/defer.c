@@ -24,23 +24,43 @@ static void idle_set(cg_safepoint_t *sp, bool on)
         uv_idle_stop(&sp->idle);
 }
 
+static bool pending(const cg_safepoint_t *sp)
+{
+    return !cg_list_empty(&sp->queue) || !cg_list_empty(&sp->flushes);
+}
+
+/* Runs the items queued on q now; what they queue waits for the next call. */
+static void run_batch(cg_list_t *q)
+{
+    if (cg_list_empty(q))
+        return;
+    cg_list_t batch;
+    batch.next = q->next;
+    batch.prev = q->prev;
+    batch.next->prev = &batch;
+    batch.prev->next = &batch;
+    cg_list_init(q);
+    while (!cg_list_empty(&batch)) {
+        cg_defer_t *d = CG_CONTAINER_OF(batch.next, cg_defer_t, link);
+        cg_list_unlink(&d->link);
+        d->fn(d);
+    }
+}
+
 void cg_safepoint_run(cg_safepoint_t *sp)
 {
-    for (int round = 0; round < MAX_ROUNDS && !cg_list_empty(&sp->queue); round++) {
-        /* Take this round's items; what they queue waits for the next. */
-        cg_list_t batch;
-        batch.next = sp->queue.next;
-        batch.prev = sp->queue.prev;
-        batch.next->prev = &batch;
-        batch.prev->next = &batch;
-        cg_list_init(&sp->queue);
-        while (!cg_list_empty(&batch)) {
-            cg_defer_t *d = CG_CONTAINER_OF(batch.next, cg_defer_t, link);
-            cg_list_unlink(&d->link);
-            d->fn(d);
-        }
+    /* Writes first: queued work may close what they write to (a drain's
+     * end closes every client), and what work makes is written next round. */
+    for (int round = 0; round < MAX_ROUNDS && pending(sp); round++) {
+        run_batch(&sp->flushes);
+        run_batch(&sp->queue);
     }
-    idle_set(sp, !cg_list_empty(&sp->queue));
+    idle_set(sp, pending(sp));
+}
+
+void cg_safepoint_flush(cg_safepoint_t *sp)
+{
+    run_batch(&sp->flushes);
 }
 
 static void on_check(uv_check_t *h)
@@ -51,6 +71,7 @@ static void on_check(uv_check_t *h)
 void cg_safepoint_init(cg_safepoint_t *sp, uv_loop_t *loop)
 {
     cg_list_init(&sp->queue);
+    cg_list_init(&sp->flushes);
     sp->idle_on = false;
     sp->closed = false;
     uv_check_init(loop, &sp->check);
@@ -74,6 +95,15 @@ void cg_defer(cg_safepoint_t *sp, cg_defer_t *d, cg_defer_fn fn)
     if (cg_defer_queued(d))
         return;
     cg_list_insert(&sp->queue, &d->link);
+    idle_set(sp, true);
+}
+
+void cg_defer_flush(cg_safepoint_t *sp, cg_defer_t *d, cg_defer_fn fn)
+{
+    d->fn = fn;
+    if (cg_defer_queued(d))
+        return;
+    cg_list_insert(&sp->flushes, &d->link);
     idle_set(sp, true);
 }
 

@@ -79,7 +79,7 @@ static void on_flush(cg_defer_t *d)
 
 static void flush_soon(cg_h2conn_t *h)
 {
-    cg_defer(&h->c->ctx->safe, &h->flush, on_flush);
+    cg_defer_flush(&h->c->ctx->safe, &h->flush, on_flush);
 }
 
 /* A header block must end within the request timeout (SPEC §9, slowloris):

@@ -23,6 +23,13 @@
 
 #define PING_EVERY_MS 30000 /* probe a connection idle this long */
 #define SWEEP_MS      1000  /* how often connections are looked over */
+/* The connection's receive window. Each stream's own window (64 KiB, given
+ * back only as its client reads) bounds what citegate holds, and the
+ * connection's is given back as bytes arrive; at the default 64 KiB, an
+ * upstream with many streams would wait for a WINDOW_UPDATE every 32 KiB
+ * (a round trip per 130 events of 250 bytes). */
+#define CONN_WINDOW (16 << 20)
+#define FEED_SLICE  (16 << 10) /* bytes of a read taken in before clients are written */
 
 typedef struct h2pool h2pool_t;
 typedef struct h2conn h2conn_t;
@@ -328,15 +335,20 @@ static void flush_now(h2conn_t *u)
 static void on_read(cg_conn_t *c, const char *p, size_t n)
 {
     h2conn_t *u = c->owner;
-    if (u->s == NULL)
-        return;
-    ssize_t r = nghttp2_session_mem_recv(u->s, (const uint8_t *)p, n);
-    if (r < 0) {
-        cg_log_warn(NULL, "upstream h2: %s", nghttp2_strerror((int)r));
-        cg_conn_close(c, CG_E_PROTOCOL);
-        return;
+    /* In slices: what each slice made for clients leaves before the next
+     * slice is taken in, so the first events of a large read (hundreds of
+     * streams' events on one connection) do not wait for its last ones. */
+    for (size_t off = 0; off < n && u->s && cg_conn_usable(c); off += FEED_SLICE) {
+        size_t len = n - off < FEED_SLICE ? n - off : FEED_SLICE;
+        ssize_t r = nghttp2_session_mem_recv(u->s, (const uint8_t *)p + off, len);
+        if (r < 0) {
+            cg_log_warn(NULL, "upstream h2: %s", nghttp2_strerror((int)r));
+            cg_conn_close(c, CG_E_PROTOCOL);
+            return;
+        }
+        flush_now(u); /* nghttp2 has returned: a safe point */
+        cg_safepoint_flush(&u->pool->base.ctx->safe);
     }
-    flush_now(u); /* nghttp2 has returned: a safe point */
 }
 
 /* CITEGATE_UPSTREAM_PROTOCOL=auto and the upstream did not choose h2: from
@@ -397,6 +409,8 @@ static void on_ready(cg_conn_t *c)
     }
     int rv = CG_H2_CALL(nghttp2_submit_settings(u->s, NGHTTP2_FLAG_NONE, NULL, 0));
     apply(u, cg_h2_verdict(u->s, 0, rv, "SETTINGS"));
+    rv = CG_H2_CALL(nghttp2_session_set_local_window_size(u->s, NGHTTP2_FLAG_NONE, 0, CONN_WINDOW));
+    apply(u, cg_h2_verdict(u->s, 0, rv, "window update"));
     flush_now(u);
 }
 

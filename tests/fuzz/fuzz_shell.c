@@ -194,7 +194,7 @@ bool fs_write(fs_peer_t *p, const void *b, size_t n)
 
 static bool safepoint_idle(void)
 {
-    return cg_list_empty(&fs_ctx.safe.queue);
+    return cg_list_empty(&fs_ctx.safe.queue) && cg_list_empty(&fs_ctx.safe.flushes);
 }
 
 void fs_settle(fs_busy_fn busy, void *arg)

@@ -1,6 +1,7 @@
 /* Safe points: deferred work runs after the callback that queued it, in
  * order, once per queueing; cancelled work never runs; a queue filled from
- * a timer does not wait for the poll. */
+ * a timer does not wait for the poll. Queued writes run when flushed, or at
+ * the safe point after the work that may make frames. */
 #include "io/defer.h"
 
 #include <setjmp.h>
@@ -114,11 +115,61 @@ static void test_cancel(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+static void flush_b(cg_defer_t *d)
+{
+    ctx_t *x = (ctx_t *)((char *)d - offsetof(ctx_t, b));
+    x->order[x->n++] = 2;
+}
+
+/* Work at the safe point queues a write: it runs in the same safe point. */
+static void work_a(cg_defer_t *d)
+{
+    ctx_t *x = (ctx_t *)((char *)d - offsetof(ctx_t, a));
+    x->order[x->n++] = 1;
+    cg_defer_flush(&x->sp, &x->b, flush_b);
+}
+
+static void test_flush(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    ctx_t x = {0};
+    cg_safepoint_init(&x.sp, &loop);
+    /* A write flushed ahead of the safe point runs once, then not again. */
+    cg_defer_flush(&x.sp, &x.b, flush_b);
+    cg_defer_flush(&x.sp, &x.b, flush_b);
+    cg_safepoint_flush(&x.sp);
+    assert_int_equal(x.n, 1);
+    assert_false(cg_defer_queued(&x.b));
+    cg_safepoint_run(&x.sp);
+    assert_int_equal(x.n, 1);
+    /* Flushing runs writes only; the safe point runs both, writes first,
+     * and the writes that work queues in a later round of the same run. */
+    x.n = 0;
+    cg_defer(&x.sp, &x.a, work_a);
+    cg_safepoint_flush(&x.sp);
+    assert_int_equal(x.n, 0);
+    cg_safepoint_run(&x.sp);
+    assert_int_equal(x.n, 2);
+    assert_int_equal(x.order[0], 1);
+    assert_int_equal(x.order[1], 2);
+    /* A cancelled write never runs. */
+    cg_defer_flush(&x.sp, &x.c, never);
+    cg_defer_cancel(&x.c);
+    cg_safepoint_flush(&x.sp);
+    cg_safepoint_run(&x.sp);
+    cg_safepoint_close(&x.sp);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runs_after_callback_in_order),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_flush),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
