@@ -45,14 +45,16 @@ typedef struct cg_h2conn {
     double budget;      /* control frames left (FLOOD_BURST at most) */
     uint64_t budget_at; /* when it was last refilled, ms */
     bool calm;          /* GOAWAY(ENHANCE_YOUR_CALM) is on its way */
-    cg_buf_t out;       /* frames gathered for one write */
     cg_defer_t flush;   /* frames to send at the next safe point */
 } cg_h2conn_t;
 
 struct cg_h2stream {
     cg_h2conn_t *conn;
     int32_t id;
-    cg_reqmsg_t msg;
+    /* The request while its frames arrive; the exchange takes it over, and
+     * the stream keeps only its method (HEAD is answered without a body). */
+    cg_reqmsg_t *msg;
+    int method;
     cg_exchange_t *ex;
     cg_buf_t out; /* answer bytes not yet taken by nghttp2, from off on */
     size_t off;
@@ -112,7 +114,9 @@ static void stream_free(cg_h2stream_t *st)
     cg_list_unlink(&st->link);
     if (--h->nstreams == 0 && !h->heading)
         cg_client_expect_request(h->c, true); /* idle: it may stay open so long */
-    cg_reqmsg_free(&st->msg);
+    if (st->msg)
+        cg_reqmsg_free(st->msg);
+    free(st->msg);
     cg_buf_free(&st->out);
     free(st);
 }
@@ -176,7 +180,7 @@ static void h2_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h, long long
             (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)len_text, 14, strlen(len_text), 0};
     }
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
-    bool nobody = cg_status_no_body(status, st->msg.method);
+    bool nobody = cg_status_no_body(status, st->method);
     int rv = CG_H2_CALL(nghttp2_submit_response(st->conn->s, st->id, nva, k, nobody ? NULL : &prd));
     apply(st->conn, cg_h2_verdict(st->conn->s, st->id, rv, "response"));
     free(nva);
@@ -243,8 +247,9 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
     cg_h2stream_t *st = cg_xcalloc(1, sizeof(*st));
     st->conn = h;
     st->id = f->hd.stream_id;
-    st->msg.keep_alive = true;
-    st->msg.method = -1;
+    st->msg = cg_xcalloc(1, sizeof(*st->msg));
+    st->msg->keep_alive = true;
+    st->msg->method = -1;
     cg_list_insert(&h->streams, &st->link);
     h->nstreams++;
     nghttp2_session_set_stream_user_data(s, st->id, st);
@@ -325,7 +330,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     (void)flags;
     (void)ud;
     cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
-    if (st == NULL || f->hd.type != NGHTTP2_HEADERS)
+    if (st == NULL || st->msg == NULL || f->hd.type != NGHTTP2_HEADERS)
         return 0;
     /* Beyond the SETTINGS_MAX_HEADER_LIST_SIZE we advertised, large or an
      * HPACK bomb alike (SPEC §9): decoding stops here. */
@@ -338,17 +343,17 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     if (cg_span_eq(field, "content-length") && too_long(st->conn, value, vl))
         st->reject = 413;
     if (cg_span_eq(field, ":method")) {
-        set_method(&st->msg, value, vl);
+        set_method(st->msg, value, vl);
     } else if (cg_span_eq(field, ":path")) {
         if (!visible(value, vl)) {
             st->reject = 400;
             st->why = "request target has a byte that is not visible ASCII";
         }
-        cg_buf_put(&st->msg.url, value, vl);
+        cg_buf_put(&st->msg->url, value, vl);
     } else if (nl > 0 && name[0] == ':') {
         return 0; /* :scheme, :authority: the upstream's replace them */
     } else if (st->reject == 0 &&
-               cg_hdrs_add(&st->msg.hdrs, (const char *)name, nl, (const char *)value, vl) != 0) {
+               cg_hdrs_add(&st->msg->hdrs, (const char *)name, nl, (const char *)value, vl) != 0) {
         st->reject = 431;
     }
     return 0;
@@ -360,26 +365,28 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
     (void)flags;
     cg_h2conn_t *h = ud;
     cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, id);
-    if (st == NULL || st->reject)
+    if (st == NULL || st->msg == NULL || st->reject)
         return 0;
-    if (st->msg.body.len + len > h->c->ctx->cfg->max_request_bytes) {
+    if (st->msg->body.len + len > h->c->ctx->cfg->max_request_bytes) {
         st->reject = 413;
         return 0;
     }
-    cg_buf_put(&st->msg.body, data, len);
+    cg_buf_put(&st->msg->body, data, len);
     return 0;
 }
 
 static void dispatch(cg_h2conn_t *h, cg_h2stream_t *st)
 {
-    int method = st->msg.method;
+    int method = st->msg->method;
     /* CONNECT has no :path (RFC 9113 §8.5): the exchange refuses it. */
-    bool bad = st->reject || method < 0 || (st->msg.url.len == 0 && method != HTTP_CONNECT);
+    bool bad = st->reject || method < 0 || (st->msg->url.len == 0 && method != HTTP_CONNECT);
     int status = st->reject ? st->reject : 400;
     if (status == 431 && ++h->n431 >= MAX_431)
         calm(h, "too many requests answered 431");
-    st->ex = cg_exchange_new(h->c->ctx, &st->msg, &h2_down, st);
-    st->msg.method = method; /* the stream still answers HEAD without a body */
+    st->method = method;
+    st->ex = cg_exchange_new(h->c->ctx, st->msg, &h2_down, st);
+    free(st->msg); /* emptied by the exchange */
+    st->msg = NULL;
     if (!bad) {
         cg_exchange_run(st->ex);
         return;
@@ -519,27 +526,44 @@ static void h2_start(cg_client_t *c)
     flush_soon(h);
 }
 
+/* Frames are gathered for one write in a buffer that every connection of
+ * the process shares: there is one loop per process, and cg_conn_write
+ * copies what the socket does not take, so the buffer is free again when a
+ * flush returns and no connection keeps a burst's peak. A flush that starts
+ * inside another (nghttp2 calls back into the shell) gathers in its own. */
+static cg_buf_t gather;
+static bool gather_busy;
+
 /* Gathers the frames nghttp2 has ready into one write, while the socket
  * keeps up: frames wait in nghttp2 while it lags, bounded like HTTP/1.1. */
 static void flush_now(cg_h2conn_t *h)
 {
     cg_client_t *c = h->c;
     cg_defer_cancel(&h->flush);
-    h->out.len = 0;
-    while (h->s && cg_conn_usable(&c->conn) && c->conn.queued + h->out.len < CG_CONN_HWM) {
+    cg_buf_t own = {0};
+    cg_buf_t *out = gather_busy ? &own : &gather;
+    bool outer = !gather_busy;
+    gather_busy = true;
+    out->len = 0;
+    while (h->s && cg_conn_usable(&c->conn) && c->conn.queued + out->len < CG_CONN_HWM) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(h->s, &data);
         if (n < 0) {
             cg_conn_close(&c->conn, CG_E_PROTOCOL);
-            return;
+            break;
         }
         if (n == 0)
             break;
-        cg_buf_put(&h->out, data, (size_t)n);
+        cg_buf_put(out, data, (size_t)n);
     }
-    uv_buf_t b = uv_buf_init(h->out.p, (unsigned)h->out.len);
-    cg_conn_write(&c->conn, &b, 1);
-    h->out.len = 0;
+    if (cg_conn_usable(&c->conn)) {
+        uv_buf_t b = uv_buf_init(out->p, (unsigned)out->len);
+        cg_conn_write(&c->conn, &b, 1);
+    }
+    out->len = 0;
+    cg_buf_free(&own);
+    if (outer)
+        gather_busy = false;
     if (h->s && cg_conn_usable(&c->conn) && !nghttp2_session_want_read(h->s) &&
         !nghttp2_session_want_write(h->s) && c->conn.queued == 0)
         cg_conn_close(&c->conn, CG_OK);
@@ -582,7 +606,6 @@ static void h2_closed(cg_client_t *c)
     }
     if (h->s)
         nghttp2_session_del(h->s);
-    cg_buf_free(&h->out);
     free(h);
     c->h2 = NULL;
 }
