@@ -329,7 +329,10 @@ def start_citegate(kids, args, target, tmp, up_port):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CITEGATE_", "ENABLE_", "SEMANTIC_",
                                                                       "AZURE_AI_"))}
     env.update(CITEGATE_UPSTREAM=f"http://127.0.0.1:{up_port}", CITEGATE_LISTEN=f"127.0.0.1:{port}",
-               CITEGATE_ADMIN_LISTEN=f"127.0.0.1:{aport}", CITEGATE_WORKERS=str(workers))
+               CITEGATE_ADMIN_LISTEN=f"127.0.0.1:{aport}", CITEGATE_WORKERS=str(workers),
+               # Every peer runs with its access log off; citegate's access and
+               # tracking lines (two per answer, info) go the same way.
+               CITEGATE_LOG_LEVEL=args.citegate_log_level)
     if args.tls_upstream:
         # localhost, so the name is verified as well as the chain (and sent
         # as SNI); it resolves to 127.0.0.1 first on the machines we run on.
@@ -683,6 +686,8 @@ def main():
     ap.add_argument("--keep-tmp", action="store_true", help="keep each run's folder (logs, configs)")
     ap.add_argument("--tmp", help="parent of the temporary folders")
     ap.add_argument("--citegate", default=os.path.join(ROOT, "build", "citegate"))
+    ap.add_argument("--citegate-log-level", default="warn", help="CITEGATE_LOG_LEVEL of citegate "
+                    "(default warn: no access lines, as the peers log none; info: its default)")
     for name in PEERS:
         ap.add_argument(f"--{name}", help=f"the {name} binary (Debian {PEERS[name]['package']})")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bench"),
