@@ -72,9 +72,9 @@ static void put_body(cg_exchange_t *ex, const cg_buf_t *body)
     const char *sources = ex->ctx->data_sources;
     cg_span_t b = cg_span(body->p, body->len);
     if (!ex->transform || sources == NULL || ex->req.has_data_sources)
-        cg_buf_put(&ex->upreq.body, b.p, b.n);
+        cg_buf_put(&ex->upreq->body, b.p, b.n);
     else
-        cg_route_add_sources(&ex->upreq.body, b, sources);
+        cg_route_add_sources(&ex->upreq->body, b, sources);
 }
 
 /* Request fields citegate does not forward: framing, routing, its own,
@@ -105,13 +105,21 @@ static cg_span_t client_field(void *arg, const char *name)
 static void add_upstream_field(void *arg, cg_span_t name, cg_span_t value)
 {
     cg_exchange_t *ex = arg;
-    cg_hdrs_add(&ex->upreq.hdrs, name.p, name.n, value.p, value.n);
+    cg_hdrs_add(&ex->upreq->hdrs, name.p, name.n, value.p, value.n);
+}
+
+static void drop_upreq(cg_exchange_t *ex)
+{
+    if (ex->upreq)
+        cg_upreq_free(ex->upreq);
+    free(ex->upreq);
+    ex->upreq = NULL;
 }
 
 static void build_request(cg_exchange_t *ex, cg_span_t path_q)
 {
     cg_reqmsg_t *m = &ex->msg;
-    cg_upreq_t *r = &ex->upreq;
+    cg_upreq_t *r = ex->upreq = cg_xcalloc(1, sizeof(*ex->upreq));
     r->method = cg_reqmsg_method(m);
     cg_buf_puts(&r->target, UP(ex)->target ? UP(ex)->target->url.base : "");
     if (!cg_dialect_path(ex->dialect, &ex->dreq, &r->target))
@@ -490,7 +498,7 @@ void cg_exchange_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
 {
     cg_ctx_t *ctx = ex->ctx;
     ex->status = status;
-    cg_upreq_free(&ex->upreq); /* answered: it will not be sent again */
+    drop_upreq(ex);              /* answered: it will not be sent again */
     cg_hdrs_free(&ex->msg.hdrs); /* read only to build, route and log the request */
     ex->last_activity = cg_now_ms(ctx);
     cg_hist_observe(&cg_metrics->ttfb, cg_seconds_buckets,
@@ -758,7 +766,7 @@ static void on_timer_close(uv_handle_t *h)
     cg_reqmsg_free(&ex->msg);
     cg_request_free(&ex->req);
     cg_dialect_req_free(&ex->dreq);
-    cg_upreq_free(&ex->upreq);
+    drop_upreq(ex);
     cg_xform_free(ex->xf);
     cg_buf_free(&ex->body);
     cg_hdrs_free(&ex->head);

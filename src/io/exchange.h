@@ -78,7 +78,9 @@ struct cg_exchange {
     const cg_dialect_t *dialect;
     /* The translated request; the transformer reads it to the end. */
     cg_dialect_req_t dreq;
-    cg_upreq_t upreq;
+    /* The request as it goes upstream: from its building to the answer's
+     * head (it may be sent again until then), NULL before and after. */
+    cg_upreq_t *upreq;
     cg_upslot_t up;
     /* The request's own key (Authorization, api-key), kept to the end for
      * its embedding call when no CITEGATE_EMBEDDINGS_API_KEY is set. */

@@ -229,7 +229,7 @@ static void on_read(cg_conn_t *c, const char *data, size_t n)
 static void put_request(h1conn_t *u)
 {
     cg_buf_t req = {0};
-    cg_upreq_h1(&u->ex->upreq, u->pool->base.target->url.authority, &req);
+    cg_upreq_h1(u->ex->upreq, u->pool->base.target->url.authority, &req);
     uv_buf_t b = uv_buf_init(req.p, (unsigned)req.len);
     cg_conn_write(&u->conn, &b, 1);
     cg_buf_free(&req);

@@ -121,8 +121,8 @@ static h2stream_t *stream_new(h2conn_t *u, cg_exchange_t *ex)
     h2stream_t *st = cg_xcalloc(1, sizeof(*st));
     st->conn = u;
     st->ex = ex;
-    st->body = ex->upreq.body;
-    memset(&ex->upreq.body, 0, sizeof(ex->upreq.body));
+    st->body = ex->upreq->body;
+    memset(&ex->upreq->body, 0, sizeof(ex->upreq->body));
     ex->up.handle = st;
     cg_list_insert(u->streams.next, &st->link); /* newest first */
     u->nstreams++;
@@ -159,7 +159,7 @@ static bool resend(h2stream_t *st)
         return false;
     ex->up.resent++;
     stream_detach(st);
-    ex->upreq.body = st->body;
+    ex->upreq->body = st->body;
     memset(&st->body, 0, sizeof(st->body));
     cg_exchange_upstream_queued(ex);
     h2pool_t *p = st->conn->pool;
@@ -519,8 +519,8 @@ static void start_stream(h2conn_t *u, cg_exchange_t *ex)
     const cg_upstream_target_t *t = u->pool->base.target;
     cg_buf_t names = {0};
     size_t n;
-    nghttp2_nv *nva = cg_upreq_nv(&ex->upreq, t->url.tls ? "https" : "http", t->url.authority,
-                                  &names, &n);
+    nghttp2_nv *nva =
+        cg_upreq_nv(ex->upreq, t->url.tls ? "https" : "http", t->url.authority, &names, &n);
     h2stream_t *st = stream_new(u, ex);
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
     int32_t id =

@@ -457,7 +457,7 @@ static void plan(run_t *r, cg_exchange_t *ex)
 {
     if (!ex->transform) {
         /* Forwarded as is: the request's own body comes back. */
-        cg_buf_put(&r->answer.bytes, ex->upreq.body.p, ex->upreq.body.len);
+        cg_buf_put(&r->answer.bytes, ex->upreq->body.p, ex->upreq->body.len);
         r->answer.ends = cg_xmalloc(sizeof(size_t));
         r->answer.ends[0] = r->answer.bytes.len;
         r->answer.npieces = 1;
@@ -515,7 +515,7 @@ static void on_step(cg_defer_t *d)
 static cg_err_t scripted_send(cg_upstream_t *up, cg_exchange_t *ex)
 {
     (void)up;
-    fs_check_upreq(&ex->upreq);
+    fs_check_upreq(ex->upreq);
     run_t *r = cg_xcalloc(1, sizeof(*r));
     r->ex = ex;
     ex->up.handle = r;
