@@ -637,9 +637,12 @@ static void end_body(cg_exchange_t *ex, bool complete)
         ex->down->end(ex, complete);
 }
 
+static void account(cg_exchange_t *ex);
+
 static void end_body_mode(cg_exchange_t *ex)
 {
     cg_xform_body(ex->xf, ex->body.p ? ex->body.p : "", ex->body.len, &ex->ctx->out);
+    account(ex);
     send_head(ex, &ex->head, (long long)cg_out_len(&ex->ctx->out));
     emit_out(ex, &ex->ctx->out, true);
 }
@@ -664,12 +667,16 @@ static cg_end_t end_reason(cg_err_t err)
  * broke off is cut, and only closing tells the client. */
 static void end_answer(cg_exchange_t *ex, cg_end_t why)
 {
+    /* The answer is counted and tracked before its last bytes leave: a
+     * client that has its whole answer finds it in the stats. */
     if (ex->mode == CG_MODE_STREAM) {
         cg_xform_finish(ex->xf, why, &ex->ctx->out);
+        account(ex);
         emit_out(ex, &ex->ctx->out, true);
     } else if (ex->mode == CG_MODE_BODY) {
         end_body_mode(ex);
     } else {
+        account(ex);
         end_body(ex, why == CG_END_EOF);
     }
     finish(ex);
@@ -787,6 +794,9 @@ static cg_span_t asked_model(const cg_exchange_t *ex)
 static void account(cg_exchange_t *ex)
 {
     cg_ctx_t *ctx = ex->ctx;
+    if (ex->accounted)
+        return;
+    ex->accounted = true;
     if (ex->internal) {
         cg_log_debug(ex->rid, "citegate's own call %.*s -> %d in %llu ms",
                      (int)(ex->msg.url.len > 200 ? 200 : ex->msg.url.len),

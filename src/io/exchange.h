@@ -68,6 +68,7 @@ struct cg_exchange {
     bool transform; /* a chat completion route */
     bool paused;    /* the client is behind: the upstream waits */
     bool is_sse;
+    bool accounted; /* counted, logged and tracked: once, before its last bytes */
     char rid[64];
     char *cors_origin; /* an allowed Origin to answer with, or NULL */
     int route, status;
