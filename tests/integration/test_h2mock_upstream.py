@@ -90,7 +90,7 @@ class H2Mock(unittest.TestCase):
             return [json.loads(line) for line in f if line.strip()]
 
     def test_disconnect_cancels_upstream_within_10ms(self):
-        """SPEC §9 / issue bar: a client that leaves produces RST_STREAM(CANCEL) upstream
+        """SPEC §9: a client that leaves produces RST_STREAM(CANCEL) upstream
         within 10 ms. Both sides stamp CLOCK_MONOTONIC: this process when it resets
         its socket, h2mock when it reads the RST_STREAM frame."""
         delays = []

@@ -158,7 +158,7 @@ class Rules(unittest.TestCase):
         self.assertEqual(alerts - quiet, set(), "alerts no test keeps quiet")
         self.assertEqual((fired | quiet) - alerts, set(), "tests of alerts that do not exist")
 
-    def test_the_issue_s_alerts_are_there(self):
+    def test_every_documented_alert_is_there(self):
         """upstream errors, upstream_busy, queue, client stalls, embeddings, tracking,
         citation rate, targets: each by the metric it must read."""
         exprs = {r["alert"]: r["expr"] for r in self.rules if "alert" in r}
