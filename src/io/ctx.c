@@ -20,12 +20,14 @@ static void quiet_if_idle(cg_ctx_t *ctx)
 
 void cg_ctx_begin(cg_ctx_t *ctx)
 {
-    ctx->active++;
+    if (ctx->active++ == 0 && ctx->on_busy)
+        ctx->on_busy(ctx, true);
 }
 
 void cg_ctx_end(cg_ctx_t *ctx)
 {
-    ctx->active--;
+    if (--ctx->active == 0 && ctx->on_busy)
+        ctx->on_busy(ctx, false);
     quiet_if_idle(ctx);
 }
 

@@ -43,6 +43,9 @@ typedef struct cg_ctx {
     cg_out_t out;
 
     size_t active; /* exchanges not yet done */
+    /* Told when the first exchange begins (busy) and the last is done, so
+     * that what only matters while streams are open can sleep with them. */
+    void (*on_busy)(struct cg_ctx *ctx, bool busy);
     /* Run at a safe point when `active` drops to zero while draining. */
     cg_defer_t quiet;
     cg_defer_fn on_quiet;

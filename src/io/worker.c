@@ -91,8 +91,9 @@ static void on_signal(uv_signal_t *s, int signum)
 /* --- the event-loop lag ---------------------------------------------------------- */
 
 /* A 10 ms tick: how late it fires is how long the loop was blocked (by a
- * slow callback, a synchronous disk write, ...). Unreferenced, so it never
- * keeps a draining worker alive. */
+ * slow callback, a synchronous disk write, ...). It runs while streams are
+ * open, whom a stall would delay, so an idle worker is not woken 100 times
+ * a second. Unreferenced, so it never keeps a draining worker alive. */
 #define LAG_TICK_MS 10
 
 static void on_lag_tick(uv_timer_t *t)
@@ -119,13 +120,23 @@ static void hold_log_lines(cg_worker_t *w)
     cg_log_hold(true);
 }
 
+static void lag_clock(cg_ctx_t *ctx, bool busy)
+{
+    cg_worker_t *w = CG_CONTAINER_OF(ctx, cg_worker_t, ctx);
+    if (!busy) {
+        uv_timer_stop(&w->lag_timer);
+        return;
+    }
+    w->lag_last = uv_hrtime();
+    uv_timer_start(&w->lag_timer, on_lag_tick, LAG_TICK_MS, LAG_TICK_MS);
+}
+
 static void start_lag_timer(cg_worker_t *w)
 {
     uv_timer_init(w->ctx.loop, &w->lag_timer);
     w->lag_timer.data = w;
-    w->lag_last = uv_hrtime();
-    uv_timer_start(&w->lag_timer, on_lag_tick, LAG_TICK_MS, LAG_TICK_MS);
     uv_unref((uv_handle_t *)&w->lag_timer);
+    w->ctx.on_busy = lag_clock;
 }
 
 /* --- setting up ------------------------------------------------------------------- */

@@ -225,6 +225,26 @@ class Metrics(unittest.TestCase):
         c.close()
         self.assertTrue(H.wait_for(lambda: value(self.scrape()[1], "citegate_active_streams") == 0, 5))
 
+    def test_loop_lag_ticks_only_while_streams_are_open(self):
+        """The lag clock ticks every 10 ms while a stream is open, and an idle
+        worker is not woken for it: no tick between two scrapes 0.5 s apart."""
+        lag = "citegate_event_loop_lag_seconds"
+        self.assertTrue(H.wait_for(lambda: value(self.scrape()[1], "citegate_active_streams") == 0, 5))
+        before = value(self.scrape()[1], lag, lag + "_count")
+        time.sleep(0.5)
+        idle = value(self.scrape()[1], lag, lag + "_count")
+        self.assertEqual(idle, before, "the lag clock ticked in an idle worker")
+        c = self.cg.raw(timeout=10)
+        r = c.request("POST", "/v1/chat/completions", H.chat_body(stream=True),
+                      {"X-Mock-Fixture": "azure_oyd_stream.sse", "X-Mock-Split": "64",
+                       "X-Mock-Delay-Ms": "60"})
+        self.assertEqual(r.status, 200)
+        time.sleep(0.3)
+        busy = value(self.scrape()[1], lag, lag + "_count")
+        r.read_all(timeout=20)
+        c.close()
+        self.assertGreaterEqual(busy - idle, 10, "no lag ticks while a stream was open")
+
     def test_tracking_failures_move(self):
         d = os.path.join(self.cg.dir, "blocker")
         open(d, "w").close()
