@@ -89,22 +89,23 @@ void cg_safepoint_close(cg_safepoint_t *sp)
     uv_close((uv_handle_t *)&sp->idle, NULL);
 }
 
-void cg_defer(cg_safepoint_t *sp, cg_defer_t *d, cg_defer_fn fn)
+static void enqueue(cg_safepoint_t *sp, cg_list_t *q, cg_defer_t *d, cg_defer_fn fn)
 {
     d->fn = fn;
     if (cg_defer_queued(d))
         return;
-    cg_list_insert(&sp->queue, &d->link);
+    cg_list_insert(q, &d->link);
     idle_set(sp, true);
+}
+
+void cg_defer(cg_safepoint_t *sp, cg_defer_t *d, cg_defer_fn fn)
+{
+    enqueue(sp, &sp->queue, d, fn);
 }
 
 void cg_defer_flush(cg_safepoint_t *sp, cg_defer_t *d, cg_defer_fn fn)
 {
-    d->fn = fn;
-    if (cg_defer_queued(d))
-        return;
-    cg_list_insert(&sp->flushes, &d->link);
-    idle_set(sp, true);
+    enqueue(sp, &sp->flushes, d, fn);
 }
 
 void cg_defer_cancel(cg_defer_t *d)

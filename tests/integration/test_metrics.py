@@ -113,7 +113,9 @@ def value(fams, family, sample=None, **labels):
     return total
 
 
-class Metrics(unittest.TestCase):
+class WithMock(unittest.TestCase):
+    """One citegate in front of one mock upstream for the whole class."""
+
     @classmethod
     def setUpClass(cls):
         cls.mock = H.MockUpstream().start()
@@ -125,6 +127,9 @@ class Metrics(unittest.TestCase):
         cls.cg.cleanup()
         cls.mock.stop()
         cls.mock.cleanup()
+
+
+class Metrics(WithMock):
 
     def scrape(self):
         st, hd, body = self.cg.admin("GET", "/metrics")
@@ -273,7 +278,7 @@ class Metrics(unittest.TestCase):
                 parse(bad)
 
 
-class ModelLabels(unittest.TestCase):
+class ModelLabels(WithMock):
     """citegate_answers_total, answer_citations_total and answer_sources_total by
     model: each answer under the model its client asked for (an Azure route's
     deployment), the first 16 names a worker meets and "other" after them, and a
@@ -282,16 +287,6 @@ class ModelLabels(unittest.TestCase):
 
     STRANGE = ['a"b', "a\nb", "a\\b", "a\u0001b", "a\u0000b", "caf\u00e9", "x" * 65, "a b", "other",
                "", 'gpt"} 1\ncitegate_answers_total{model="gpt-4o']
-
-    @classmethod
-    def setUpClass(cls):
-        cls.mock = H.MockUpstream().start()
-        cls.cg = H.Citegate(upstream=cls.mock.url).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cg.cleanup()
-        cls.mock.cleanup()
 
     def ask(self, model, fixture="azure_oyd_stream.sse", path="/v1/chat/completions"):
         body = {"stream": fixture.endswith(".sse"), "messages": [{"role": "user", "content": "q"}]}
