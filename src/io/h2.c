@@ -542,7 +542,6 @@ static void flush_now(cg_h2conn_t *h)
     cg_defer_cancel(&h->flush);
     cg_buf_t own = {0};
     cg_buf_t *out = gather_busy ? &own : &gather;
-    bool outer = !gather_busy;
     gather_busy = true;
     out->len = 0;
     while (h->s && cg_conn_usable(&c->conn) && c->conn.queued + out->len < CG_CONN_HWM) {
@@ -562,7 +561,7 @@ static void flush_now(cg_h2conn_t *h)
     }
     out->len = 0;
     cg_buf_free(&own);
-    if (outer)
+    if (out == &gather)
         gather_busy = false;
     if (h->s && cg_conn_usable(&c->conn) && !nghttp2_session_want_read(h->s) &&
         !nghttp2_session_want_write(h->s) && c->conn.queued == 0)
