@@ -306,7 +306,6 @@ static cg_err_t serve_accepted(cg_conn_t *c, cg_err_t err, struct cg_tls_conf *c
         cg_conn_close(c, err);
         return err;
     }
-    uv_tcp_nodelay(&c->tcp, 1); /* fails harmlessly on a socketpair */
     c->ready = conf == NULL;
     cg_conn_read_start(c);
     return CG_OK;
@@ -328,6 +327,8 @@ cg_err_t cg_conn_adopt(cg_conn_t *c, uv_loop_t *loop, int fd, struct cg_tls_conf
     if (uv_tcp_open(&c->tcp, fd) != 0) {
         close(fd); /* the handle did not take it */
         err = CG_E_RESET;
+    } else {
+        uv_tcp_nodelay(&c->tcp, 1); /* fails harmlessly on a socketpair */
     }
     return serve_accepted(c, err, conf);
 }
@@ -343,8 +344,6 @@ static void on_connect(uv_connect_t *req, int status)
         cg_conn_close(c, CG_E_CONNECT);
         return;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
-    cg_conn_read_start(c);
     if (c->tls == NULL) {
         become_ready(c);
         return;
@@ -359,10 +358,19 @@ void cg_conn_connect(cg_conn_t *c, uv_loop_t *loop, const struct sockaddr *addr,
     init(c, loop, ops, owner);
     c->outgoing = true;
     cg_err_t err = conf ? start_tls(c, conf, sni) : CG_OK;
+    /* Set before the socket exists, libuv applies it as it makes it: a
+     * request sent early (send_early) is not held back by Nagle. */
+    uv_tcp_nodelay(&c->tcp, 1);
     if (err == CG_OK && uv_tcp_connect(&c->connect, &c->tcp, addr, on_connect) != 0)
         err = CG_E_CONNECT;
-    if (err != CG_OK)
+    if (err != CG_OK) {
         cg_conn_close(c, err);
+        return;
+    }
+    /* Reading starts with the connect, though libuv reads nothing before
+     * the connect callback: the socket then enters epoll once, for both
+     * directions, instead of once for the connect and again for reading. */
+    cg_conn_read_start(c);
 }
 
 const char *cg_conn_alpn(const cg_conn_t *c)

@@ -56,7 +56,8 @@ struct cg_conn {
 
 /* Accepts a connection from `server` (TLS when conf is not NULL). On
  * failure it returns the error; the connection is closing and `closed`
- * will run. */
+ * will run. The socket has TCP_NODELAY from its listener
+ * (cg_server_listen), so it is not set again here. */
 cg_err_t cg_conn_accept(cg_conn_t *c, uv_stream_t *server, struct cg_tls_conf *conf,
                         const cg_conn_ops_t *ops, void *owner);
 /* Serves fd, a connected stream socket, as if it had been accepted: the
