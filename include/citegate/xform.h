@@ -107,6 +107,9 @@ void cg_xform_set_dialect(cg_xform_t *x, const cg_dialect_view_t *view,
 /* Streaming body (SSE): feed every read, then finish once. Returns 0. */
 int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out);
 int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out);
+/* The last read and the end in one call: the same bytes as feed then
+ * finish, in one output, so the caller can write them at once. */
+int cg_xform_feed_finish(cg_xform_t *x, const char *in, size_t len, cg_end_t why, cg_out_t *out);
 
 /* Non-streaming body (one JSON document). Returns 0, or -1 when the body is
  * not a JSON object (it is then copied out unchanged). */

@@ -1299,20 +1299,17 @@ static void replay_held(cg_xform_t *x)
     cg_buf_free(&x->hold);
 }
 
-int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
+/* One read's events, into the call's output. */
+static void feed_events(cg_xform_t *x, const char *in, size_t len)
 {
-    call_begin(x, out);
-    reset_kept(x);
     x->put = put_data_ev;
     if (x->view == NULL && (!x->cfg.profile->transforms || x->stats.passthrough)) {
-        cg__emit_span(out, in, len);
-        call_end(x);
-        return 0;
+        cg__emit_span(x->out, in, len);
+        return;
     }
     if (x->cfg.profile->holds_stream && x->view == NULL) {
         hold_feed(x, in, len);
-        call_end(x);
-        return 0;
+        return;
     }
     size_t pos = 0;
     while (pos < len) {
@@ -1337,14 +1334,21 @@ int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
         }
         pos += (size_t)r;
     }
+}
+
+int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
+{
+    call_begin(x, out);
+    reset_kept(x);
+    feed_events(x, in, len);
     call_end(x);
     return 0;
 }
 
-int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
+/* The end of the stream, into the call's output. */
+static void finish_events(cg_xform_t *x, cg_end_t why)
 {
-    call_begin(x, out);
-    reset_kept(x);
+    cg_out_t *out = x->out;
     cg_span_t pending = cg_sse_pending(&x->sse);
     if (x->sse.lead && pending.n && x->last_raw && !x->stats.passthrough && !x->view)
         cg__emit_copy(out, pending.p, x->sse.lead); /* the LF that ends the last event */
@@ -1379,6 +1383,25 @@ int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
             x->stats.events_out++;
         }
     }
+}
+
+int cg_xform_finish(cg_xform_t *x, cg_end_t why, cg_out_t *out)
+{
+    call_begin(x, out);
+    reset_kept(x);
+    finish_events(x, why);
+    call_end(x);
+    return 0;
+}
+
+/* One call, so the kept chunks of the read stay put under the end's output
+ * (reset_kept runs once). */
+int cg_xform_feed_finish(cg_xform_t *x, const char *in, size_t len, cg_end_t why, cg_out_t *out)
+{
+    call_begin(x, out);
+    reset_kept(x);
+    feed_events(x, in, len);
+    finish_events(x, why);
     call_end(x);
     return 0;
 }

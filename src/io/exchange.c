@@ -708,6 +708,33 @@ void cg_exchange_on_end(cg_exchange_t *ex, cg_err_t err)
     end_answer(ex, end_reason(err));
 }
 
+/* One read brought the body's last bytes and its end: they leave in one
+ * write with what the profile adds at the end (a client over HTTP/1.1 gets
+ * one writev, not a second write for the terminator). */
+void cg_exchange_on_last(cg_exchange_t *ex, const char *p, size_t n)
+{
+    bool joinable = n > 0 && answer_started(ex) && ex->mode != CG_MODE_BODY &&
+                    !cg_status_no_body(ex->status, ex->msg.method);
+    if (cg_exchange_done(ex) || !joinable) {
+        if (n > 0)
+            cg_exchange_on_body(ex, p, n);
+        cg_exchange_on_end(ex, CG_OK);
+        return;
+    }
+    ex->last_activity = cg_now_ms(ex->ctx);
+    ex->resp_bytes += n;
+    if (ex->mode == CG_MODE_STREAM) {
+        cg_xform_feed_finish(ex->xf, p, n, CG_END_EOF, &ex->ctx->out);
+        account(ex);
+        emit_out(ex, &ex->ctx->out, true);
+    } else {
+        account(ex);
+        uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+        emit_last(ex, &b, 1, n);
+    }
+    finish(ex);
+}
+
 void cg_exchange_upstream_queued(cg_exchange_t *ex)
 {
     if (ex->state == CG_EX_QUEUED)

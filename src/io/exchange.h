@@ -124,6 +124,9 @@ void cg_exchange_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h);
 void cg_exchange_on_body(cg_exchange_t *ex, const char *p, size_t n);
 /* The answer ended: CG_OK when complete, else why it broke off. */
 void cg_exchange_on_end(cg_exchange_t *ex, cg_err_t err);
+/* The body's last bytes (n may be 0) and its complete end, in one read:
+ * cg_exchange_on_body then cg_exchange_on_end(CG_OK), in one write. */
+void cg_exchange_on_last(cg_exchange_t *ex, const char *p, size_t n);
 
 static inline bool cg_exchange_done(const cg_exchange_t *ex)
 {

@@ -161,16 +161,28 @@ static int on_body(llhttp_t *lp, const char *at, size_t n)
     return 0;
 }
 
-static void deliver_body(h1conn_t *u)
+/* The read's body: valid until release_body(). */
+static cg_span_t take_body(h1conn_t *u)
 {
     cg_buf_t *j = &u->pool->joined;
     cg_span_t b = j->len ? cg_span(j->p, j->len) : u->body;
     u->body = cg_span(NULL, 0);
+    return b;
+}
+
+static void release_body(h1pool_t *p)
+{
+    p->joined.len = 0;
+    if (p->joined.cap > JOINED_KEEP)
+        cg_buf_free(&p->joined);
+}
+
+static void deliver_body(h1conn_t *u)
+{
+    cg_span_t b = take_body(u);
     if (b.n && u->ex)
         cg_exchange_on_body(u->ex, b.p, b.n);
-    j->len = 0;
-    if (j->cap > JOINED_KEEP)
-        cg_buf_free(j);
+    release_body(u->pool);
 }
 
 static int on_message_complete(llhttp_t *lp)
@@ -183,8 +195,8 @@ static int on_message_complete(llhttp_t *lp)
 }
 
 /* The answer is complete: the connection goes back to the pool (or
- * closes), then the exchange ends. */
-static void complete(h1conn_t *u)
+ * closes), then the exchange takes the read's last body bytes and ends. */
+static void complete(h1conn_t *u, cg_span_t last)
 {
     h1pool_t *p = u->pool;
     cg_exchange_t *ex = detach(u);
@@ -198,7 +210,8 @@ static void complete(h1conn_t *u)
     } else {
         cg_conn_close(&u->conn, CG_OK);
     }
-    cg_exchange_on_end(ex, CG_OK);
+    cg_exchange_on_last(ex, last.p, last.n);
+    release_body(p);
     serve_soon(p);
 }
 
@@ -211,13 +224,13 @@ static void on_read(cg_conn_t *c, const char *data, size_t n)
     }
     u->got_bytes = true;
     enum llhttp_errno err = llhttp_execute(&u->parser, data, n);
+    if (err == HPE_PAUSED && u->done && u->ex) {
+        complete(u, take_body(u)); /* data and the joined pieces stay put until it returns */
+        return;
+    }
     deliver_body(u);
     if (u->ex == NULL)
         return; /* the exchange let go of this connection, which is closing */
-    if (err == HPE_PAUSED && u->done) {
-        complete(u);
-        return;
-    }
     if (err != HPE_OK) {
         cg_log_warn(u->ex->rid, "upstream response: %s", llhttp_get_error_reason(&u->parser));
         cg_conn_close(c, CG_E_PROTOCOL);

@@ -277,6 +277,40 @@ static void test_random_splits(void **state)
             run_fixture(f, profiles[p], 0, NULL);
 }
 
+/* The last read and the end in one call give the same bytes as two calls,
+ * whatever the reads were. */
+static void test_last_read_joined_with_end(void **state)
+{
+    (void)state;
+    static const size_t reads[] = {0, 1, 7, 64, 333};
+    for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++) {
+        size_t bn, rn;
+        char *body = fixture(fixtures[f].body, &bn);
+        char *rbody = fixture(fixtures[f].request, &rn);
+        cg_cite_opts_t o = {8192, true};
+        cg_request_t req;
+        assert_int_equal(cg_request_parse(&req, rbody, rn, &o), 0);
+        for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++) {
+            cg_xform_cfg_t cfg;
+            cg_xform_cfg_default(&cfg, profile_named(profiles[p]));
+            for (size_t r = 0; r < sizeof(reads) / sizeof(reads[0]); r++) {
+                cg_buf_t two = {0}, one = {0};
+                const size_t *sz = reads[r] ? &reads[r] : NULL;
+                run_stream(&cfg, &req, body, bn, sz, sz ? 1 : 0, &two);
+                run_stream_joined(&cfg, &req, body, bn, sz, sz ? 1 : 0, &one);
+                if (one.len != two.len || memcmp(one.p, two.p, one.len) != 0)
+                    fail_msg("%s/%s, reads of %zu: %zu bytes joined, %zu in two calls",
+                             fixtures[f].body, profiles[p], reads[r], one.len, two.len);
+                cg_buf_free(&two);
+                cg_buf_free(&one);
+            }
+        }
+        cg_request_free(&req);
+        free(body);
+        free(rbody);
+    }
+}
+
 /* --- rules 4 and 6 under every split ----------------------------------------- */
 
 #define SPLIT_MAX_EVENT 4096
@@ -607,6 +641,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_byte_split),
         cmocka_unit_test(test_random_splits),
+        cmocka_unit_test(test_last_read_joined_with_end),
         cmocka_unit_test(test_rules_every_byte_split),
         cmocka_unit_test(test_generated_against_oracle),
         cmocka_unit_test(test_only_prefixes_held),

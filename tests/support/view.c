@@ -272,8 +272,8 @@ bool view_equal(const view_t *a, const view_t *b, char *why, size_t wl)
     return true;
 }
 
-void run_stream(const cg_xform_cfg_t *cfg, const cg_request_t *req, const char *in, size_t n,
-                const size_t *sizes, size_t nsizes, cg_buf_t *outbuf)
+static void run_reads(const cg_xform_cfg_t *cfg, const cg_request_t *req, const char *in, size_t n,
+                      const size_t *sizes, size_t nsizes, bool join_end, cg_buf_t *outbuf)
 {
     cg_xform_t *x = cg_xform_new(cfg, req);
     cg_out_t out = {0};
@@ -287,15 +287,36 @@ void run_stream(const cg_xform_cfg_t *cfg, const cg_request_t *req, const char *
          * its read shows up under ASan. */
         char *copy = cg_xmalloc(step);
         memcpy(copy, in + pos, step);
-        cg_xform_feed(x, copy, step, &out);
+        pos += step;
+        bool last = join_end && pos == n;
+        if (last)
+            cg_xform_feed_finish(x, copy, step, CG_END_EOF, &out);
+        else
+            cg_xform_feed(x, copy, step, &out);
         for (size_t i = 0; i < out.nseg; i++)
             cg_buf_put(outbuf, out.seg[i].p, out.seg[i].n);
         free(copy);
-        pos += step;
+        if (last) {
+            cg_out_free(&out);
+            cg_xform_free(x);
+            return;
+        }
     }
     cg_xform_finish(x, CG_END_EOF, &out);
     for (size_t i = 0; i < out.nseg; i++)
         cg_buf_put(outbuf, out.seg[i].p, out.seg[i].n);
     cg_out_free(&out);
     cg_xform_free(x);
+}
+
+void run_stream(const cg_xform_cfg_t *cfg, const cg_request_t *req, const char *in, size_t n,
+                const size_t *sizes, size_t nsizes, cg_buf_t *outbuf)
+{
+    run_reads(cfg, req, in, n, sizes, nsizes, false, outbuf);
+}
+
+void run_stream_joined(const cg_xform_cfg_t *cfg, const cg_request_t *req, const char *in, size_t n,
+                       const size_t *sizes, size_t nsizes, cg_buf_t *outbuf)
+{
+    run_reads(cfg, req, in, n, sizes, nsizes, true, outbuf);
 }

@@ -45,5 +45,9 @@ char *read_file(const char *path, size_t *len);
  * sizes == NULL means one read. Returns the client body. */
 void run_stream(const cg_xform_cfg_t *cfg, const cg_request_t *req, const char *in, size_t n,
                 const size_t *sizes, size_t nsizes, cg_buf_t *outbuf);
+/* The same, with the last read and the end in one call
+ * (cg_xform_feed_finish). */
+void run_stream_joined(const cg_xform_cfg_t *cfg, const cg_request_t *req, const char *in, size_t n,
+                       const size_t *sizes, size_t nsizes, cg_buf_t *outbuf);
 
 #endif
