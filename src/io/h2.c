@@ -2,9 +2,11 @@
  * HTTP/2 on a client connection (nghttp2): h2c with prior knowledge (the
  * preface is sniffed on the HTTP/1.1 port) and h2 over TLS (ALPN). Every
  * stream carries one exchange; its answer is queued per stream and handed
- * to nghttp2 by a deferred data provider, so a client that stops reading a
- * stream (flow control) fills only that stream's queue, which pauses only
- * that stream's upstream.
+ * to nghttp2 by a data provider, so a client that stops reading a stream
+ * (flow control) fills only that stream's queue, which pauses only that
+ * stream's upstream. The provider is submitted while bytes wait and ends
+ * (without END_STREAM) once they are taken: an idle stream holds no DATA
+ * item in nghttp2 between two events.
  *
  * Frames are produced only at safe points: right after
  * nghttp2_session_mem_recv returned, when the socket drained, or from the
@@ -26,7 +28,6 @@
 #define MAX_STREAMS     256
 #define MAX_HEADER_LIST 65536 /* SETTINGS_MAX_HEADER_LIST_SIZE we advertise */
 #define MAX_431         3     /* requests answered 431 before the connection goes */
-#define OUT_KEEP        2048  /* a drained stream buffer larger than this is given back */
 /* Control frames (SETTINGS, PING, PRIORITY, WINDOW_UPDATE, RST_STREAM, empty
  * DATA) a connection may send: a bucket of FLOOD_BURST refilled at
  * FLOOD_RATE a second. Clients send a few; floods send millions. */
@@ -61,7 +62,13 @@ struct cg_h2stream {
     int reject;          /* 400, 413 or 431 instead of an exchange */
     const char *why;     /* a 400's reason */
     size_t header_bytes; /* of the header block, as RFC 9113 counts them */
-    bool eof, deferred, closed;
+    bool eof, closed;
+    bool headers_end; /* END_STREAM went with the HEADERS: no body */
+    bool submitted;   /* a DATA item of ours is in nghttp2's queue */
+    /* read_body ended it without END_STREAM: it leaves the queue once its
+     * last frame is sent (on_frame_send), and only then may another come. */
+    bool ending;
+    bool deferred;  /* and waits for bytes (NGHTTP2_ERR_DEFERRED) */
     cg_list_t link; /* in the connection's streams */
 };
 
@@ -143,11 +150,17 @@ static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
     memcpy(buf, st->out.p + st->off, n);
     st->off += n;
     if (st->off == st->out.len) {
-        st->out.len = st->off = 0;
-        if (st->out.cap > OUT_KEEP)
-            cg_buf_free(&st->out); /* a large answer's peak is not kept */
-        if (st->eof)
-            *flags |= NGHTTP2_DATA_FLAG_EOF;
+        /* Drained, as a stream is between events nearly all the time: the
+         * buffer and the DATA item go back rather than sit in each of
+         * thousands of open streams (the allocator's per-size cache hands
+         * the next event both at once). */
+        st->off = 0;
+        cg_buf_free(&st->out);
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (!st->eof) {
+            *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+            st->ending = true;
+        }
     }
     if (st->ex && st->out.len - st->off < CG_CONN_LWM)
         cg_exchange_client_drained(st->ex);
@@ -179,22 +192,33 @@ static void h2_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h, long long
         nva[k++] =
             (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)len_text, 14, strlen(len_text), 0};
     }
-    nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
+    /* With no body, END_STREAM goes on the HEADERS; else on the last DATA
+     * (send_queued). */
     bool nobody = cg_status_no_body(status, st->method);
-    int rv = CG_H2_CALL(nghttp2_submit_response(st->conn->s, st->id, nva, k, nobody ? NULL : &prd));
+    st->headers_end = nobody;
+    int rv = nobody ? CG_H2_CALL(nghttp2_submit_response(st->conn->s, st->id, nva, k, NULL))
+                    : CG_H2_CALL(nghttp2_submit_headers(st->conn->s, NGHTTP2_FLAG_NONE, st->id,
+                                                        NULL, nva, k, NULL));
     apply(st->conn, cg_h2_verdict(st->conn->s, st->id, rv, "response"));
     free(nva);
     cg_buf_free(&names);
     flush_soon(st->conn);
 }
 
-static void resume(cg_h2stream_t *st)
+/* The queued bytes (or the end) go to nghttp2: in the DATA item already
+ * there, or in a new one. */
+static void send_queued(cg_h2stream_t *st)
 {
+    int rv = 0;
     if (st->deferred) {
         st->deferred = false;
-        int rv = CG_H2_CALL(nghttp2_session_resume_data(st->conn->s, st->id));
-        apply(st->conn, cg_h2_verdict(st->conn->s, st->id, rv, "resume"));
+        rv = CG_H2_CALL(nghttp2_session_resume_data(st->conn->s, st->id));
+    } else if (!st->submitted && !st->headers_end) {
+        nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
+        st->submitted = true;
+        rv = CG_H2_CALL(nghttp2_submit_data(st->conn->s, NGHTTP2_FLAG_END_STREAM, st->id, &prd));
     }
+    apply(st->conn, cg_h2_verdict(st->conn->s, st->id, rv, "data"));
     flush_soon(st->conn);
 }
 
@@ -204,7 +228,7 @@ static void h2_data(cg_exchange_t *ex, const uv_buf_t *bufs, unsigned n, size_t 
     (void)total;
     for (unsigned i = 0; i < n; i++)
         cg_buf_put(&st->out, bufs[i].base, bufs[i].len);
-    resume(st);
+    send_queued(st);
 }
 
 static void h2_end(cg_exchange_t *ex, bool complete)
@@ -212,7 +236,7 @@ static void h2_end(cg_exchange_t *ex, bool complete)
     cg_h2stream_t *st = ex->down_ctx;
     if (complete) {
         st->eof = true;
-        resume(st);
+        send_queued(st);
         return;
     }
     int rv = CG_H2_CALL(
@@ -446,10 +470,25 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
     return 0;
 }
 
+/* The last frame of a DATA item that read_body ended is sent: nghttp2 has
+ * let the item go, and takes a new one from here on (its documentation
+ * allows submitting in this callback). Bytes or the end that came in the
+ * meantime go in it. */
+static void data_item_gone(nghttp2_session *s, int32_t id)
+{
+    cg_h2stream_t *st = nghttp2_session_get_stream_user_data(s, id);
+    if (st == NULL || !st->ending)
+        return;
+    st->ending = st->submitted = false;
+    if (st->off < st->out.len || st->eof)
+        send_queued(st);
+}
+
 static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f, void *ud)
 {
-    (void)s;
     (void)ud;
+    if (f->hd.type == NGHTTP2_DATA)
+        data_item_gone(s, f->hd.stream_id);
     if (f->hd.type != NGHTTP2_GOAWAY)
         return 0;
     uint32_t code = f->goaway.error_code;
