@@ -30,6 +30,7 @@
  * (a round trip per 130 events of 250 bytes). */
 #define CONN_WINDOW (16 << 20)
 #define FEED_SLICE  (16 << 10) /* bytes of a read taken in before clients are written */
+#define FRAME_HEAD  9          /* an h2 frame header: length (24 bits), type, flags, stream */
 
 typedef struct h2pool h2pool_t;
 typedef struct h2conn h2conn_t;
@@ -59,6 +60,12 @@ struct h2conn {
     unsigned nstreams;
     cg_list_t streams; /* h2stream_t, by link */
     cg_buf_t out;     /* frames gathered for one write */
+    /* Where the peer's frames begin in what it sent (slice_end): payload
+     * bytes of the current frame still to come, and the next frame's header
+     * while it is cut by the end of a read. */
+    size_t frame_left;
+    uint8_t head[FRAME_HEAD];
+    uint8_t head_have;
     cg_defer_t flush; /* frames to send at the next safe point */
     cg_list_t link;   /* in the pool's connections */
 };
@@ -332,14 +339,45 @@ static void flush_now(h2conn_t *u)
     u->out.len = 0;
 }
 
+/* How much of p[0..n) the next slice takes: up to the first frame boundary
+ * at least FEED_SLICE bytes on, or all of it. A slice that cut a DATA frame
+ * would cut its event, which then waits in its stream's SSE buffer (kept
+ * afterwards: 1 KiB in every stream that was ever cut). The bytes counted
+ * here are exactly those nghttp2 is given next. */
+static size_t slice_end(h2conn_t *u, const uint8_t *p, size_t n)
+{
+    size_t pos = 0;
+    while (pos < n) {
+        if (u->frame_left > 0) {
+            size_t k = u->frame_left < n - pos ? u->frame_left : n - pos;
+            u->frame_left -= k;
+            pos += k;
+            continue;
+        }
+        if (pos >= FEED_SLICE && u->head_have == 0)
+            return pos;
+        size_t k = FRAME_HEAD - u->head_have;
+        if (k > n - pos)
+            k = n - pos;
+        memcpy(u->head + u->head_have, p + pos, k);
+        u->head_have += (uint8_t)k;
+        pos += k;
+        if (u->head_have == FRAME_HEAD) {
+            u->frame_left = (size_t)u->head[0] << 16 | (size_t)u->head[1] << 8 | u->head[2];
+            u->head_have = 0;
+        }
+    }
+    return n;
+}
+
 static void on_read(cg_conn_t *c, const char *p, size_t n)
 {
     h2conn_t *u = c->owner;
     /* In slices: what each slice made for clients leaves before the next
      * slice is taken in, so the first events of a large read (hundreds of
      * streams' events on one connection) do not wait for its last ones. */
-    for (size_t off = 0; off < n && u->s && cg_conn_usable(c); off += FEED_SLICE) {
-        size_t len = n - off < FEED_SLICE ? n - off : FEED_SLICE;
+    for (size_t off = 0, len; off < n && u->s && cg_conn_usable(c); off += len) {
+        len = slice_end(u, (const uint8_t *)p + off, n - off);
         ssize_t r = nghttp2_session_mem_recv(u->s, (const uint8_t *)p + off, len);
         if (r < 0) {
             cg_log_warn(NULL, "upstream h2: %s", nghttp2_strerror((int)r));
