@@ -104,6 +104,10 @@ void cg_buf_free(cg_buf_t *b);
 /* Makes room for `extra` more bytes and returns a pointer to the tail. */
 char *cg_buf_reserve(cg_buf_t *b, size_t extra);
 void cg_buf_put(cg_buf_t *b, const void *p, size_t n);
+/* b's bytes become exactly p[0..n), in an allocation of n: for a value set
+ * once and kept for a stream's life (an id, a model), where rounding up
+ * would cost every open stream. */
+void cg_buf_set(cg_buf_t *b, const void *p, size_t n);
 void cg_buf_puts(cg_buf_t *b, const char *s);
 void cg_buf_putc(cg_buf_t *b, char c);
 void cg_buf_printf(cg_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

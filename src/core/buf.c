@@ -77,6 +77,17 @@ void cg_buf_put(cg_buf_t *b, const void *p, size_t n)
     b->len += n;
 }
 
+void cg_buf_set(cg_buf_t *b, const void *p, size_t n)
+{
+    if (b->cap < n || b->p == NULL) {
+        b->p = cg_xrealloc(b->p, n);
+        b->cap = n;
+    }
+    if (n)
+        memcpy(b->p, p, n);
+    b->len = n;
+}
+
 void cg_buf_puts(cg_buf_t *b, const char *s)
 {
     cg_buf_put(b, s, strlen(s));

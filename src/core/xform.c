@@ -150,12 +150,15 @@ void cg_xform_free(cg_xform_t *x)
     if (x->view && x->view->state_free && x->view_state)
         x->view->state_free(x->view_state);
     free(x->view_state);
-    cg_buf_free(&x->synth);
-    cg_buf_free(&x->chead);
-    for (size_t i = 0; i < x->nkept; i++)
-        cg_buf_free(&x->kept[i]);
-    free(x->kept);
-    cg_buf_free(&x->dbody);
+    if (x->dv) {
+        cg_buf_free(&x->dv->synth);
+        cg_buf_free(&x->dv->chead);
+        for (size_t i = 0; i < x->dv->nkept; i++)
+            cg_buf_free(&x->dv->kept[i]);
+        free(x->dv->kept);
+        cg_buf_free(&x->dv->dbody);
+        free(x->dv);
+    }
     free(x);
 }
 
@@ -169,6 +172,8 @@ void cg_xform_set_dialect(cg_xform_t *x, const cg_dialect_view_t *view,
         return;
     if (x->view->state_size)
         x->view_state = cg_xcalloc(1, x->view->state_size);
+    if (x->dv == NULL)
+        x->dv = cg_xcalloc(1, sizeof(*x->dv));
     x->meta_created.len = 0;
     cg_buf_printf(&x->meta_created, "%lld", (long long)created);
     /* Every reference these dialects write is [N] (SPEC §6a). Under `auto`
@@ -390,7 +395,7 @@ static void remember(cg_buf_t *b, const cg_json_t *j, int tok)
         return;
     /* The whole token, quotes included: written back as the same JSON value. */
     size_t b0 = cg_json_begin(j, tok), e0 = cg_json_end(j, tok);
-    cg_buf_put(b, j->js + b0, e0 - b0);
+    cg_buf_set(b, j->js + b0, e0 - b0);
 }
 
 static void learn_meta(cg_xform_t *x, const cg_json_t *j)
@@ -1422,15 +1427,16 @@ int cg_xform_body(cg_xform_t *x, const char *body, size_t len, cg_out_t *out)
     cg_json_t *j = &x->json;
     const cg_profile_t *p = x->cfg.profile;
     if (x->view) {
-        x->dbody.len = 0;
-        if (x->view->body == NULL || x->view->body(x, x->view_state, body, len, &x->dbody) != 0) {
+        x->dv->dbody.len = 0;
+        if (x->view->body == NULL ||
+            x->view->body(x, x->view_state, body, len, &x->dv->dbody) != 0) {
             x->stats.malformed++;
             cg__emit_span(out, body, len);
             call_end(x);
             return -1;
         }
-        body = x->dbody.p;
-        len = x->dbody.len;
+        body = x->dv->dbody.p;
+        len = x->dv->dbody.len;
     }
     if (!p->transforms) {
         cg__emit_span(out, body, len);
@@ -1476,36 +1482,39 @@ static void view_event(cg_xform_t *x, const cg_sse_event_t *ev)
  * huge call must not pin its blocks for the rest of the stream. */
 static void reset_kept(cg_xform_t *x)
 {
+    cg_xform_dv_t *d = x->dv;
+    if (d == NULL)
+        return;
     size_t total = 0;
-    for (size_t i = 0; i < x->nkept; i++) {
-        total += x->kept[i].cap;
-        x->kept[i].len = 0;
+    for (size_t i = 0; i < d->nkept; i++) {
+        total += d->kept[i].cap;
+        d->kept[i].len = 0;
     }
-    x->kept_cur = 0;
+    d->kept_cur = 0;
     if (total <= (1u << 20))
         return;
-    for (size_t i = 0; i < x->nkept; i++)
-        cg_buf_free(&x->kept[i]);
-    x->nkept = 0;
+    for (size_t i = 0; i < d->nkept; i++)
+        cg_buf_free(&d->kept[i]);
+    d->nkept = 0;
 }
 
 /* A copy of chunk p[0..n) that does not move before the caller's next call:
  * blocks are only appended to, never grown, within one call. */
 static const char *keep_chunk(cg_xform_t *x, const char *p, size_t n)
 {
-    while (x->kept_cur < x->nkept &&
-           x->kept[x->kept_cur].cap - x->kept[x->kept_cur].len < n) {
-        if (x->kept[x->kept_cur].len == 0) /* an empty block too small: make it fit */
-            cg_buf_reserve(&x->kept[x->kept_cur], n > KEPT_BLOCK ? n : KEPT_BLOCK);
+    cg_xform_dv_t *d = x->dv;
+    while (d->kept_cur < d->nkept && d->kept[d->kept_cur].cap - d->kept[d->kept_cur].len < n) {
+        if (d->kept[d->kept_cur].len == 0) /* an empty block too small: make it fit */
+            cg_buf_reserve(&d->kept[d->kept_cur], n > KEPT_BLOCK ? n : KEPT_BLOCK);
         else
-            x->kept_cur++;
+            d->kept_cur++;
     }
-    if (x->kept_cur == x->nkept) {
-        x->kept = cg_grow(x->kept, x->nkept, &x->kept_cap, 4, sizeof(cg_buf_t));
-        memset(&x->kept[x->nkept], 0, sizeof(cg_buf_t));
-        cg_buf_reserve(&x->kept[x->nkept++], n > KEPT_BLOCK ? n : KEPT_BLOCK);
+    if (d->kept_cur == d->nkept) {
+        d->kept = cg_grow(d->kept, d->nkept, &d->kept_cap, 4, sizeof(cg_buf_t));
+        memset(&d->kept[d->nkept], 0, sizeof(cg_buf_t));
+        cg_buf_reserve(&d->kept[d->nkept++], n > KEPT_BLOCK ? n : KEPT_BLOCK);
     }
-    cg_buf_t *b = &x->kept[x->kept_cur];
+    cg_buf_t *b = &d->kept[d->kept_cur];
     char *at = b->p + b->len;
     memcpy(at, p, n);
     b->len += n;
@@ -1514,9 +1523,9 @@ static const char *keep_chunk(cg_xform_t *x, const char *p, size_t n)
 
 cg_buf_t *cg__xform_chunk_begin(cg_xform_t *x)
 {
-    x->synth.len = 0;
-    cg_buf_puts(&x->synth, "data: ");
-    return &x->synth;
+    x->dv->synth.len = 0;
+    cg_buf_puts(&x->dv->synth, "data: ");
+    return &x->dv->synth;
 }
 
 /* A holding profile holds the view's chunks, not the upstream's bytes;
@@ -1543,7 +1552,7 @@ static void hold_chunk(cg_xform_t *x, const char *p, size_t n)
 
 void cg__xform_chunk_end(cg_xform_t *x)
 {
-    cg_buf_t *b = &x->synth;
+    cg_buf_t *b = &x->dv->synth;
     cg_buf_puts(b, "\n\n");
     if (x->cfg.profile->holds_stream && !x->body_mode) {
         hold_chunk(x, b->p, b->len);
@@ -1564,10 +1573,10 @@ void cg__xform_chunk_end(cg_xform_t *x)
 static void content_chunk(cg_xform_t *x, size_t index, cg_span_t raw)
 {
     static const char close[] = "\"},\"finish_reason\":null}]}";
-    x->synth.len = 0;
-    cg__emit_content_open(x, &x->synth, index);
-    cg_buf_put(&x->synth, raw.p, raw.n);
-    cg_buf_put(&x->synth, close, sizeof(close) - 1);
+    x->dv->synth.len = 0;
+    cg__emit_content_open(x, &x->dv->synth, index);
+    cg_buf_put(&x->dv->synth, raw.p, raw.n);
+    cg_buf_put(&x->dv->synth, close, sizeof(close) - 1);
     cg__xform_chunk_end(x);
 }
 
@@ -1577,13 +1586,13 @@ static void content_chunk(cg_xform_t *x, size_t index, cg_span_t raw)
 static const cg_buf_t *content_head(cg_xform_t *x, size_t index)
 {
     size_t meta = x->meta_id.len << 20 ^ x->meta_created.len << 10 ^ x->meta_model.len;
-    if (x->chead.len == 0 || x->chead_index != index || x->chead_meta != meta) {
-        x->chead.len = 0;
-        cg__emit_content_open(x, &x->chead, index);
-        x->chead_index = index;
-        x->chead_meta = meta;
+    if (x->dv->chead.len == 0 || x->dv->chead_index != index || x->dv->chead_meta != meta) {
+        x->dv->chead.len = 0;
+        cg__emit_content_open(x, &x->dv->chead, index);
+        x->dv->chead_index = index;
+        x->dv->chead_meta = meta;
     }
-    return &x->chead;
+    return &x->dv->chead;
 }
 
 void cg__xform_content(cg_xform_t *x, size_t index, cg_span_t raw)
@@ -1629,7 +1638,7 @@ void cg__xform_chunk_meta(const cg_xform_t *x, cg_buf_t *b)
 static void remember_raw(cg_buf_t *b, cg_span_t v)
 {
     if (b->len == 0 && v.n > 0 && v.n <= 256 && !cg_span_eq(v, "null") && !cg_span_eq(v, "\"\""))
-        cg_buf_put(b, v.p, v.n);
+        cg_buf_set(b, v.p, v.n);
 }
 
 void cg__xform_meta(cg_xform_t *x, cg_span_t id, cg_span_t model)

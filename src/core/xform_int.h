@@ -47,6 +47,21 @@ typedef struct cg_refrec {
  * own (cg__xform_mention): it counts whatever the stream's style. */
 #define CG_REFREC_MENTION 8u
 
+/* The buffers a dialect view writes through: allocated with the view
+ * (cg_xform_set_dialect), so that an openai stream, most of them, does not
+ * carry them. */
+typedef struct cg_xform_dv {
+    cg_buf_t synth;                 /* the view's chunk being written */
+    cg_buf_t chead;                 /* `data: {…,"content":"` of cg__xform_content's chunks, */
+    size_t chead_index, chead_meta; /* made for this choice and these meta lengths */
+    /* The view's finished chunks, where they stay until the caller's next
+     * call: the transformer refers to them as to the caller's input
+     * instead of copying them. Blocks are reused call after call. */
+    cg_buf_t *kept;
+    size_t nkept, kept_cap, kept_cur;
+    cg_buf_t dbody; /* a non-streaming body, as a chat completion */
+} cg_xform_dv_t;
+
 struct cg_xform {
     cg_xform_cfg_t cfg;
     const cg_request_t *req;
@@ -106,15 +121,7 @@ struct cg_xform {
     void *view_state;
     const cg_dialect_req_t *dreq; /* what the request side knew, or NULL */
     int64_t created;              /* the client's "created" (Unix seconds) */
-    cg_buf_t synth;               /* the view's chunk being written */
-    cg_buf_t chead; /* `data: {…,"content":"` of cg__xform_content's chunks, */
-    size_t chead_index, chead_meta; /* made for this choice and these meta lengths */
-    /* The view's finished chunks, where they stay until the caller's next
-     * call: the transformer refers to them as to the caller's input
-     * instead of copying them. Blocks are reused call after call. */
-    cg_buf_t *kept;
-    size_t nkept, kept_cap, kept_cur;
-    cg_buf_t dbody;               /* a non-streaming body, as a chat completion */
+    cg_xform_dv_t *dv;            /* the view's buffers, with the view only */
 };
 
 /* Whether reference record r names a citation the answer cites: one of the

@@ -373,7 +373,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
             st->reject = 400;
             st->why = "request target has a byte that is not visible ASCII";
         }
-        cg_buf_put(&st->msg->url, value, vl);
+        /* Kept to the answer's end: exactly its size. nghttp2 lets one
+         * :path through per request. */
+        cg_buf_set(&st->msg->url, value, vl);
     } else if (nl > 0 && name[0] == ':') {
         return 0; /* :scheme, :authority: the upstream's replace them */
     } else if (st->reject == 0 &&

@@ -767,6 +767,7 @@ static char *through_view(const char *profile, const char *in)
     cg_xform_cfg_default(&cfg, profile_named(profile));
     cg_xform_t *x = cg_xform_new(&cfg, NULL);
     x->view = &echo_view; /* as cg_xform_set_dialect would, for a dialect of its own */
+    x->dv = cg_xcalloc(1, sizeof(*x->dv));
     x->auto_style = false;
     x->style = CG_REF_NUMERIC;
     cg_out_t out = {0};
