@@ -15,7 +15,7 @@ BUILD_PACKAGES := build-essential cmake pkg-config python3 ca-certificates \
             libuv1-dev libnghttp2-dev libmbedtls-dev node-llhttp libjsmn-dev \
             libsqlite3-dev libpq-dev libcmocka-dev
 TEST_PACKAGES := postgresql openssl curl clang libclang-rt-14-dev llvm-14 nodejs nghttp2-client \
-            python3-yaml prometheus chromium
+            python3-yaml prometheus chromium strace
 # `make bench` and `make bench-versus`: nginx-light, haproxy, h2o and
 # nghttp2-proxy (nghttpx) are the peers bench/versus measures citegate beside;
 # openssl makes the certificate of --tls-upstream; linux-perf counts system

@@ -824,7 +824,8 @@ int main(int argc, char **argv)
         if (s->t_first_byte)
             ttfb[n_ttfb++] = s->t_first_byte - s->t_req;
     }
-    qsort(deliv, n_deliv, sizeof *deliv, cmp_i64);
+    if (n_deliv)
+        qsort(deliv, n_deliv, sizeof *deliv, cmp_i64);
     qsort(ttft, n_ttft, sizeof *ttft, cmp_i64);
     qsort(ttfb, n_ttfb, sizeof *ttfb, cmp_i64);
     long long expected = (long long)opt_streams * opt_events;
@@ -843,5 +844,7 @@ int main(int argc, char **argv)
            pct_us(ttft, n_ttft, 0.99), pct_us(ttft, n_ttft, 1.0), pct_us(deliv, n_deliv, 0.5),
            pct_us(deliv, n_deliv, 0.99), pct_us(deliv, n_deliv, 0.999),
            pct_us(deliv, n_deliv, 1.0));
+    free(ttft);
+    free(ttfb);
     return ok == opt_streams ? 0 : 1;
 }
