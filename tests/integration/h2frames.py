@@ -198,8 +198,14 @@ class H2Client:
     ssl_context (with ALPN "h2") for h2 over TLS."""
 
     def __init__(self, port, host="127.0.0.1", timeout=10.0, ssl_context=None, server_hostname=None,
-                 handshake=True):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+                 handshake=True, rcvbuf=None, window_updates=True):
+        if rcvbuf is None:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        else:  # a small receive buffer, set before connect (harness.slow_reader says why)
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.settimeout(timeout)
+            self.sock.connect((host, port))
         # No Nagle: a frame written right after another must leave at once, not wait for
         # the first one's ACK (a reset would then discard it unsent).
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -215,6 +221,9 @@ class H2Client:
         self.goaway = None
         self.eof = False
         self.server_settings = False
+        # One WINDOW_UPDATE per DATA frame, as the simplest client does; off, the handshake's
+        # windows (16 MiB a stream, 1 GiB more for the connection) are all there is.
+        self.window_updates = window_updates
         if handshake:
             self.handshake()
 
@@ -329,7 +338,7 @@ class H2Client:
             if body and st.first_data_at is None:
                 st.first_data_at = time.monotonic()
             st.body += body
-            if len(payload):  # keep both windows open
+            if len(payload) and self.window_updates:  # keep both windows open
                 self.send(window_update(0, len(payload)) + window_update(sid, len(payload)))
             if flags & END_STREAM:
                 st.ended = True

@@ -165,6 +165,24 @@ class Stalls(unittest.TestCase):
         self.assertIn(b"upstream went idle", data[-4096:])
         self.assertEqual(backpressure_metrics(cg)[1], 0)
 
+    def test_h2_client_that_stops_reading_gets_every_byte(self):
+        """An h2 client with wide windows that leaves its socket unread: the frames wait,
+        then the stream's queue, until the stream pauses; once the client reads again, the
+        answer arrives whole, in order, and ends."""
+        cg = self.citegate()
+        # Its windows hold the whole answer, so it sends no WINDOW_UPDATE: one per frame
+        # would look like a flood of control frames (SPEC §9) once 8 MB arrive at once.
+        c = F.H2Client(cg.port, rcvbuf=16384, window_updates=False)
+        self.addCleanup(c.abort)
+        sid = c.request("POST", "/v1/chat/completions",
+                        json.dumps({"stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode(),
+                        {"x-mock-fixture": "big.sse"})
+        self.wait_paused(cg, 1)
+        st = c.response(sid, timeout=60)
+        self.assertEqual((st.status, st.ended, st.reset), (200, True, None))
+        self.assertEqual(bytes(st.body), self.body)
+        self.wait_paused(cg, 0)
+
     def test_h2_stream_reset_while_paused(self):
         """An h2 client that opens no window beyond the first 64 KiB: its stream's queue
         passes the high-water mark and the stream pauses; its RST_STREAM ends it."""

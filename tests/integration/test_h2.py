@@ -135,6 +135,32 @@ class H2Clients(unittest.TestCase):
             self.assertEqual(st.status, 200)
         self.assertEqual([r["path"] for r in self.mock.requests()], ["/echo/ok"])
 
+    def test_small_windows_answer_byte_for_byte(self):
+        """A client that opens 100 bytes of window at a time: every answer waits on flow
+        control with bytes queued, leaves in frames the window cuts, and arrives byte for
+        byte as a client with wide windows gets it, three streams side by side."""
+        import h2frames as F
+
+        def fetch(window):
+            with F.H2Client(self.plain.port, handshake=False) as c:
+                c.send(F.PREFACE + F.settings([(F.SETTINGS_HEADER_TABLE_SIZE, 0),
+                                               (F.SETTINGS_ENABLE_PUSH, 0),
+                                               (F.SETTINGS_INITIAL_WINDOW_SIZE, window)]))
+                c.wait_settings()
+                sids = [c.request("POST", "/v1/chat/completions", BODY,
+                                  {"x-mock-fixture": f"{fixture}.sse", "x-mock-split": split})
+                        for fixture, split in (("azure_oyd_stream", "7"), ("perplexity_stream", "1"),
+                                               ("azure_oyd_stream", "64"))]
+                streams = [c.response(sid, timeout=30) for sid in sids]
+                for st in streams:
+                    self.assertEqual((st.status, st.ended, st.reset), (200, True, None))
+                return [bytes(st.body) for st in streams]
+
+        wide, narrow = fetch(1 << 24), fetch(100)
+        for w, n in zip(wide, narrow):
+            self.assertGreater(len(w), 1000)
+            self.assertEqual(n, w)
+
     def test_h2load_many_streams_none_fail(self):
         for scheme, port in (("http", self.plain.port), ("https", self.tls.port)):
             host = "127.0.0.1" if scheme == "http" else "localhost"
