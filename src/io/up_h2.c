@@ -291,8 +291,13 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
     if (st == NULL)
         return 0;
     nghttp2_session_set_stream_user_data(s, id, NULL);
+    /* An answer that ended with END_STREAM has left its exchange already
+     * (on_frame_recv): one still attached was cut, whatever the code. A
+     * RST_STREAM with NO_ERROR closes only a complete answer (RFC 9113
+     * §8.1); before END_STREAM, a body whose length the client was told
+     * must not be taken as whole. */
     if (!(code == NGHTTP2_REFUSED_STREAM && resend(st)))
-        stream_end(st, code == NGHTTP2_NO_ERROR && st->head_done ? CG_OK : CG_E_RESET);
+        stream_end(st, CG_E_RESET);
     stream_free(st);
     if (u->pool->draining && u->nstreams == 0 && cg_waitq_empty(&u->pool->waiting))
         cg_conn_close(&u->conn, CG_OK);

@@ -83,6 +83,29 @@ class H2Mock(unittest.TestCase):
         self.assertTrue(v["ends_with_error_event"], out[-300:])
         self.assertFalse(v["ends_with_done"])
 
+    def test_upstream_reset_with_no_error_mid_answer_is_a_cut(self):
+        """RST_STREAM NO_ERROR closes only a complete answer (RFC 9113 §8.1). Half an
+        answer then that reset is a cut one: a forwarded body is cut for the client (no
+        chunked terminator, the connection closes), a held body is a 502, and the
+        connection serves the next request."""
+        raw = H.RawClient(self.cg.port)
+        self.addCleanup(raw.close)
+        raw.sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Mock-Fixture: azure_oyd_response.json\r\n"
+                 b"X-Mock-Fault: rst0\r\n\r\n")
+        data = H.read_to_eof(raw.sock)
+        head, _, body = data.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+        self.assertIn(b"transfer-encoding: chunked", head.lower())
+        self.assertNotIn(b"\r\n0\r\n\r\n", body, "a cut body ended as if whole")
+        st, _, out = H.request(self.cg.port, "POST", "/v1/chat/completions",
+                               b'{"messages":[{"role":"user","content":"q"}]}',
+                               {"X-Mock-Fixture": "azure_oyd_response.json", "X-Mock-Fault": "rst0"})
+        self.assertEqual(st, 502, out[:300])
+        st, _, out = H.request(self.cg.port, "POST", "/v1/chat/completions",
+                               b'{"messages":[{"role":"user","content":"q"}]}',
+                               {"X-Mock-Fixture": "azure_oyd_response.json"})
+        self.assertEqual(st, 200, out[:300])
+
     def mock_events(self):
         if not os.path.exists(self.events):
             return []

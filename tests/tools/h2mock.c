@@ -4,7 +4,9 @@
  * fixture file (X-Mock-Fixture, default azure_oyd_stream.sse, or
  * embeddings.json for a :path ending in /embeddings), advertises
  * --max-streams as SETTINGS_MAX_CONCURRENT_STREAMS, can reset a stream
- * (X-Mock-Fault: rst) and counts the connections it accepted into
+ * (X-Mock-Fault: rst, half the answer then RST_STREAM INTERNAL_ERROR; rst0,
+ * half the answer without END_STREAM, then RST_STREAM NO_ERROR) and counts the connections it
+ * accepted into
  * --stats-file. With --events-file it appends one JSON line per RST_STREAM
  * received, stamped with CLOCK_MONOTONIC (the clock Python's
  * time.monotonic_ns() reads), so a test can time citegate's cancel. With
@@ -186,6 +188,8 @@ static ssize_t read_cb(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
     st->off += n;
     if (st->off == st->len)
         *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (st->off == st->len && st->rst == 2) /* rst0: no END_STREAM before the reset */
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
     return (ssize_t)n;
 }
 
@@ -228,6 +232,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     }
     if (nl == 12 && memcmp(name, "x-mock-fault", 12) == 0 && vl == 3 && memcmp(value, "rst", 3) == 0)
         st->rst = 1;
+    if (nl == 12 && memcmp(name, "x-mock-fault", 12) == 0 && vl == 4 &&
+        memcmp(value, "rst0", 4) == 0)
+        st->rst = 2; /* the same, with NO_ERROR */
     return 0;
 }
 
@@ -308,7 +315,8 @@ static int pump(conn_t *c)
     }
     for (stream_t *st = c->streams; st; st = st->next) {
         if (st->rst && st->body && st->off == st->len) {
-            nghttp2_submit_rst_stream(c->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+            nghttp2_submit_rst_stream(c->s, NGHTTP2_FLAG_NONE, st->id,
+                                      st->rst == 2 ? NGHTTP2_NO_ERROR : NGHTTP2_INTERNAL_ERROR);
             st->rst = 0;
         }
         if (delay_ms && st->body && st->off < st->len && now_ms() >= st->next_ms)
