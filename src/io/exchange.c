@@ -713,9 +713,11 @@ void cg_exchange_on_end(cg_exchange_t *ex, cg_err_t err)
  * one writev, not a second write for the terminator). */
 void cg_exchange_on_last(cg_exchange_t *ex, const char *p, size_t n)
 {
+    if (cg_exchange_done(ex))
+        return; /* nothing more is written for it */
     bool joinable = n > 0 && answer_started(ex) && ex->mode != CG_MODE_BODY &&
                     !cg_status_no_body(ex->status, ex->msg.method);
-    if (cg_exchange_done(ex) || !joinable) {
+    if (!joinable) {
         if (n > 0)
             cg_exchange_on_body(ex, p, n);
         cg_exchange_on_end(ex, CG_OK);
