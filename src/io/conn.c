@@ -158,6 +158,14 @@ static void write_raw(cg_conn_t *c, const uv_buf_t *bufs, unsigned n)
         queue_rest(c, bufs, n, done, total);
 }
 
+bool cg_conn_wait_drain(cg_conn_t *c)
+{
+    if (c->queued == 0 || c->closing)
+        return false;
+    c->blocked = true;
+    return true;
+}
+
 /* Sends the ciphertext TLS produced (handshake records, alerts, data). */
 static void flush_tls(cg_conn_t *c)
 {

@@ -79,6 +79,11 @@ void cg_conn_connect(cg_conn_t *c, uv_loop_t *loop, const struct sockaddr *addr,
  * socket is connected (at once on loopback), and a failed connect still
  * reaches `closed` as a connect failure. */
 void cg_conn_write(cg_conn_t *c, const uv_buf_t *bufs, unsigned n);
+/* An owner that stopped writing at CG_CONN_HWM (its own count, which may
+ * include bytes the socket then took at once) asks for `drain`: true when
+ * it will come, false when nothing is queued and the owner must go on by
+ * itself. */
+bool cg_conn_wait_drain(cg_conn_t *c);
 void cg_conn_read_start(cg_conn_t *c);
 void cg_conn_read_stop(cg_conn_t *c);
 /* Closes at once (queued bytes are dropped). */

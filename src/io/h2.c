@@ -585,7 +585,12 @@ static void flush_now(cg_h2conn_t *h)
     cg_buf_t *out = gather_busy ? &own : &gather;
     gather_busy = true;
     out->len = 0;
-    while (h->s && cg_conn_usable(&c->conn) && c->conn.queued + out->len < CG_CONN_HWM) {
+    bool full = false;
+    while (h->s && cg_conn_usable(&c->conn)) {
+        if (c->conn.queued + out->len >= CG_CONN_HWM) {
+            full = true;
+            break;
+        }
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(h->s, &data);
         if (n < 0) {
@@ -604,6 +609,11 @@ static void flush_now(cg_h2conn_t *h)
     cg_buf_free(&own);
     if (out == &gather)
         gather_busy = false;
+    /* Frames wait in nghttp2 past the high-water mark. `drain` goes on once
+     * the queue falls; when the socket took all there is no queue to fall,
+     * and nothing else would ask for the rest: the next safe point does. */
+    if (full && h->s && cg_conn_usable(&c->conn) && !cg_conn_wait_drain(&c->conn))
+        flush_soon(h);
     if (h->s && cg_conn_usable(&c->conn) && !nghttp2_session_want_read(h->s) &&
         !nghttp2_session_want_write(h->s) && c->conn.queued == 0)
         cg_conn_close(&c->conn, CG_OK);
