@@ -238,25 +238,42 @@ static void run_case(const char *name, const char *body, size_t bn, const cg_req
     cg_buf_free(&whole);
 }
 
+/* Fixture f's upstream body and its parsed request. */
+typedef struct loaded {
+    char *body;
+    size_t n;
+    cg_request_t req;
+} loaded_t;
+
+static void load(size_t f, loaded_t *l)
+{
+    size_t rn;
+    l->body = fixture(fixtures[f].body, &l->n);
+    char *rbody = fixture(fixtures[f].request, &rn);
+    cg_cite_opts_t o = {8192, true};
+    assert_int_equal(cg_request_parse(&l->req, rbody, rn, &o), 0);
+    free(rbody);
+}
+
+static void unload(loaded_t *l)
+{
+    cg_request_free(&l->req);
+    free(l->body);
+}
+
 /* tally NULL: 300 random patterns; else the cuts of split.h (with this
  * phase when sampled), counted in tally. */
 static void run_fixture(size_t f, const char *profile, size_t phase, split_tally_t *tally)
 {
-    size_t bn, rn;
-    char *body = fixture(fixtures[f].body, &bn);
-    char *rbody = fixture(fixtures[f].request, &rn);
-    cg_cite_opts_t o = {8192, true};
-    cg_request_t req;
-    assert_int_equal(cg_request_parse(&req, rbody, rn, &o), 0);
+    loaded_t l;
+    load(f, &l);
     cg_xform_cfg_t cfg;
     cg_xform_cfg_default(&cfg, profile_named(profile));
     split_points_t sp;
-    split_points_init(&sp, body, bn, phase);
-    run_case(fixtures[f].body, body, bn, &req, &cfg, tally ? &sp : NULL, tally);
+    split_points_init(&sp, l.body, l.n, phase);
+    run_case(fixtures[f].body, l.body, l.n, &l.req, &cfg, tally ? &sp : NULL, tally);
     split_points_free(&sp);
-    cg_request_free(&req);
-    free(body);
-    free(rbody);
+    unload(&l);
 }
 
 static void test_every_byte_split(void **state)
@@ -284,20 +301,16 @@ static void test_last_read_joined_with_end(void **state)
     (void)state;
     static const size_t reads[] = {0, 1, 7, 64, 333};
     for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++) {
-        size_t bn, rn;
-        char *body = fixture(fixtures[f].body, &bn);
-        char *rbody = fixture(fixtures[f].request, &rn);
-        cg_cite_opts_t o = {8192, true};
-        cg_request_t req;
-        assert_int_equal(cg_request_parse(&req, rbody, rn, &o), 0);
+        loaded_t l;
+        load(f, &l);
         for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++) {
             cg_xform_cfg_t cfg;
             cg_xform_cfg_default(&cfg, profile_named(profiles[p]));
             for (size_t r = 0; r < sizeof(reads) / sizeof(reads[0]); r++) {
                 cg_buf_t two = {0}, one = {0};
                 const size_t *sz = reads[r] ? &reads[r] : NULL;
-                run_stream(&cfg, &req, body, bn, sz, sz ? 1 : 0, &two);
-                run_stream_joined(&cfg, &req, body, bn, sz, sz ? 1 : 0, &one);
+                run_stream(&cfg, &l.req, l.body, l.n, sz, sz ? 1 : 0, &two);
+                run_stream_joined(&cfg, &l.req, l.body, l.n, sz, sz ? 1 : 0, &one);
                 if (one.len != two.len || memcmp(one.p, two.p, one.len) != 0)
                     fail_msg("%s/%s, reads of %zu: %zu bytes joined, %zu in two calls",
                              fixtures[f].body, profiles[p], reads[r], one.len, two.len);
@@ -305,9 +318,7 @@ static void test_last_read_joined_with_end(void **state)
                 cg_buf_free(&one);
             }
         }
-        cg_request_free(&req);
-        free(body);
-        free(rbody);
+        unload(&l);
     }
 }
 

@@ -137,6 +137,15 @@ class Metrics(WithMock):
         self.assertTrue(hd.get("Content-Type", "").startswith("text/plain; version=0.0.4"), hd)
         return body.decode(), parse(body.decode())
 
+    def slow_stream(self, split, delay_ms):
+        """A streamed answer the mock sends slowly: (raw client, response), head read."""
+        c = self.cg.raw(timeout=10)
+        r = c.request("POST", "/v1/chat/completions", H.chat_body(stream=True),
+                      {"X-Mock-Fixture": "azure_oyd_stream.sse", "X-Mock-Split": str(split),
+                       "X-Mock-Delay-Ms": str(delay_ms)})
+        self.assertEqual(r.status, 200)
+        return c, r
+
     def ask(self, fixture, headers=None, stream=True):
         body = {"stream": stream, "messages": [{"role": "user", "content": "metrics question"}]}
         h = {"X-Mock-Fixture": fixture}
@@ -174,11 +183,7 @@ class Metrics(WithMock):
         self.assertEqual(st, 500)
         st, _, _ = self.ask("azure_oyd_stream.sse", {"X-Mock-Fault": "reset"})
         # a client that leaves mid-stream
-        c = self.cg.raw(timeout=5)
-        r = c.request("POST", "/v1/chat/completions", H.chat_body(stream=True),
-                      {"X-Mock-Fixture": "azure_oyd_stream.sse", "X-Mock-Split": "32",
-                       "X-Mock-Delay-Ms": "100"})
-        self.assertEqual(r.status, 200)
+        c, _ = self.slow_stream(32, 100)
         time.sleep(0.15)
         c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         c.sock.close()
@@ -218,11 +223,7 @@ class Metrics(WithMock):
                                 value(after, "citegate_upstream_connections", protocol="h2"), 0)
 
     def test_active_streams_counts_open_streams(self):
-        c = self.cg.raw(timeout=10)
-        r = c.request("POST", "/v1/chat/completions", H.chat_body(stream=True),
-                      {"X-Mock-Fixture": "azure_oyd_stream.sse", "X-Mock-Split": "64",
-                       "X-Mock-Delay-Ms": "60"})
-        self.assertEqual(r.status, 200)
+        c, r = self.slow_stream(64, 60)
         _, during = self.scrape()
         self.assertGreaterEqual(value(during, "citegate_active_streams"), 1)
         self.assertGreaterEqual(value(during, "citegate_upstream_connections"), 1)
@@ -239,11 +240,7 @@ class Metrics(WithMock):
         time.sleep(0.5)
         idle = value(self.scrape()[1], lag, lag + "_count")
         self.assertEqual(idle, before, "the lag clock ticked in an idle worker")
-        c = self.cg.raw(timeout=10)
-        r = c.request("POST", "/v1/chat/completions", H.chat_body(stream=True),
-                      {"X-Mock-Fixture": "azure_oyd_stream.sse", "X-Mock-Split": "64",
-                       "X-Mock-Delay-Ms": "60"})
-        self.assertEqual(r.status, 200)
+        c, r = self.slow_stream(64, 60)
         time.sleep(0.3)
         busy = value(self.scrape()[1], lag, lag + "_count")
         r.read_all(timeout=20)
