@@ -664,17 +664,26 @@ static cg_end_t end_reason(cg_err_t err)
 /* Ends an answer that began (or a body held whole), why it ended: a
  * transformed stream gets the profile's end, or SPEC §6's error event when
  * it broke off; a held body goes out transformed; a forwarded body that
- * broke off is cut, and only closing tells the client. */
-static void end_answer(cg_exchange_t *ex, cg_end_t why)
+ * broke off is cut, and only closing tells the client. `last`, the last
+ * bytes of a streamed body that came with its end, leave in the same write
+ * (empty: none). */
+static void end_answer(cg_exchange_t *ex, cg_end_t why, cg_span_t last)
 {
     /* The answer is counted and tracked before its last bytes leave: a
      * client that has its whole answer finds it in the stats. */
     if (ex->mode == CG_MODE_STREAM) {
-        cg_xform_finish(ex->xf, why, &ex->ctx->out);
+        if (last.n)
+            cg_xform_feed_finish(ex->xf, last.p, last.n, why, &ex->ctx->out);
+        else
+            cg_xform_finish(ex->xf, why, &ex->ctx->out);
         account(ex);
         emit_out(ex, &ex->ctx->out, true);
     } else if (ex->mode == CG_MODE_BODY) {
         end_body_mode(ex);
+    } else if (last.n) {
+        account(ex);
+        uv_buf_t b = uv_buf_init((char *)last.p, (unsigned)last.n);
+        emit_last(ex, &b, 1, last.n);
     } else {
         account(ex);
         end_body(ex, why == CG_END_EOF);
@@ -705,7 +714,7 @@ void cg_exchange_on_end(cg_exchange_t *ex, cg_err_t err)
         fail_before_head(ex, err == CG_OK ? CG_E_PROTOCOL : err);
         return;
     }
-    end_answer(ex, end_reason(err));
+    end_answer(ex, end_reason(err), cg_span(NULL, 0));
 }
 
 /* One read brought the body's last bytes and its end: they leave in one
@@ -725,16 +734,7 @@ void cg_exchange_on_last(cg_exchange_t *ex, const char *p, size_t n)
     }
     ex->last_activity = cg_now_ms(ex->ctx);
     ex->resp_bytes += n;
-    if (ex->mode == CG_MODE_STREAM) {
-        cg_xform_feed_finish(ex->xf, p, n, CG_END_EOF, &ex->ctx->out);
-        account(ex);
-        emit_out(ex, &ex->ctx->out, true);
-    } else {
-        account(ex);
-        uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
-        emit_last(ex, &b, 1, n);
-    }
-    finish(ex);
+    end_answer(ex, CG_END_EOF, cg_span(p, n));
 }
 
 void cg_exchange_upstream_queued(cg_exchange_t *ex)
@@ -898,5 +898,5 @@ void cg_exchange_shutdown(cg_exchange_t *ex)
     if (!answer_started(ex))
         respond_draining(ex);
     else
-        end_answer(ex, CG_END_SHUTDOWN);
+        end_answer(ex, CG_END_SHUTDOWN, cg_span(NULL, 0));
 }
