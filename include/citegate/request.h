@@ -15,6 +15,11 @@ typedef struct cg_request {
     cg_cites_t sources;    /* <source id="N"> tags, kind CG_CITES_REQUEST */
     bool has_data_sources; /* a non-empty data_sources array */
     bool stream;           /* "stream": true */
+    /* The value of a data_sources member that counts as none ([], null,
+     * an object...): its bytes in the body, replaced when sources are
+     * injected, so the upstream never sees the member twice. Length 0:
+     * no such member. */
+    uint32_t data_sources_off, data_sources_len;
     char *question;        /* text of the last user message, or NULL */
     char *model;           /* "model" when it is a string (decoded), or NULL */
     size_t model_len;      /* its length: a decoded \u0000 may be inside */

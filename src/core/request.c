@@ -158,6 +158,14 @@ static void read_message(cg_request_t *r, const cg_json_t *j, int msg, const cg_
     }
 }
 
+/* Where token t's value lies in the body; a string's quotes are part of it. */
+static void note_value(cg_request_t *r, const cg_json_t *j, int t)
+{
+    bool str = j->tok[t].type == JSMN_STRING;
+    r->data_sources_off = (uint32_t)(j->tok[t].start - str);
+    r->data_sources_len = (uint32_t)(j->tok[t].end + str - (j->tok[t].start - str));
+}
+
 int cg_request_parse(cg_request_t *r, const char *body, size_t len, const cg_cite_opts_t *o)
 {
     memset(r, 0, sizeof(*r));
@@ -171,6 +179,8 @@ int cg_request_parse(cg_request_t *r, const char *body, size_t len, const cg_cit
         goto out;
     int ds = cg_json_get(&j, 0, "data_sources");
     r->has_data_sources = cg_json_type(&j, ds) == JSMN_ARRAY && j.tok[ds].size > 0;
+    if (ds >= 0 && !r->has_data_sources)
+        note_value(r, &j, ds);
     int stream = cg_json_get(&j, 0, "stream");
     r->stream = cg_json_type(&j, stream) == JSMN_PRIMITIVE && j.js[j.tok[stream].start] == 't';
     int model = cg_json_get(&j, 0, "model");

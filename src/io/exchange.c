@@ -66,7 +66,8 @@ static void make_rid(cg_exchange_t *ex, cg_span_t given)
 
 /* --- the upstream request ------------------------------------------------------- */
 
-/* Adds AZURE_AI_DATA_SOURCES to a chat body that has no data_sources (SPEC §5). */
+/* Gives AZURE_AI_DATA_SOURCES to a chat body that has no data_sources
+ * (SPEC §5); a member that counts as none is replaced, never repeated. */
 static void put_body(cg_exchange_t *ex, const cg_buf_t *body)
 {
     const char *sources = ex->ctx->data_sources;
@@ -74,7 +75,8 @@ static void put_body(cg_exchange_t *ex, const cg_buf_t *body)
     if (!ex->transform || sources == NULL || ex->req.has_data_sources)
         cg_buf_put(&ex->upreq->body, b.p, b.n);
     else
-        cg_route_add_sources(&ex->upreq->body, b, sources);
+        cg_route_add_sources(&ex->upreq->body, b, sources, ex->req.data_sources_off,
+                             ex->req.data_sources_len);
 }
 
 /* Request fields citegate does not forward: framing, routing, its own,

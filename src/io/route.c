@@ -81,8 +81,15 @@ static bool json_space(char c)
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
-void cg_route_add_sources(cg_buf_t *out, cg_span_t body, const char *sources)
+void cg_route_add_sources(cg_buf_t *out, cg_span_t body, const char *sources, size_t off,
+                          size_t len)
 {
+    if (len > 0 && off + len <= body.n) { /* a member that counts as none: its value goes */
+        cg_buf_put(out, body.p, off);
+        cg_buf_puts(out, sources);
+        cg_buf_put(out, body.p + off + len, body.n - off - len);
+        return;
+    }
     /* The root object's closing brace is its last one; an empty object
      * gets no comma. */
     size_t end = body.n;

@@ -40,8 +40,11 @@ bool cg_route_dot_segment(cg_span_t path);
 bool cg_route_cors_allowed(const char *list, cg_span_t origin);
 
 /* Appends the JSON object body (valid JSON, as the request parser found it)
- * to out with member "data_sources":sources added last, before its closing
- * brace; sources is a JSON array. */
-void cg_route_add_sources(cg_buf_t *out, cg_span_t body, const char *sources);
+ * to out with sources (a JSON array) as its data_sources: in place of the
+ * bytes [off, off + len) when len > 0 (the value of a data_sources member
+ * that counts as none), else as a member added last, before the closing
+ * brace. */
+void cg_route_add_sources(cg_buf_t *out, cg_span_t body, const char *sources, size_t off,
+                          size_t len);
 
 #endif

@@ -2,9 +2,12 @@
  * decides with, each on its edges. */
 #include "io/route.h"
 
+#include "citegate/request.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -91,7 +94,12 @@ static void test_cors(void **state)
 static void check_sources(const char *body, const char *want)
 {
     cg_buf_t out = {0};
-    cg_route_add_sources(&out, S(body), "[{\"type\":\"azure_search\"}]");
+    cg_request_t r;
+    cg_cite_opts_t o = {1024, false};
+    bool json = cg_request_parse(&r, body, strlen(body), &o) == 0;
+    cg_route_add_sources(&out, S(body), "[{\"type\":\"azure_search\"}]",
+                         json ? r.data_sources_off : 0, json ? r.data_sources_len : 0);
+    cg_request_free(&r);
     assert_int_equal(out.len, strlen(want));
     assert_memory_equal(out.p, want, out.len);
     cg_buf_free(&out);
@@ -110,12 +118,33 @@ static void test_add_sources(void **state)
     check_sources("[1]", "[1]"); /* no object: as it came */
 }
 
+/* A data_sources member that counts as none is replaced where it stands:
+ * the upstream never sees the name twice, whichever its parser keeps. */
+static void test_sources_replace_empty_member(void **state)
+{
+    (void)state;
+    static const char *const none[] = {"[]", "null", "{}", "{\"type\":\"x\"}", "\"s\"", "0",
+                                       "[ ]", "false"};
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+        char body[128], want[160];
+        snprintf(body, sizeof(body), "{\"a\":1,\"data_sources\": %s ,\"m\":[]}", none[i]);
+        snprintf(want, sizeof(want),
+                 "{\"a\":1,\"data_sources\": [{\"type\":\"azure_search\"}] ,\"m\":[]}");
+        check_sources(body, want);
+    }
+    check_sources("{\"data_sources\":null}", "{\"data_sources\":[{\"type\":\"azure_search\"}]}");
+    /* "data_sources" as a string value or inside another member is not the member */
+    check_sources("{\"x\":\"data_sources\",\"y\":{\"data_sources\":[]}}",
+                  "{\"x\":\"data_sources\",\"y\":{\"data_sources\":[]},"
+                  "\"data_sources\":[{\"type\":\"azure_search\"}]}");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_routes),       cmocka_unit_test(test_path_and_deployment),
         cmocka_unit_test(test_dot_segments), cmocka_unit_test(test_cors),
-        cmocka_unit_test(test_add_sources),
+        cmocka_unit_test(test_add_sources), cmocka_unit_test(test_sources_replace_empty_member),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
