@@ -95,6 +95,16 @@ typedef struct cg_buf {
     size_t cap;
 } cg_buf_t;
 
+/*
+ * An invariant checked in every build: NDEBUG does not remove it, so the
+ * fuzzers and the release build check what the tests check. A false
+ * invariant is a bug in citegate, and going on could write to a finished
+ * stream or free what a caller still uses, so the process says where and
+ * aborts (Redis's serverAssert). Only for checks that cost a branch.
+ */
+#define CG_ASSERT(cond) ((cond) ? (void)0 : cg_assert_failed(#cond, __FILE__, __LINE__))
+_Noreturn void cg_assert_failed(const char *cond, const char *file, int line);
+
 void *cg_xmalloc(size_t n);
 void *cg_xrealloc(void *p, size_t n);
 void *cg_xcalloc(size_t count, size_t size);

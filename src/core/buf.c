@@ -12,6 +12,12 @@ static void oom(size_t n)
     abort();
 }
 
+void cg_assert_failed(const char *cond, const char *file, int line)
+{
+    fprintf(stderr, "citegate: %s:%d: invariant failed: %s\n", file, line, cond);
+    abort();
+}
+
 void *cg_xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);

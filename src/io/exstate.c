@@ -1,7 +1,8 @@
 /* Exchange states: see exstate.h. */
 #include "exstate.h"
 
-#include <assert.h>
+#include "citegate/common.h"
+
 
 #define BIT(s) (1u << (s))
 
@@ -33,6 +34,6 @@ const char *cg_ex_state_name(cg_ex_state_t s)
 
 void cg_ex_state_set(cg_ex_state_t *s, cg_ex_state_t to)
 {
-    assert(cg_ex_state_legal(*s, to));
+    CG_ASSERT(cg_ex_state_legal(*s, to));
     *s = to;
 }

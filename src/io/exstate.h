@@ -30,7 +30,7 @@ typedef enum cg_ex_state {
 /* Is from -> to a legal transition? */
 bool cg_ex_state_legal(cg_ex_state_t from, cg_ex_state_t to);
 const char *cg_ex_state_name(cg_ex_state_t s);
-/* Moves *s to `to`; an illegal transition aborts in builds with asserts. */
+/* Moves *s to `to`; an illegal transition aborts, in every build (CG_ASSERT). */
 void cg_ex_state_set(cg_ex_state_t *s, cg_ex_state_t to);
 
 #endif
