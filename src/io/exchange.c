@@ -107,7 +107,8 @@ static cg_span_t client_field(void *arg, const char *name)
 static void add_upstream_field(void *arg, cg_span_t name, cg_span_t value)
 {
     cg_exchange_t *ex = arg;
-    cg_hdrs_add(&ex->upreq->hdrs, name.p, name.n, value.p, value.n);
+    if (cg_hdrs_add(&ex->upreq->hdrs, name.p, name.n, value.p, value.n) != 0)
+        ex->upreq->too_large = true;
 }
 
 static void drop_upreq(cg_exchange_t *ex)
@@ -118,10 +119,14 @@ static void drop_upreq(cg_exchange_t *ex)
     ex->upreq = NULL;
 }
 
-static void build_request(cg_exchange_t *ex, cg_span_t path_q)
+/* The upstream request; false when its header fields do not fit (the
+ * client's, bounded on arrival, and citegate's own, given room of their
+ * own: only a dialect key near that room's size can fail). */
+static bool build_request(cg_exchange_t *ex, cg_span_t path_q)
 {
     cg_reqmsg_t *m = &ex->msg;
     cg_upreq_t *r = ex->upreq = cg_xcalloc(1, sizeof(*ex->upreq));
+    r->hdrs.outgoing = true;
     r->method = cg_reqmsg_method(m);
     cg_buf_puts(&r->target, UP(ex)->target ? UP(ex)->target->url.base : "");
     if (!cg_dialect_path(ex->dialect, &ex->dreq, &r->target))
@@ -129,14 +134,16 @@ static void build_request(cg_exchange_t *ex, cg_span_t path_q)
     for (size_t i = 0; i < m->hdrs.n; i++) {
         cg_span_t name = cg_hdr_name(&m->hdrs, i), v = cg_hdr_value(&m->hdrs, i);
         if (!drop_request_header(ex, name))
-            cg_hdrs_add(&r->hdrs, name.p, name.n, v.p, v.n);
+            add_upstream_field(ex, name, v);
     }
     cg_dialect_hdrs_t fields = {client_field, add_upstream_field, ex};
     cg_dialect_add_headers(ex->dialect, &fields);
     /* The transformer reads the answer, so it must not come compressed. */
     if (ex->transform)
-        cg_hdrs_add_str(&r->hdrs, "Accept-Encoding", "identity");
-    cg_hdrs_add_str(&r->hdrs, "X-Request-Id", ex->rid);
+        add_upstream_field(ex, CG_SPAN_LIT("Accept-Encoding"), CG_SPAN_LIT("identity"));
+    add_upstream_field(ex, CG_SPAN_LIT("X-Request-Id"), cg_span(ex->rid, strlen(ex->rid)));
+    if (r->too_large)
+        return false;
     if (!cg_dialect_translates(ex->dialect)) {
         put_body(ex, &m->body);
     } else {
@@ -146,9 +153,12 @@ static void build_request(cg_exchange_t *ex, cg_span_t path_q)
     }
     r->has_body = r->body.len > 0 || m->method == HTTP_POST || m->method == HTTP_PUT ||
                   m->method == HTTP_PATCH;
+    return true;
 }
 
 /* --- CORS (SPEC §4) ------------------------------------------------------------------ */
+
+#define CG_MAX_ORIGIN_BYTES 1024
 
 /* What every answer to an allowed origin carries. */
 static void cors_headers(const cg_exchange_t *ex, cg_hdrs_t *h)
@@ -183,10 +193,15 @@ static void answer_preflight(cg_exchange_t *ex)
     finish(ex);
 }
 
-/* Notes the request's Origin when it is allowed. */
+/* Notes the request's Origin when it is allowed. An origin is a scheme,
+ * a host name of at most 253 bytes and a port: a longer field is none,
+ * and so what the answer echoes always fits in its head beside the
+ * upstream's fields (CG_OWN_HEADER_BYTES). */
 static void note_origin(cg_exchange_t *ex)
 {
     cg_span_t origin = cg_hdrs_get(&ex->msg.hdrs, "origin");
+    if (origin.n > CG_MAX_ORIGIN_BYTES)
+        return;
     if (ex->cors_origin == NULL && cg_route_cors_allowed(ex->ctx->cfg->cors_origins, origin))
         ex->cors_origin = cg_xstrndup(origin.p, origin.n);
 }
@@ -407,7 +422,11 @@ void cg_exchange_run(cg_exchange_t *ex)
         if (cg_dialect_translates(ex->dialect) && !translate(ex, path_len))
             return;
     }
-    build_request(ex, url);
+    if (!build_request(ex, url)) {
+        respond_error(ex, 431, "invalid_request_error", "headers_too_large",
+                      "request headers leave no room for the upstream request's own fields");
+        return;
+    }
     keep_keys(ex);
     /* The upstream request has what it needs: only the request line stays
      * (for the log), so an open stream holds no second copy. */
@@ -441,7 +460,7 @@ static bool drop_response_header(const cg_exchange_t *ex, const cg_hdrs_t *h, cg
  * the body length when it is known (content_length, else -1). */
 static void send_head(cg_exchange_t *ex, const cg_hdrs_t *h, long long content_length)
 {
-    cg_hdrs_t out = {0};
+    cg_hdrs_t out = {.outgoing = true}; /* the upstream's fields, bounded, and ours */
     for (size_t i = 0; h && i < h->n; i++) {
         cg_span_t name = cg_hdr_name(h, i), v = cg_hdr_value(h, i);
         if (!drop_response_header(ex, h, name))

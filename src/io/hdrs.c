@@ -14,14 +14,21 @@ void cg_hdrs_reset(cg_hdrs_t *h)
 
 void cg_hdrs_free(cg_hdrs_t *h)
 {
+    bool outgoing = h->outgoing;
     cg_buf_free(&h->buf);
     free(h->v);
     memset(h, 0, sizeof(*h));
+    h->outgoing = outgoing;
+}
+
+size_t cg_hdrs_limit(const cg_hdrs_t *h)
+{
+    return CG_MAX_HEADER_BYTES + (h->outgoing ? CG_OWN_HEADER_BYTES : 0);
 }
 
 int cg_hdrs_on_field(cg_hdrs_t *h, const char *p, size_t n)
 {
-    if (h->buf.len + n > CG_MAX_HEADER_BYTES)
+    if (h->buf.len + n > cg_hdrs_limit(h))
         return -1;
     if (h->n == 0 || h->in_value) {
         /* The buffer exists once there is a field, even one of empty name
@@ -38,7 +45,7 @@ int cg_hdrs_on_field(cg_hdrs_t *h, const char *p, size_t n)
 
 int cg_hdrs_on_value(cg_hdrs_t *h, const char *p, size_t n)
 {
-    if (h->n == 0 || h->buf.len + n > CG_MAX_HEADER_BYTES)
+    if (h->n == 0 || h->buf.len + n > cg_hdrs_limit(h))
         return -1;
     cg_hdr_t *x = &h->v[h->n - 1];
     if (!h->in_value) {
@@ -52,11 +59,13 @@ int cg_hdrs_on_value(cg_hdrs_t *h, const char *p, size_t n)
 
 int cg_hdrs_add(cg_hdrs_t *h, const char *name, size_t nl, const char *value, size_t vl)
 {
-    if (cg_hdrs_on_field(h, name, nl) != 0)
+    /* Whole or not at all: half a field would take the next one's name
+     * as the rest of its own. */
+    if (h->buf.len + nl + vl > cg_hdrs_limit(h))
         return -1;
+    cg_hdrs_on_field(h, name, nl);
     h->in_value = false; /* an empty value still ends the field */
-    if (cg_hdrs_on_value(h, value, vl) != 0)
-        return -1;
+    cg_hdrs_on_value(h, value, vl);
     h->in_value = true;
     return 0;
 }

@@ -184,20 +184,34 @@ static void stream_end(h2stream_t *st, cg_err_t err)
 
 /* --- nghttp2 callbacks --------------------------------------------------------------- */
 
+/* An answer citegate cannot relay: the stream is reset and its exchange
+ * fails with a protocol error, 502 (SPEC §9). */
+static void refuse_answer(h2stream_t *st, int32_t id, const char *why)
+{
+    h2conn_t *u = st->conn;
+    cg_log_warn(st->ex->rid, "upstream answer not relayed: %s (status %d)", why, st->status);
+    int rv = CG_H2_CALL(nghttp2_submit_rst_stream(u->s, NGHTTP2_FLAG_NONE, id,
+                                                  NGHTTP2_PROTOCOL_ERROR));
+    apply(u, cg_h2_verdict(u->s, 0, rv, "reset"));
+    stream_end(st, CG_E_PROTOCOL);
+}
+
+
 static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
                      const uint8_t *value, size_t vl, uint8_t flags, void *ud)
 {
     (void)flags;
     (void)ud;
     h2stream_t *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
-    if (st == NULL || f->hd.type != NGHTTP2_HEADERS || st->head_done)
+    if (st == NULL || st->ex == NULL || f->hd.type != NGHTTP2_HEADERS || st->head_done)
         return 0;
     if (cg_span_eq(cg_span((const char *)name, nl), ":status")) {
         st->status = atoi((const char *)value);
         cg_hdrs_reset(&st->hdrs);
         return 0;
     }
-    cg_hdrs_add(&st->hdrs, (const char *)name, nl, (const char *)value, vl);
+    if (cg_hdrs_add(&st->hdrs, (const char *)name, nl, (const char *)value, vl) != 0)
+        refuse_answer(st, f->hd.stream_id, "header fields beyond SETTINGS_MAX_HEADER_LIST_SIZE");
     return 0;
 }
 
@@ -233,11 +247,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
         return 0;
     if (f->hd.type == NGHTTP2_HEADERS && !st->head_done && st->status >= 100 && st->status < 200 &&
         st->status != 100 && st->status != 103) {
-        cg_log_warn(st->ex->rid, "upstream answered %d: not an answer to relay", st->status);
-        int rv = CG_H2_CALL(nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id,
-                                                      NGHTTP2_PROTOCOL_ERROR));
-        apply(u, cg_h2_verdict(s, 0, rv, "reset"));
-        stream_end(st, CG_E_PROTOCOL);
+        refuse_answer(st, f->hd.stream_id, "an interim status other than 100/103");
         return 0;
     }
     if (f->hd.type == NGHTTP2_HEADERS && st->status >= 200 && !st->head_done) {
@@ -450,7 +460,10 @@ static void on_ready(cg_conn_t *c)
         cg_conn_close(c, CG_E_PROTOCOL);
         return;
     }
-    int rv = CG_H2_CALL(nghttp2_submit_settings(u->s, NGHTTP2_FLAG_NONE, NULL, 0));
+    /* What citegate keeps of an answer's head (hdrs.h); nghttp2 counts 32
+     * bytes more a field, so a peer within it always fits. */
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, CG_MAX_HEADER_BYTES}};
+    int rv = CG_H2_CALL(nghttp2_submit_settings(u->s, NGHTTP2_FLAG_NONE, iv, 1));
     apply(u, cg_h2_verdict(u->s, 0, rv, "SETTINGS"));
     rv = CG_H2_CALL(nghttp2_session_set_local_window_size(u->s, NGHTTP2_FLAG_NONE, 0, CONN_WINDOW));
     apply(u, cg_h2_verdict(u->s, 0, rv, "window update"));

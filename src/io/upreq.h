@@ -15,7 +15,8 @@ typedef struct cg_upreq {
     cg_buf_t target;    /* path and query, with the upstream's base path */
     cg_hdrs_t hdrs;     /* end-to-end fields, without Host and framing */
     cg_buf_t body;
-    bool has_body; /* send a Content-Length even when the body is empty */
+    bool has_body;  /* send a Content-Length even when the body is empty */
+    bool too_large; /* a field did not fit: the request is refused, 431 */
 } cg_upreq_t;
 
 void cg_upreq_free(cg_upreq_t *r);

@@ -87,12 +87,44 @@ static void test_nv_keeps_every_field(void **state)
     cg_upreq_free(&r);
 }
 
+/* A field that does not fit is not added at all: half of one would take
+ * the next field's name as the rest of its own. A list citegate sends on
+ * holds CG_OWN_HEADER_BYTES more than one it received. */
+static void test_field_whole_or_not_at_all(void **state)
+{
+    (void)state;
+    static char big[CG_MAX_HEADER_BYTES];
+    memset(big, 'v', sizeof(big));
+    for (int outgoing = 0; outgoing < 2; outgoing++) {
+        cg_hdrs_t h = {.outgoing = outgoing};
+        size_t room = cg_hdrs_limit(&h);
+        assert_int_equal(room, CG_MAX_HEADER_BYTES + (outgoing ? CG_OWN_HEADER_BYTES : 0));
+        assert_int_equal(cg_hdrs_add(&h, "a", 1, big, CG_MAX_HEADER_BYTES - 101), 0);
+        size_t len = h.buf.len, n = h.n;
+        /* 100 bytes left: a name fits, its value does not */
+        int rc = cg_hdrs_add(&h, "x-name", 6, big, 200);
+        assert_int_equal(rc, outgoing ? 0 : -1);
+        if (!outgoing) {
+            assert_int_equal(h.n, n);
+            assert_int_equal(h.buf.len, len);
+        }
+        assert_int_equal(cg_hdrs_add(&h, "x-next", 6, "1", 1), 0);
+        cg_span_t name = cg_hdr_name(&h, h.n - 1), value = cg_hdr_value(&h, h.n - 1);
+        assert_true(name.n == 6 && memcmp(name.p, "x-next", 6) == 0);
+        assert_true(value.n == 1 && value.p[0] == '1');
+        assert_int_equal(cg_hdrs_add(&h, "y", 1, big, room), -1);
+        cg_hdrs_free(&h);
+        assert_int_equal(h.outgoing, outgoing);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_h1_text),
         cmocka_unit_test(test_h1_no_body_no_length),
         cmocka_unit_test(test_nv_keeps_every_field),
+        cmocka_unit_test(test_field_whole_or_not_at_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

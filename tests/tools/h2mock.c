@@ -5,7 +5,8 @@
  * embeddings.json for a :path ending in /embeddings), advertises
  * --max-streams as SETTINGS_MAX_CONCURRENT_STREAMS, can reset a stream
  * (X-Mock-Fault: rst, half the answer then RST_STREAM INTERNAL_ERROR; rst0,
- * half the answer without END_STREAM, then RST_STREAM NO_ERROR) and counts the connections it
+ * half the answer without END_STREAM, then RST_STREAM NO_ERROR; bighead, an
+ * answer whose head has 70 fields of 1 KiB) and counts the connections it
  * accepted into
  * --stats-file. With --events-file it appends one JSON line per RST_STREAM
  * received, stamped with CLOCK_MONOTONIC (the clock Python's
@@ -25,6 +26,7 @@
 #include <netinet/in.h>
 #include <nghttp2/nghttp2.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +47,7 @@ typedef struct stream {
     bytes_t req_body;
     char fixture[256];
     int rst;
+    bool big_head; /* X-Mock-Fault: bighead: 70 KiB of header fields */
     char *body;
     size_t len, off;
     long long next_ms; /* paced: when the next event may go */
@@ -235,6 +238,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     if (nl == 12 && memcmp(name, "x-mock-fault", 12) == 0 && vl == 4 &&
         memcmp(value, "rst0", 4) == 0)
         st->rst = 2; /* the same, with NO_ERROR */
+    if (nl == 12 && memcmp(name, "x-mock-fault", 12) == 0 && vl == 7 &&
+        memcmp(value, "bighead", 7) == 0)
+        st->big_head = true;
     return 0;
 }
 
@@ -270,10 +276,19 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     if (st->rst)
         st->len /= 2; /* half the answer, then a reset */
     const char *ct = strstr(st->fixture, ".sse") ? "text/event-stream" : "application/json";
-    nghttp2_nv nv[] = {{(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
-                       {(uint8_t *)"content-type", (uint8_t *)ct, 12, strlen(ct), 0}};
+    enum { BIG_FIELDS = 70, BIG_VALUE = 1024 - 8 };
+    static char names[BIG_FIELDS][8], value[BIG_VALUE];
+    nghttp2_nv nv[2 + BIG_FIELDS] = {{(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
+                                     {(uint8_t *)"content-type", (uint8_t *)ct, 12, strlen(ct), 0}};
+    size_t nnv = 2;
+    memset(value, 'v', sizeof(value));
+    for (int i = 0; st->big_head && i < BIG_FIELDS; i++, nnv++) {
+        snprintf(names[i], sizeof(names[i]), "x-p%03d", i);
+        nv[nnv] = (nghttp2_nv){(uint8_t *)names[i], (uint8_t *)value, 6, sizeof(value),
+                               NGHTTP2_NV_FLAG_NO_INDEX};
+    }
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_cb};
-    nghttp2_submit_response(s, st->id, nv, 2, &prd);
+    nghttp2_submit_response(s, st->id, nv, nnv, &prd);
     return 0;
 }
 
@@ -375,6 +390,10 @@ int main(int argc, char **argv)
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+    /* The bighead fault's head is over nghttp2's 64 KiB default for what it sends. */
+    nghttp2_option *opt;
+    nghttp2_option_new(&opt);
+    nghttp2_option_set_max_send_header_block_length(opt, 1 << 20);
     conn_t *conns[MAX_CONNS]; /* each at a fixed address: it is its session's user data */
     int n = 0;
     for (;;) {
@@ -391,7 +410,7 @@ int main(int argc, char **argv)
                 conns[n++] = c;
                 p[n] = (struct pollfd){fd, POLLIN, 0}; /* nothing polled for it yet */
                 c->fd = fd;
-                nghttp2_session_server_new(&c->s, cbs, c);
+                nghttp2_session_server_new2(&c->s, cbs, c, opt);
                 nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams};
                 nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, &iv, 1);
                 accepted++;

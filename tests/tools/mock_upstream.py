@@ -59,6 +59,8 @@ Request headers that control a response (citegate forwards end-to-end headers):
                                          before the real one
                           gzip           serve the body gzip-compressed, with
                                          Content-Encoding: gzip (whatever was asked for)
+                          bighead        70 more header fields of 1 KiB each (over
+                                         citegate's 64 KiB for an answer's head)
 
 Recording: every request (except /__mock/*) is logged in memory as
   {"seq", "conn", "time", "method", "path", "query", "target", "version",
@@ -669,6 +671,8 @@ class Conn:
             headers.append(("Cache-Control", "no-cache"))
         if "gzip" in faults:
             headers.append(("Content-Encoding", "gzip"))
+        if "bighead" in faults:
+            headers += [("X-P%03d" % i, "v" * 1016) for i in range(70)]
         chunked = is_sse and not close_delim
         if chunked:
             headers.append(("Transfer-Encoding", "chunked"))
