@@ -10,6 +10,8 @@ Run from anywhere: python3 tests/fuzz/make_corpus.py
 """
 import json
 import pathlib
+import struct
+import zlib
 
 HERE = pathlib.Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "fixtures"
@@ -262,6 +264,65 @@ EMBEDDING_SEEDS = {
 }
 
 
+# fuzz_evstream byte 1 bit 0: mend the CRCs of each message (so mutations reach the headers).
+EV_MEND = 1
+
+
+def ev_header(name, value, kind=7):
+    """One event-stream header; kind 7 (string) unless told."""
+    n = name.encode()
+    if kind in (6, 7):
+        return bytes([len(n)]) + n + bytes([kind]) + struct.pack(">H", len(value)) + value
+    return bytes([len(n)]) + n + bytes([kind]) + value
+
+
+def ev_message(headers, payload):
+    """An AWS event-stream message: prelude, its CRC, headers, payload, message CRC."""
+    total = 16 + len(headers) + len(payload)
+    prelude = struct.pack(">II", total, len(headers))
+    body = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + payload
+    return body + struct.pack(">I", zlib.crc32(body))
+
+
+def ev_event(kind, payload):
+    h = (ev_header(":event-type", kind.encode()) + ev_header(":content-type", b"application/json")
+         + ev_header(":message-type", b"event"))
+    return ev_message(h, payload)
+
+
+def bedrock_stream():
+    return b"".join([
+        ev_event("messageStart", b'{"p":"abcdefgh","role":"assistant"}'),
+        ev_event("contentBlockDelta", b'{"contentBlockIndex":0,"delta":{"text":"Paris is the capital"},"p":"ab"}'),
+        ev_event("contentBlockDelta", b'{"contentBlockIndex":0,"delta":{"citation":{"location":{"web":'
+                                      b'{"url":"https://x.example/a","domain":"x.example"}}}},"p":"abc"}'),
+        ev_event("contentBlockStop", b'{"contentBlockIndex":0,"p":"abcdefghijk"}'),
+        ev_event("messageStop", b'{"p":"abcd","stopReason":"end_turn"}'),
+        ev_event("metadata", b'{"usage":{"inputTokens":10,"outputTokens":5,"totalTokens":15}}'),
+    ])
+
+
+EVSTREAM_SEEDS = {
+    "bedrock_whole": (0xC0, 0, bedrock_stream()),
+    "bedrock_r7": (0x40, 0, bedrock_stream()),
+    "bedrock_r1_mend": (0x00, EV_MEND, bedrock_stream()),
+    "exception": (0x41, 0, ev_event("contentBlockDelta", b'{"delta":{"text":"a"}}') + ev_message(
+        ev_header(":exception-type", b"throttlingException") + ev_header(":message-type", b"exception")
+        + ev_header(":content-type", b"application/json"), b'{"message":"Too many requests"}')),
+    "error": (0x80, 0, ev_message(ev_header(":error-code", b"InternalFailure")
+                                  + ev_header(":error-message", b"boom")
+                                  + ev_header(":message-type", b"error"), b"")),
+    "all_types": (0x80, EV_MEND, ev_message(
+        b"".join(ev_header("t%d" % t, v, t) for t, v in [
+            (0, b""), (1, b""), (2, b"\x01"), (3, b"\x00\x02"), (4, b"\x00\x00\x00\x04"),
+            (5, b"\x00" * 8), (6, b"bytes"), (7, b"str"), (8, b"\x00" * 8), (9, b"\x11" * 16)])
+        + ev_header(":event-type", b"contentBlockStop"), b'{"contentBlockIndex":0}')),
+    "bad_crc": (0x40, 0, ev_event("messageStart", b"{}")[:-1] + b"\x00"),
+    "short_length": (0x80, EV_MEND, struct.pack(">II", 15, 0) + b"\x00" * 8),
+    "truncated": (0x41, 0, bedrock_stream()[:150]),
+}
+
+
 def write(dirname, name, data):
     d = HERE / "corpus" / dirname
     d.mkdir(parents=True, exist_ok=True)
@@ -397,6 +458,8 @@ def main():
         write("gemini", name, bytes([seed, flags]) + data)
     for name, data in EMBEDDING_SEEDS.items():
         write("embedding", name, data)
+    for name, (seed, flags, data) in EVSTREAM_SEEDS.items():
+        write("evstream", name, bytes([seed, flags]) + data)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,417 @@
+/* The event-stream reader: AWS's published vectors, every header type
+ * skipped by its width, every framing error, and every split of a stream. */
+#include "citegate/evstream.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+/* --- AWS's test vectors (aws-sdk-js-v3, eventstream TestVectors) ------------------ */
+
+static const uint8_t empty_message[] = {0, 0, 0, 16, 0, 0, 0, 0, 5, 194, 72, 235, 125, 152, 200, 255};
+static const uint8_t int32_header[] = {
+    0,   0,   0,   43,  0,   0,   0,   14,  52,  139, 236, 123, 8,  101, 118,
+    101, 110, 116, 45,  105, 100, 4,   0,   0,   160, 12,  123, 39, 102, 111,
+    111, 39,  58,  39,  98,  97,  114, 39,  125, 211, 137, 2,   133};
+static const uint8_t payload_no_headers[] = {0,   0,  0,   29,  0,   0,  0,  0,  253, 82,
+                                             140, 90, 123, 39,  102, 111, 111, 39, 58,  39,
+                                             98,  97, 114, 39,  125, 195, 101, 57, 54};
+static const uint8_t payload_one_str_header[] = {
+    0,   0,   0,   61,  0,   0,   0,   32,  7,   253, 131, 150, 12,  99,  111, 110,
+    116, 101, 110, 116, 45,  116, 121, 112, 101, 7,   0,   16,  97,  112, 112, 108,
+    105, 99,  97,  116, 105, 111, 110, 47,  106, 115, 111, 110, 123, 39,  102, 111,
+    111, 39,  58,  39,  98,  97,  114, 39,  125, 141, 156, 8,   177};
+static const char foo_bar[] = "{'foo':'bar'}";
+
+static ssize_t feed_all(const void *p, size_t n, cg_evs_msg_t *m, cg_evs_t *r)
+{
+    cg_evs_init(r);
+    return cg_evs_feed(r, p, n, m);
+}
+
+static void test_aws_vectors_positive(void **state)
+{
+    (void)state;
+    cg_evs_t r;
+    cg_evs_msg_t m;
+    assert_int_equal(feed_all(empty_message, sizeof(empty_message), &m, &r), 16);
+    assert_int_equal(m.payload.n, 0);
+    assert_int_equal(m.nheaders, 0);
+    cg_evs_free(&r);
+
+    assert_int_equal(feed_all(int32_header, sizeof(int32_header), &m, &r), 43);
+    cg_evs_value_t v;
+    assert_true(cg_evs_header(&m, "event-id", &v));
+    assert_int_equal(v.type, 4);
+    assert_memory_equal(v.v.p, "\x00\x00\xa0\x0c", 4);
+    assert_int_equal(m.payload.n, 13);
+    assert_memory_equal(m.payload.p, foo_bar, 13);
+    cg_evs_free(&r);
+
+    assert_int_equal(feed_all(payload_no_headers, sizeof(payload_no_headers), &m, &r), 29);
+    assert_memory_equal(m.payload.p, foo_bar, 13);
+    cg_evs_free(&r);
+
+    assert_int_equal(feed_all(payload_one_str_header, sizeof(payload_one_str_header), &m, &r), 61);
+    assert_true(cg_evs_header(&m, "content-type", &v));
+    assert_int_equal(v.type, 7);
+    assert_int_equal(v.v.n, 16);
+    assert_memory_equal(v.v.p, "application/json", 16);
+    assert_null(m.content_type.p); /* ":content-type" is another name */
+    assert_memory_equal(m.payload.p, foo_bar, 13);
+    cg_evs_free(&r);
+}
+
+/* The four corrupt vectors, by what they corrupt. */
+static void test_aws_vectors_negative(void **state)
+{
+    (void)state;
+    uint8_t b[sizeof(payload_one_str_header)];
+    cg_evs_t r;
+    cg_evs_msg_t m;
+    memcpy(b, payload_one_str_header, sizeof(b));
+    b[20] = 43; /* corrupted_headers: "content+type" */
+    assert_int_equal(feed_all(b, sizeof(b), &m, &r), CG_EVS_E_CRC);
+    cg_evs_free(&r);
+    memcpy(b, payload_one_str_header, sizeof(b));
+    b[6] = 1; /* corrupted_header_len */
+    assert_int_equal(feed_all(b, sizeof(b), &m, &r), CG_EVS_E_PRELUDE_CRC);
+    cg_evs_free(&r);
+    uint8_t c[sizeof(payload_no_headers)];
+    memcpy(c, payload_no_headers, sizeof(c));
+    c[0] = 1; /* corrupted_length */
+    assert_int_equal(feed_all(c, sizeof(c), &m, &r), CG_EVS_E_PRELUDE_CRC);
+    cg_evs_free(&r);
+    memcpy(c, payload_no_headers, sizeof(c));
+    c[24] = 141; /* corrupted_payload */
+    assert_int_equal(feed_all(c, sizeof(c), &m, &r), CG_EVS_E_CRC);
+    /* the error stays: nothing after it is read */
+    assert_int_equal(cg_evs_feed(&r, (const char *)empty_message, 16, &m), CG_EVS_E_CRC);
+    cg_evs_free(&r);
+}
+
+/* --- an encoder for the tests ------------------------------------------------------ */
+
+static void put32(cg_buf_t *b, uint32_t v)
+{
+    uint8_t x[4] = {v >> 24, v >> 16, v >> 8, v};
+    cg_buf_put(b, x, 4);
+}
+
+/* Appends one message with the headers section h and payload p; crc_flip
+ * flips a bit of the last CRC. */
+static void encode(cg_buf_t *out, cg_span_t h, cg_span_t p, bool crc_flip)
+{
+    size_t start = out->len;
+    uint32_t total = (uint32_t)(16 + h.n + p.n);
+    put32(out, total);
+    put32(out, (uint32_t)h.n);
+    put32(out, cg_crc32(0, out->p + start, 8));
+    cg_buf_put(out, h.p, h.n);
+    cg_buf_put(out, p.p, p.n);
+    put32(out, cg_crc32(0, out->p + start, total - 4) ^ (crc_flip ? 1u : 0u));
+}
+
+static void header_str(cg_buf_t *h, const char *name, const char *value)
+{
+    size_t nl = strlen(name), vl = strlen(value);
+    uint8_t x[3] = {(uint8_t)nl, 7, 0};
+    cg_buf_put(h, x, 1);
+    cg_buf_put(h, name, nl);
+    x[0] = 7;
+    x[1] = (uint8_t)(vl >> 8);
+    x[2] = (uint8_t)vl;
+    cg_buf_put(h, x, 3);
+    cg_buf_put(h, value, vl);
+}
+
+/* One header of each type 0-9, then the strings a Bedrock event has. */
+static void all_types(cg_buf_t *h)
+{
+    static const uint8_t widths[10] = {0, 0, 1, 2, 4, 8, 5, 3, 8, 16};
+    for (uint8_t t = 0; t < 10; t++) {
+        char name[8];
+        snprintf(name, sizeof(name), "t%u", t);
+        uint8_t x[2] = {2, t};
+        cg_buf_put(h, x, 1);
+        cg_buf_put(h, name, 2);
+        cg_buf_put(h, &x[1], 1);
+        if (t == 6 || t == 7) {
+            uint8_t len[2] = {0, widths[t]};
+            cg_buf_put(h, len, 2);
+        }
+        for (int i = 0; i < widths[t]; i++)
+            cg_buf_putc(h, (char)(0xE0 + i)); /* bytes that look like nothing */
+    }
+    header_str(h, ":event-type", "contentBlockDelta");
+    header_str(h, ":content-type", "application/json");
+    header_str(h, ":message-type", "event");
+}
+
+static void test_every_header_type_skipped(void **state)
+{
+    (void)state;
+    cg_buf_t h = {0}, msg = {0};
+    all_types(&h);
+    encode(&msg, cg_span(h.p, h.len), CG_SPAN_LIT("{\"p\":\"abc\"}"), false);
+    cg_evs_t r;
+    cg_evs_msg_t m;
+    assert_int_equal(feed_all(msg.p, msg.len, &m, &r), (ssize_t)msg.len);
+    assert_int_equal(m.nheaders, 13);
+    assert_true(cg_span_eq(m.event_type, "contentBlockDelta"));
+    assert_true(cg_span_eq(m.message_type, "event"));
+    assert_true(cg_span_eq(m.content_type, "application/json"));
+    assert_true(cg_span_eq(m.payload, "{\"p\":\"abc\"}"));
+    static const size_t width[10] = {0, 0, 1, 2, 4, 8, 5, 3, 8, 16};
+    for (uint8_t t = 0; t < 10; t++) {
+        char name[8];
+        snprintf(name, sizeof(name), "t%u", t);
+        cg_evs_value_t v;
+        assert_true(cg_evs_header(&m, name, &v));
+        assert_int_equal(v.type, t);
+        assert_int_equal(v.v.n, width[t]);
+    }
+    cg_evs_free(&r);
+    cg_buf_free(&h);
+    cg_buf_free(&msg);
+}
+
+/* A header of type 10, and headers that run past their section. */
+static void test_bad_headers(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *h;
+        size_t n;
+    } bad[] = {
+        {"\x01x\x0a", 3},               /* type 10 */
+        {"\x01x\x07\x00\x05" "abc", 8}, /* a string longer than the section */
+        {"\x01x\x05" "1234567", 10},    /* an int64 cut short */
+        {"\x05x", 2},                   /* a name past the section */
+        {"\x01x", 2},                   /* no type byte */
+        {"\x01x\x06\x00", 4},           /* a byte array's length cut short */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cg_buf_t msg = {0};
+        encode(&msg, cg_span(bad[i].h, bad[i].n), CG_SPAN_LIT("{}"), false);
+        cg_evs_t r;
+        cg_evs_msg_t m;
+        assert_int_equal(feed_all(msg.p, msg.len, &m, &r), CG_EVS_E_HEADER);
+        cg_evs_free(&r);
+        cg_buf_free(&msg);
+    }
+}
+
+/* A prelude with a valid CRC over each bad length. */
+static void prelude(uint8_t out[12], uint32_t total, uint32_t hlen)
+{
+    uint8_t p[8] = {total >> 24, total >> 16, total >> 8, total, hlen >> 24, hlen >> 16, hlen >> 8, hlen};
+    memcpy(out, p, 8);
+    uint32_t c = cg_crc32(0, p, 8);
+    uint8_t q[4] = {c >> 24, c >> 16, c >> 8, c};
+    memcpy(out + 8, q, 4);
+}
+
+static void test_lengths(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t total, hlen;
+        int err;
+    } cases[] = {
+        {15, 0, CG_EVS_E_SHORT},
+        {0, 0, CG_EVS_E_SHORT},
+        {CG_EVS_MAX_MESSAGE + 1, 0, CG_EVS_E_LONG},
+        {0xffffffffu, 0, CG_EVS_E_LONG},
+        {20, 5, CG_EVS_E_HEADERS_LEN},
+        {16, 1, CG_EVS_E_HEADERS_LEN},
+        {100, 0xffffffffu, CG_EVS_E_HEADERS_LEN},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint8_t p[12];
+        prelude(p, cases[i].total, cases[i].hlen);
+        cg_evs_t r;
+        cg_evs_msg_t m;
+        /* Found on the prelude alone, before any byte of the rest: in one
+         * read, and byte by byte. */
+        assert_int_equal(feed_all(p, 12, &m, &r), cases[i].err);
+        cg_evs_free(&r);
+        cg_evs_init(&r);
+        for (int k = 0; k < 11; k++)
+            assert_int_equal(cg_evs_feed(&r, (const char *)p + k, 1, &m), CG_EVS_AGAIN);
+        assert_int_equal(cg_evs_feed(&r, (const char *)p + 11, 1, &m), cases[i].err);
+        assert_string_not_equal(cg_evs_strerror(cases[i].err), cg_evs_strerror(0));
+        cg_evs_free(&r);
+    }
+}
+
+/* The largest message allowed is read; its buffer is not kept after it. */
+static void test_largest_message(void **state)
+{
+    (void)state;
+    size_t n = CG_EVS_MAX_MESSAGE - 16;
+    char *payload = malloc(n);
+    memset(payload, 'x', n);
+    cg_buf_t msg = {0};
+    encode(&msg, cg_span("", 0), cg_span(payload, n), false);
+    cg_evs_t r;
+    cg_evs_init(&r);
+    cg_evs_msg_t m;
+    assert_int_equal(cg_evs_feed(&r, msg.p, 100, &m), CG_EVS_AGAIN);
+    assert_int_equal(cg_evs_pending(&r), 100);
+    assert_int_equal(cg_evs_feed(&r, msg.p + 100, msg.len - 100, &m), (ssize_t)(msg.len - 100));
+    assert_int_equal(m.payload.n, n);
+    assert_int_equal(cg_evs_feed(&r, msg.p, 0, &m), CG_EVS_AGAIN);
+    assert_int_equal(r.buf.cap, 0);
+    cg_evs_free(&r);
+    cg_buf_free(&msg);
+    free(payload);
+}
+
+/* --- every split ------------------------------------------------------------------- */
+
+typedef struct got {
+    cg_buf_t text; /* "event-type|payload\n" per message */
+    int err;
+} got_t;
+
+static void feed_piece(cg_evs_t *r, const char *p, size_t n, got_t *g)
+{
+    size_t pos = 0;
+    for (;;) {
+        cg_evs_msg_t m;
+        ssize_t k = cg_evs_feed(r, p + pos, n - pos, &m);
+        if (k < 0) {
+            g->err = (int)k;
+            return;
+        }
+        if (k == 0)
+            return;
+        cg_buf_put(&g->text, m.event_type.p, m.event_type.n);
+        cg_buf_putc(&g->text, '|');
+        cg_buf_put(&g->text, m.payload.p, m.payload.n);
+        cg_buf_putc(&g->text, '\n');
+        pos += (size_t)k;
+    }
+}
+
+/* A recorded-shape Bedrock stream: five events, padding members included. */
+static void bedrock_stream(cg_buf_t *out)
+{
+    static const char *const ev[][2] = {
+        {"messageStart", "{\"p\":\"abcdefghij\",\"role\":\"assistant\"}"},
+        {"contentBlockDelta", "{\"contentBlockIndex\":0,\"delta\":{\"text\":\"Paris \"},\"p\":\"ab\"}"},
+        {"contentBlockDelta",
+         "{\"contentBlockIndex\":0,\"delta\":{\"citation\":{\"location\":{\"web\":{\"url\":"
+         "\"https://x.example/a\",\"domain\":\"x.example\"}}}},\"p\":\"abcd\"}"},
+        {"contentBlockStop", "{\"contentBlockIndex\":0,\"p\":\"abcdefghijklmnop\"}"},
+        {"messageStop", "{\"p\":\"abc\",\"stopReason\":\"end_turn\"}"},
+    };
+    for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++) {
+        cg_buf_t h = {0};
+        header_str(&h, ":event-type", ev[i][0]);
+        header_str(&h, ":content-type", "application/json");
+        header_str(&h, ":message-type", "event");
+        encode(out, cg_span(h.p, h.len), cg_span(ev[i][1], strlen(ev[i][1])), false);
+        cg_buf_free(&h);
+    }
+}
+
+static void test_every_split(void **state)
+{
+    (void)state;
+    cg_buf_t s = {0};
+    bedrock_stream(&s);
+    got_t whole = {0};
+    cg_evs_t r;
+    cg_evs_init(&r);
+    feed_piece(&r, s.p, s.len, &whole);
+    cg_evs_free(&r);
+    assert_int_equal(whole.err, 0);
+    /* every cut into two reads, and into three */
+    for (size_t a = 0; a <= s.len; a++) {
+        for (size_t b = a; b <= s.len; b += (a % 7 == 0) ? 1 : s.len) {
+            got_t g = {0};
+            cg_evs_init(&r);
+            feed_piece(&r, s.p, a, &g);
+            feed_piece(&r, s.p + a, b - a, &g);
+            feed_piece(&r, s.p + b, s.len - b, &g);
+            assert_int_equal(g.err, 0);
+            assert_int_equal(g.text.len, whole.text.len);
+            assert_memory_equal(g.text.p, whole.text.p, whole.text.len);
+            assert_int_equal(cg_evs_pending(&r), 0);
+            cg_evs_free(&r);
+            cg_buf_free(&g.text);
+        }
+    }
+    /* byte by byte */
+    got_t g = {0};
+    cg_evs_init(&r);
+    for (size_t i = 0; i < s.len; i++)
+        feed_piece(&r, s.p + i, 1, &g);
+    assert_int_equal(g.text.len, whole.text.len);
+    assert_memory_equal(g.text.p, whole.text.p, whole.text.len);
+    cg_evs_free(&r);
+    cg_buf_free(&g.text);
+    cg_buf_free(&whole.text);
+    cg_buf_free(&s);
+}
+
+/* A corrupt message in the middle: the ones before it come out, then the
+ * error, wherever the reads end. */
+static void test_error_after_good_messages(void **state)
+{
+    (void)state;
+    cg_buf_t s = {0}, h = {0};
+    header_str(&h, ":event-type", "a");
+    encode(&s, cg_span(h.p, h.len), CG_SPAN_LIT("{}"), false);
+    encode(&s, cg_span(h.p, h.len), CG_SPAN_LIT("{}"), true);
+    encode(&s, cg_span(h.p, h.len), CG_SPAN_LIT("{}"), false);
+    for (size_t a = 0; a <= s.len; a++) {
+        got_t g = {0};
+        cg_evs_t r;
+        cg_evs_init(&r);
+        feed_piece(&r, s.p, a, &g);
+        feed_piece(&r, s.p + a, s.len - a, &g);
+        assert_int_equal(g.err, CG_EVS_E_CRC);
+        assert_int_equal(g.text.len, 5); /* "a|{}\n": the first message only */
+        cg_evs_free(&r);
+        cg_buf_free(&g.text);
+    }
+    cg_buf_free(&s);
+    cg_buf_free(&h);
+}
+
+static void test_crc32(void **state)
+{
+    (void)state;
+    assert_int_equal(cg_crc32(0, "123456789", 9), 0xCBF43926u);
+    assert_int_equal(cg_crc32(0, "", 0), 0);
+    /* in pieces, at every alignment, as one pass */
+    char buf[300];
+    for (size_t i = 0; i < sizeof(buf); i++)
+        buf[i] = (char)(i * 7 + 3);
+    uint32_t whole = cg_crc32(0, buf, sizeof(buf));
+    for (size_t k = 0; k < 40; k++)
+        assert_int_equal(cg_crc32(cg_crc32(0, buf, k), buf + k, sizeof(buf) - k), whole);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc32),
+        cmocka_unit_test(test_aws_vectors_positive),
+        cmocka_unit_test(test_aws_vectors_negative),
+        cmocka_unit_test(test_every_header_type_skipped),
+        cmocka_unit_test(test_bad_headers),
+        cmocka_unit_test(test_lengths),
+        cmocka_unit_test(test_largest_message),
+        cmocka_unit_test(test_every_split),
+        cmocka_unit_test(test_error_after_good_messages),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
