@@ -32,6 +32,10 @@ typedef struct cg_config {
     unsigned upstream_queue_timeout_ms; /* longest wait there */
     const cg_dialect_t *upstream_dialect; /* the upstream's API (SPEC §6a) */
     char *gemini_tools; /* CITEGATE_GEMINI_TOOLS as given (a checked JSON array), or NULL */
+    char *bedrock_tool_config; /* CITEGATE_BEDROCK_TOOL_CONFIG (a checked JSON object), or NULL */
+    /* AWS credentials and region (SigV4 for bedrock); never logged. */
+    char *aws_access_key_id, *aws_secret_access_key, *aws_session_token;
+    char *aws_region, *aws_default_region;
     unsigned max_client_connections;    /* per worker; accepting pauses at it */
     unsigned request_timeout_ms;        /* TLS handshake + request head; idle keep-alive */
     size_t max_event_bytes;             /* largest SSE event parsed and rewritten */
@@ -96,5 +100,12 @@ void cg_config_help(cg_buf_t *out);
 
 /* The transformer settings of this configuration. */
 void cg_config_xform(const cg_config_t *c, cg_xform_cfg_t *x);
+
+/* Whether requests are signed with SigV4: both AWS keys are set. */
+bool cg_config_aws_signs(const cg_config_t *c);
+/* The region to sign for: AWS_REGION, else AWS_DEFAULT_REGION, else the
+ * REGION of an upstream host bedrock-runtime.REGION.amazonaws.com (or
+ * bedrock-runtime-fips.REGION...), copied into buf; NULL when none. */
+const char *cg_config_aws_region(const cg_config_t *c, char *buf, size_t n);
 
 #endif

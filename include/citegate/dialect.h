@@ -37,6 +37,7 @@
 struct cg_chatreq;
 struct cg_xform;
 struct cg_sse_event;
+struct cg_evs_msg;
 
 /* A refused request: answered `400` with cg_dialect_err_json(), type
  * invalid_request_error. */
@@ -77,6 +78,9 @@ typedef struct cg_dialect_in {
      * `tools` as it is (checked when the configuration was read); NULL:
      * none. */
     const char *tools;
+    /* CITEGATE_BEDROCK_TOOL_CONFIG, a JSON object sent as bedrock's
+     * `toolConfig` as it is; NULL: none. */
+    const char *tool_config;
 } cg_dialect_in_t;
 
 /* What the shell sends upstream, and what the answer side must know. */
@@ -130,6 +134,13 @@ typedef struct cg_dialect_view {
      * `chat`. Returns 0, or -1 when it is not this dialect's answer (the
      * body then goes to the client unchanged). */
     int (*body)(struct cg_xform *x, void *state, const char *body, size_t len, cg_buf_t *chat);
+    /* The upstream's framing: NULL, SSE, and `event` reads it; set, AWS's
+     * event stream (citegate/evstream.h), and this gets each decoded
+     * message instead, so the view never sees a frame. A framing error
+     * ends the stream with SPEC §6's error event (upstream_protocol_error)
+     * and sets cg_xform_stats()->framing_error: the caller closes the
+     * upstream connection. */
+    void (*message)(struct cg_xform *x, void *state, const struct cg_evs_msg *m);
 } cg_dialect_view_t;
 
 typedef struct cg_dialect {
@@ -152,6 +163,9 @@ typedef struct cg_dialect {
     void (*headers)(const cg_dialect_hdrs_t *h);
     /* The answer view; NULL: the transformer's own (chat completions). */
     const cg_dialect_view_t *view;
+    /* An AWS API: with AWS keys configured the shell signs each request
+     * (SigV4, service `aws_service`) and sends none of the client's keys. */
+    const char *aws_service;
 } cg_dialect_t;
 
 /* --- The registry -------------------------------------------------------- */
@@ -206,6 +220,9 @@ cg_span_t cg_dialect_api_key(cg_span_t api_key, cg_span_t authorization);
 int cg_dialect_request(const cg_dialect_t *d, const char *body, size_t len,
                        const cg_dialect_in_t *in, cg_dialect_req_t *out, cg_dialect_err_t *err);
 void cg_dialect_req_free(cg_dialect_req_t *r);
+
+/* The SigV4 service name of an AWS dialect; NULL for the others. */
+const char *cg_dialect_aws_service(const cg_dialect_t *d);
 
 /* The answer view of d; NULL: chat completions (the transformer's own). */
 const cg_dialect_view_t *cg_dialect_view(const cg_dialect_t *d);

@@ -88,6 +88,9 @@ typedef struct cg_xform_stats {
     bool structured;            /* structured: an answer was checked */
     bool saw_finish, saw_done, truncated;
     bool passthrough; /* a holds_stream profile's stream passed max_event: sent unchanged */
+    /* An event-stream upstream broke its framing: the stream ended with
+     * the error event, and the upstream connection must be closed. */
+    bool framing_error;
 } cg_xform_stats_t;
 
 typedef struct cg_xform cg_xform_t;

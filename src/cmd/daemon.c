@@ -2,6 +2,8 @@
  * The daemon: configuration, the worker processes (SO_REUSEPORT, one libuv
  * loop each, see io/worker.c) and their supervision (SPEC §2, §9).
  */
+#include "citegate/dialect.h"
+#include "citegate/sigv4.h"
 #include "citegate/version.h"
 #include "cmd.h"
 #include "io/log.h"
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* --- the parent ------------------------------------------------------------------- */
@@ -122,9 +125,50 @@ static int parse_args(int argc, char **argv, cg_config_flag_t *out, size_t *n, b
     return 0;
 }
 
+/* An AWS dialect signs with both keys, or with neither sends the client's
+ * own; the region must be known, and the keys of a form a signature takes
+ * (a test signature; their values are never printed). */
+static int validate_aws(const cg_config_t *cfg, char *err, size_t el)
+{
+    const char *service = cg_dialect_aws_service(cfg->upstream_dialect);
+    if (service == NULL || cfg->upstream == NULL || cfg->demo)
+        return 0;
+    if ((cfg->aws_access_key_id == NULL) != (cfg->aws_secret_access_key == NULL)) {
+        snprintf(err, el, "%s is set without %s: set both to sign requests, or neither",
+                 cfg->aws_access_key_id ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
+                 cfg->aws_access_key_id ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
+        return -1;
+    }
+    if (!cg_config_aws_signs(cfg))
+        return 0;
+    char region[128];
+    cg_sigv4_keys_t k = {cfg->aws_access_key_id, cfg->aws_secret_access_key,
+                         cfg->aws_session_token, cg_config_aws_region(cfg, region, sizeof(region)),
+                         service};
+    if (k.region == NULL) {
+        snprintf(err, el, "AWS_REGION: unset, and CITEGATE_UPSTREAM is no "
+                          "bedrock-runtime.REGION.amazonaws.com host: set AWS_REGION");
+        return -1;
+    }
+    cg_sigv4_t sig = {0};
+    cg_sigv4_req_t req = {CG_SPAN_LIT("POST"), CG_SPAN_LIT("/"), CG_SPAN_LIT(""),
+                          CG_SPAN_LIT("h"), NULL, 0, CG_SPAN_LIT("")};
+    int rc = cg_sigv4_sign(&sig, &k, &req, time(NULL));
+    cg_sigv4_free(&sig);
+    if (rc != 0) {
+        snprintf(err, el, "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or "
+                          "AWS_REGION: not of a form a signature takes (visible ASCII only; "
+                          "the secret at most %d characters)", CG_SIGV4_MAX_SECRET);
+        return -1;
+    }
+    return 0;
+}
+
 /* Checks that need more than one setting, or the file system. */
 static int validate(const cg_config_t *cfg, char *err, size_t el)
 {
+    if (validate_aws(cfg, err, el) != 0)
+        return -1;
     cg_upstream_url_t up;
     if (cfg->upstream && cg_upstream_url_parse(cfg->upstream, &up) != 0) {
         snprintf(err, el, "CITEGATE_UPSTREAM: '%s' is not a valid URL", cfg->upstream);

@@ -23,6 +23,7 @@ typedef enum {
     T_DIALECT,
     T_JSON,
     T_JSON_ARRAY,
+    T_JSON_OBJECT,
     T_DSN
 } vtype_t;
 
@@ -79,9 +80,23 @@ static const var_t vars[] = {
      3600000, NULL, NULL, NULL, NULL, "longest wait in that queue, then 503"},
     {"CITEGATE_UPSTREAM_DIALECT", T_DIALECT, OFF(upstream_dialect), "openai", 0, 0, NULL, NULL,
      "--dialect", NULL,
-     "the upstream's API: chat completions, Anthropic Messages, OpenAI Responses, Gemini, Vertex AI"},
+     "the upstream's API: chat completions, Anthropic Messages, OpenAI Responses, Gemini, Vertex AI, "
+     "Bedrock Converse"},
     {"CITEGATE_GEMINI_TOOLS", T_JSON_ARRAY, OFF(gemini_tools), NULL, 0, 0, NULL, NULL, NULL,
      "JSON array", "sent as tools in every gemini/vertex request (e.g. [{\"googleSearch\":{}}])"},
+    {"CITEGATE_BEDROCK_TOOL_CONFIG", T_JSON_OBJECT, OFF(bedrock_tool_config), NULL, 0, 0, NULL,
+     NULL, NULL, "JSON object",
+     "sent as toolConfig in every bedrock request (Nova web grounding: nova_grounding)"},
+    {"AWS_ACCESS_KEY_ID", T_STR, OFF(aws_access_key_id), NULL, 0, 0, NULL, NULL, NULL, "key id",
+     "bedrock: with AWS_SECRET_ACCESS_KEY, every request is signed (SigV4); never logged"},
+    {"AWS_SECRET_ACCESS_KEY", T_STR, OFF(aws_secret_access_key), NULL, 0, 0, NULL, NULL, NULL,
+     "secret", "the key pair's secret; never logged"},
+    {"AWS_SESSION_TOKEN", T_STR, OFF(aws_session_token), NULL, 0, 0, NULL, NULL, NULL, "token",
+     "temporary credentials' token, sent signed as x-amz-security-token; never logged"},
+    {"AWS_REGION", T_STR, OFF(aws_region), NULL, 0, 0, NULL, NULL, NULL, "region",
+     "the SigV4 region; unset: AWS_DEFAULT_REGION, else the bedrock-runtime host's"},
+    {"AWS_DEFAULT_REGION", T_STR, OFF(aws_default_region), NULL, 0, 0, NULL, NULL, NULL, "region",
+     "the SigV4 region when AWS_REGION is unset"},
     {"CITEGATE_MAX_CLIENT_CONNECTIONS", T_UINT, OFF(max_client_connections), "16384", 1, 1000000,
      NULL, NULL, NULL, NULL, "client connections per worker; at the cap accepting pauses"},
     {"CITEGATE_REQUEST_TIMEOUT_MS", T_UINT, OFF(request_timeout_ms), "30000", 1, 3600000, NULL,
@@ -255,18 +270,20 @@ static int set_number(const var_t *v, void *field, const char *value, char *err,
 }
 
 /* A JSON object or array; only an array when array_only. */
-static int set_json(const var_t *v, char **field, const char *value, bool array_only, char *err,
-                    size_t errlen)
+static int set_json(const var_t *v, char **field, const char *value, char *err, size_t errlen)
 {
     cg_json_t j;
     cg_json_init(&j, 1u << 16);
     int rc = cg_json_parse(&j, value, strlen(value));
-    bool ok = rc == CG_JSON_OK && (j.tok[0].type == JSMN_ARRAY ||
-                                   (j.tok[0].type == JSMN_OBJECT && !array_only));
+    bool array = rc == CG_JSON_OK && j.tok[0].type == JSMN_ARRAY;
+    bool object = rc == CG_JSON_OK && j.tok[0].type == JSMN_OBJECT;
     cg_json_free(&j);
+    bool ok = v->type == T_JSON_ARRAY ? array : v->type == T_JSON_OBJECT ? object : array || object;
     if (!ok)
         return fail(err, errlen, v->name, NULL,
-                    array_only ? "is not a JSON array" : "is not a JSON object or array");
+                    v->type == T_JSON_ARRAY    ? "is not a JSON array"
+                    : v->type == T_JSON_OBJECT ? "is not a JSON object"
+                                               : "is not a JSON object or array");
     free(*field);
     *field = cg_xstrndup(value, strlen(value));
     return 0;
@@ -377,7 +394,8 @@ static int apply(cg_config_t *c, const var_t *v, const char *value, char *err, s
         return 0;
     case T_JSON:
     case T_JSON_ARRAY:
-        return set_json(v, (char **)field, value, v->type == T_JSON_ARRAY, err, errlen);
+    case T_JSON_OBJECT:
+        return set_json(v, (char **)field, value, err, errlen);
     case T_DSN:
         return set_dsn(v, (char **)field, value, err, errlen);
     }
@@ -425,7 +443,8 @@ void cg_config_free(cg_config_t *c)
 {
     for (size_t i = 0; i < NVARS; i++) {
         if (vars[i].type == T_STR || vars[i].type == T_ADDR || vars[i].type == T_URL ||
-            vars[i].type == T_JSON || vars[i].type == T_JSON_ARRAY || vars[i].type == T_DSN) {
+            vars[i].type == T_JSON || vars[i].type == T_JSON_ARRAY ||
+            vars[i].type == T_JSON_OBJECT || vars[i].type == T_DSN) {
             char **f = (char **)((char *)c + vars[i].off);
             free(*f);
             *f = NULL;
@@ -440,6 +459,43 @@ void cg_config_xform(const cg_config_t *c, cg_xform_cfg_t *x)
     x->max_doc_bytes = c->max_doc_bytes;
     x->scores = c->include_search_scores;
     x->max_event = c->max_event_bytes;
+}
+
+bool cg_config_aws_signs(const cg_config_t *c)
+{
+    return c->aws_access_key_id && c->aws_secret_access_key;
+}
+
+/* REGION of scheme://bedrock-runtime[-fips].REGION.amazonaws.com[:port][/...]. */
+static const char *region_of_host(const char *url, char *buf, size_t n)
+{
+    const char *h = strstr(url, "://");
+    h = h ? h + 3 : url;
+    static const char *const prefixes[] = {"bedrock-runtime-fips.", "bedrock-runtime.",
+                                           "bedrock-agent-runtime.", NULL};
+    for (int i = 0; prefixes[i]; i++) {
+        size_t pl = strlen(prefixes[i]);
+        if (strncasecmp(h, prefixes[i], pl) != 0)
+            continue;
+        const char *r = h + pl, *dot = strchr(r, '.');
+        if (dot == NULL || dot == r || (size_t)(dot - r) >= n ||
+            strncasecmp(dot, ".amazonaws.com", 14) != 0)
+            return NULL;
+        memcpy(buf, r, (size_t)(dot - r));
+        buf[dot - r] = '\0';
+        return buf;
+    }
+    return NULL;
+}
+
+const char *cg_config_aws_region(const cg_config_t *c, char *buf, size_t n)
+{
+    const char *r = c->aws_region ? c->aws_region : c->aws_default_region;
+    if (r && strlen(r) < n) {
+        strcpy(buf, r);
+        return buf;
+    }
+    return c->upstream ? region_of_host(c->upstream, buf, n) : NULL;
 }
 
 const char *cg_config_flag_var(const char *flag, size_t n, bool filter)

@@ -16,6 +16,7 @@
 #include "xform_int.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,6 +158,9 @@ void cg_xform_free(cg_xform_t *x)
             cg_buf_free(&x->dv->kept[i]);
         free(x->dv->kept);
         cg_buf_free(&x->dv->dbody);
+        if (x->dv->evs)
+            cg_evs_free(x->dv->evs);
+        free(x->dv->evs);
         free(x->dv);
     }
     free(x);
@@ -174,6 +178,10 @@ void cg_xform_set_dialect(cg_xform_t *x, const cg_dialect_view_t *view,
         x->view_state = cg_xcalloc(1, x->view->state_size);
     if (x->dv == NULL)
         x->dv = cg_xcalloc(1, sizeof(*x->dv));
+    if (x->view->message && x->dv->evs == NULL) {
+        x->dv->evs = cg_xmalloc(sizeof(*x->dv->evs));
+        cg_evs_init(x->dv->evs);
+    }
     x->meta_created.len = 0;
     cg_buf_printf(&x->meta_created, "%lld", (long long)created);
     /* Every reference these dialects write is [N] (SPEC §6a). Under `auto`
@@ -1304,10 +1312,50 @@ static void replay_held(cg_xform_t *x)
     cg_buf_free(&x->hold);
 }
 
+static void view_message(cg_xform_t *x, const cg_evs_msg_t *m);
+
+/* An event-stream upstream whose framing broke: nothing after the break
+ * can be trusted, so the stream ends here with the error event (SPEC
+ * §6a), and the caller closes the connection. */
+static void framing_error(cg_xform_t *x, int err)
+{
+    x->stats.framing_error = true;
+    x->stats.malformed++;
+    if (x->ended)
+        return;
+    char msg[160];
+    snprintf(msg, sizeof(msg), "\"%s\"", cg_evs_strerror(err));
+    cg__xform_error(x, cg_span(msg, strlen(msg)), CG_SPAN_LIT("\"upstream_protocol_error\""));
+}
+
+/* One read of an event-stream upstream: each message to the view. */
+static void feed_messages(cg_xform_t *x, const char *in, size_t len)
+{
+    size_t pos = 0;
+    while (pos < len && !x->stats.framing_error) {
+        cg_evs_msg_t m;
+        ssize_t r = cg_evs_feed(x->dv->evs, in + pos, len - pos, &m);
+        if (r == CG_EVS_AGAIN)
+            break;
+        if (r < 0) {
+            framing_error(x, (int)r);
+            break;
+        }
+        x->ev_stable = m.payload.p >= in && m.payload.p + m.payload.n <= in + len;
+        x->stats.events_in++;
+        view_message(x, &m);
+        pos += (size_t)r;
+    }
+}
+
 /* One read's events, into the call's output. */
 static void feed_events(cg_xform_t *x, const char *in, size_t len)
 {
     x->put = put_data_ev;
+    if (x->view && x->view->message) {
+        feed_messages(x, in, len);
+        return;
+    }
     if (x->view == NULL && (!x->cfg.profile->transforms || x->stats.passthrough)) {
         cg__emit_span(x->out, in, len);
         return;
@@ -1354,7 +1402,8 @@ int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
 static void finish_events(cg_xform_t *x, cg_end_t why)
 {
     cg_out_t *out = x->out;
-    cg_span_t pending = cg_sse_pending(&x->sse);
+    /* An event-stream message cut short is dropped, as an SSE event is. */
+    cg_span_t pending = x->view && x->view->message ? cg_span("", 0) : cg_sse_pending(&x->sse);
     if (x->sse.lead && pending.n && x->last_raw && !x->stats.passthrough && !x->view)
         cg__emit_copy(out, pending.p, x->sse.lead); /* the LF that ends the last event */
     x->put = put_data_ev;
@@ -1473,6 +1522,13 @@ static void view_event(cg_xform_t *x, const cg_sse_event_t *ev)
 {
     if (!x->ended)
         x->view->event(x, x->view_state, ev);
+    trim_peaks(x);
+}
+
+static void view_message(cg_xform_t *x, const cg_evs_msg_t *m)
+{
+    if (!x->ended)
+        x->view->message(x, x->view_state, m);
     trim_peaks(x);
 }
 

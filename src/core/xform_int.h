@@ -9,6 +9,7 @@
 #define CITEGATE_XFORM_INT_H
 
 #include "citegate/dialect.h"
+#include "citegate/evstream.h"
 #include "citegate/json.h"
 #include "citegate/sse.h"
 #include "citegate/xform.h"
@@ -60,6 +61,7 @@ typedef struct cg_xform_dv {
     cg_buf_t *kept;
     size_t nkept, kept_cap, kept_cur;
     cg_buf_t dbody; /* a non-streaming body, as a chat completion */
+    cg_evs_t *evs;  /* the event-stream reader of a view that reads one */
 } cg_xform_dv_t;
 
 struct cg_xform {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* Every dialect; the first is the default (CITEGATE_UPSTREAM_DIALECT). */
-#define DIALECTS(X) X(openai) X(anthropic) X(responses) X(gemini) X(vertex)
+#define DIALECTS(X) X(openai) X(anthropic) X(responses) X(gemini) X(vertex) X(bedrock)
 
 #define DECLARE(name) extern const cg_dialect_t cg__dialect_##name;
 DIALECTS(DECLARE)
@@ -47,6 +47,11 @@ const cg_dialect_t *cg_dialect_default(void)
 const char *cg_dialect_name(const cg_dialect_t *d)
 {
     return d->name;
+}
+
+const char *cg_dialect_aws_service(const cg_dialect_t *d)
+{
+    return d->aws_service;
 }
 
 bool cg_dialect_translates(const cg_dialect_t *d)

@@ -1,6 +1,7 @@
 /* The demo's answers in every dialect: see demo_answer.h. */
 #include "demo_answer.h"
 
+#include "citegate/evstream.h"
 #include "citegate/json.h"
 
 #include <stdio.h>
@@ -622,6 +623,145 @@ static void gemini_body(cg_demo_answer_t *a, size_t request_docs)
     add_piece(a);
 }
 
+/* --- bedrock: Converse, in AWS's event stream ----------------------------------- */
+
+/* One event-stream message (evstream.h's framing) per piece: a Converse
+ * event of that type and JSON payload, padded as Bedrock pads them. */
+static void br_put32(cg_buf_t *b, uint32_t v)
+{
+    uint8_t x[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    cg_buf_put(b, x, 4);
+}
+
+static void br_header(cg_buf_t *b, const char *name, const char *value)
+{
+    size_t nl = strlen(name), vl = strlen(value);
+    cg_buf_putc(b, (char)nl);
+    cg_buf_put(b, name, nl);
+    cg_buf_putc(b, 7); /* a string */
+    cg_buf_putc(b, (char)(vl >> 8));
+    cg_buf_putc(b, (char)vl);
+    cg_buf_put(b, value, vl);
+}
+
+static void br_event(cg_demo_answer_t *a, const char *type, const cg_buf_t *payload)
+{
+    cg_buf_t h = {0};
+    br_header(&h, ":event-type", type);
+    br_header(&h, ":content-type", "application/json");
+    br_header(&h, ":message-type", "event");
+    cg_buf_t *b = &a->bytes;
+    size_t start = b->len;
+    uint32_t total = (uint32_t)(16 + h.len + payload->len);
+    br_put32(b, total);
+    br_put32(b, (uint32_t)h.len);
+    br_put32(b, cg_crc32(0, b->p + start, 8));
+    cg_buf_put(b, h.p, h.len);
+    cg_buf_put(b, payload->p, payload->len);
+    br_put32(b, cg_crc32(0, b->p + start, total - 4));
+    cg_buf_free(&h);
+    add_piece(a);
+}
+
+/* A document with a URL is a web source (Nova's grounding), the other a
+ * document of the request: the request's own come first, request_docs of
+ * them, so the demo's document k is index request_docs + k. */
+static void br_citation(cg_buf_t *b, int k, size_t request_docs)
+{
+    const demo_doc_t *doc = &DOCS[k];
+    cg_buf_puts(b, "{\"title\":");
+    cg_json_put_cstr(b, doc->title);
+    cg_buf_puts(b, ",\"sourceContent\":[{\"text\":");
+    cg_json_put_cstr(b, doc->text);
+    if (doc->url) {
+        cg_buf_puts(b, "}],\"location\":{\"web\":{\"url\":");
+        cg_json_put_cstr(b, doc->url);
+        cg_buf_puts(b, ",\"domain\":\"docs.example.com\"}}}");
+        return;
+    }
+    cg_buf_printf(b,
+                  "}],\"location\":{\"documentChar\":{\"documentIndex\":%zu,\"start\":0,"
+                  "\"end\":%zu}}}",
+                  request_docs + (size_t)k, strlen(doc->text));
+}
+
+static void br_delta(cg_demo_answer_t *a, cg_buf_t *p, size_t block, const char *text, int cite,
+                     size_t request_docs)
+{
+    p->len = 0;
+    cg_buf_printf(p, "{\"contentBlockIndex\":%zu,\"delta\":{", block);
+    if (text) {
+        cg_buf_puts(p, "\"text\":");
+        cg_json_put_cstr(p, text);
+    } else {
+        cg_buf_puts(p, "\"citation\":");
+        br_citation(p, cite, request_docs);
+    }
+    cg_buf_puts(p, "},\"p\":\"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234\"}");
+    br_event(a, "contentBlockDelta", p);
+}
+
+static void bedrock_stream(cg_demo_answer_t *a, size_t request_docs)
+{
+    cg_buf_t p = {0};
+    cg_buf_puts(&p, "{\"p\":\"abcdefghijklmnopqrstuvwxyzABCDEFGHIJ\",\"role\":\"assistant\"}");
+    br_event(a, "messageStart", &p);
+    for (size_t i = 0; i < NBLOCKS; i++) {
+        const demo_block_t *bl = &BLOCKS[i];
+        for (int k = 0; bl->tokens[k]; k++)
+            br_delta(a, &p, i, bl->tokens[k], 0, request_docs);
+        if (bl->ncites) /* the reference [N] is appended to the block as it stands */
+            br_delta(a, &p, i, " ", 0, request_docs);
+        for (int c = 0; c < bl->ncites; c++)
+            br_delta(a, &p, i, NULL, bl->cites[c], request_docs);
+        p.len = 0;
+        cg_buf_printf(&p, "{\"contentBlockIndex\":%zu,\"p\":\"abcdefghijklmn\"}", i);
+        br_event(a, "contentBlockStop", &p);
+    }
+    p.len = 0;
+    cg_buf_puts(&p, "{\"p\":\"abcdefghijkl\",\"stopReason\":\"end_turn\"}");
+    br_event(a, "messageStop", &p);
+    p.len = 0;
+    unsigned out = count_tokens();
+    cg_buf_printf(&p,
+                  "{\"metrics\":{\"latencyMs\":120},\"p\":\"abcdef\",\"usage\":{\"inputTokens\":%d,"
+                  "\"outputTokens\":%u,\"totalTokens\":%u}}",
+                  DEMO_INPUT_TOKENS, out, DEMO_INPUT_TOKENS + out);
+    br_event(a, "metadata", &p);
+    cg_buf_free(&p);
+}
+
+static void bedrock_body(cg_demo_answer_t *a, size_t request_docs)
+{
+    cg_buf_t *b = &a->bytes;
+    cg_buf_puts(b, "{\"output\":{\"message\":{\"role\":\"assistant\",\"content\":[");
+    for (size_t i = 0; i < NBLOCKS; i++) {
+        const demo_block_t *bl = &BLOCKS[i];
+        cg_buf_puts(b, i ? "," : "");
+        cg_buf_puts(b, bl->ncites ? "{\"citationsContent\":{\"content\":[{\"text\":\""
+                                  : "{\"text\":\"");
+        for (int k = 0; bl->tokens[k]; k++)
+            cg_json_put_escaped(b, bl->tokens[k], strlen(bl->tokens[k]));
+        if (bl->ncites == 0) {
+            cg_buf_puts(b, "\"}");
+            continue;
+        }
+        cg_buf_puts(b, " \"}],\"citations\":[");
+        for (int c = 0; c < bl->ncites; c++) {
+            if (c)
+                cg_buf_putc(b, ',');
+            br_citation(b, bl->cites[c], request_docs);
+        }
+        cg_buf_puts(b, "]}}");
+    }
+    unsigned out = count_tokens();
+    cg_buf_printf(b,
+                  "]}},\"stopReason\":\"end_turn\",\"usage\":{\"inputTokens\":%d,"
+                  "\"outputTokens\":%u,\"totalTokens\":%u},\"metrics\":{\"latencyMs\":120}}",
+                  DEMO_INPUT_TOKENS, out, DEMO_INPUT_TOKENS + out);
+    add_piece(a);
+}
+
 /* The answers of each dialect, by name; any other gets openai's. */
 typedef struct demo_dialect {
     const char *name;
@@ -658,7 +798,16 @@ static const demo_dialect_t demos[] = {
     {"responses", responses_stream_of, responses_body_of},
     {"gemini", gemini_stream, gemini_body},
     {"vertex", gemini_stream, gemini_body},
+    {"bedrock", bedrock_stream, bedrock_body},
 };
+
+const char *cg_demo_content_type(const cg_dialect_t *d, bool stream)
+{
+    if (!stream)
+        return "application/json";
+    return cg_dialect_view(d) && cg_dialect_view(d)->message ? "application/vnd.amazon.eventstream"
+                                                             : "text/event-stream";
+}
 
 void cg_demo_answer(cg_demo_answer_t *a, const cg_dialect_t *d, bool stream, size_t request_docs)
 {

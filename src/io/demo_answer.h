@@ -14,6 +14,10 @@
  * gemini, vertex: GenerateContentResponse events (CRLF CRLF, no [DONE]),
  * the answer with characters of several bytes, its grounding (Vertex AI
  * Search datastore chunks, supports at byte offsets) on the last event.
+ * bedrock: Converse events in AWS's binary event stream, padded as Bedrock
+ * pads them; a content block per cited passage, its citations as web
+ * locations (the documents with a URL) and a documentChar location (the
+ * one without); the body's cited blocks as citationsContent.
  * The demo's documents are its own: the request's <source> tags are not
  * cited, and the anthropic answer numbers its document after theirs.
  */
@@ -24,7 +28,8 @@
 #include "citegate/dialect.h"
 
 /* An answer's bytes, cut into the pieces the demo sends one tick apart:
- * one SSE event each when streaming, the whole body otherwise. */
+ * one event (SSE, or an event-stream message) each when streaming, the
+ * whole body otherwise. */
 typedef struct cg_demo_answer {
     cg_buf_t bytes;
     size_t *ends; /* end offset of each piece in bytes */
@@ -36,6 +41,8 @@ typedef struct cg_demo_answer {
  * <source> documents, cg_dialect_req_t.ndocs), which the answer's
  * document_index must not name. */
 void cg_demo_answer(cg_demo_answer_t *a, const cg_dialect_t *d, bool stream, size_t request_docs);
+/* The Content-Type of that answer. */
+const char *cg_demo_content_type(const cg_dialect_t *d, bool stream);
 /* The 404 body the demo gives on every path but the chat routes. */
 void cg_demo_not_found(cg_demo_answer_t *a);
 void cg_demo_answer_free(cg_demo_answer_t *a);

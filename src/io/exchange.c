@@ -2,6 +2,7 @@
 #include "exchange.h"
 
 #include "citegate/json.h"
+#include "citegate/sigv4.h"
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
@@ -79,6 +80,19 @@ static void put_body(cg_exchange_t *ex, const cg_buf_t *body)
                              ex->req.data_sources_len);
 }
 
+/* A request to an AWS API is signed when AWS keys are configured (SPEC
+ * §6a): the client's own keys are then nobody's business upstream. */
+static bool signs(const cg_exchange_t *ex)
+{
+    return ex->transform && cg_dialect_aws_service(ex->dialect) && UP(ex)->target &&
+           cg_config_aws_signs(ex->ctx->cfg);
+}
+
+static bool client_key(cg_span_t name)
+{
+    return cg_span_ieq(name, "authorization") || cg_span_ieq(name, "api-key");
+}
+
 /* Request fields citegate does not forward: framing, routing, its own,
  * and what the upstream's dialect carries otherwise (a key it sends in a
  * field of its own). Expect was answered by the client side: the body is
@@ -92,7 +106,7 @@ static bool drop_request_header(const cg_exchange_t *ex, cg_span_t name)
     for (int i = 0; ours[i]; i++)
         if (cg_span_ieq(name, ours[i]))
             return true;
-    if (!cg_dialect_forwards_header(ex->dialect, name))
+    if (!cg_dialect_forwards_header(ex->dialect, name) || (signs(ex) && client_key(name)))
         return true;
     return ex->transform && cg_span_ieq(name, "accept-encoding");
 }
@@ -101,6 +115,8 @@ static bool drop_request_header(const cg_exchange_t *ex, cg_span_t name)
 static cg_span_t client_field(void *arg, const char *name)
 {
     const cg_exchange_t *ex = arg;
+    if (signs(ex) && client_key(cg_span(name, strlen(name))))
+        return cg_span(NULL, 0);
     return cg_hdrs_get(&ex->msg.hdrs, name);
 }
 
@@ -154,6 +170,37 @@ static bool build_request(cg_exchange_t *ex, cg_span_t path_q)
     r->has_body = r->body.len > 0 || m->method == HTTP_POST || m->method == HTTP_PUT ||
                   m->method == HTTP_PATCH;
     return true;
+}
+
+/* Adds the SigV4 fields, made over the request as it will be sent; false
+ * when it could not be signed (the keys were checked at start, so only a
+ * failed allocation inside mbedTLS). */
+static bool sign_request(cg_exchange_t *ex)
+{
+    const cg_config_t *cfg = ex->ctx->cfg;
+    cg_upreq_t *r = ex->upreq;
+    char region[128];
+    cg_sigv4_keys_t k = {cfg->aws_access_key_id, cfg->aws_secret_access_key,
+                         cfg->aws_session_token, cg_config_aws_region(cfg, region, sizeof(region)),
+                         cg_dialect_aws_service(ex->dialect)};
+    const char *q = memchr(r->target.p, '?', r->target.len);
+    size_t path_len = q ? (size_t)(q - r->target.p) : r->target.len;
+    const char *host = UP(ex)->target->url.authority;
+    cg_sigv4_req_t req = {
+        .method = cg_span(r->method, strlen(r->method)),
+        .path = cg_span(r->target.p, path_len),
+        .query = q ? cg_span(q + 1, r->target.len - path_len - 1) : cg_span("", 0),
+        .host = cg_span(host, strlen(host)),
+        .body = cg_span(r->body.p ? r->body.p : "", r->body.len),
+    };
+    cg_sigv4_t sig = {0};
+    int rc = cg_sigv4_sign(&sig, &k, &req, time(NULL));
+    for (size_t i = 0; rc == 0 && i < sig.n; i++)
+        add_upstream_field(ex, sig.f[i].name, sig.f[i].value);
+    cg_sigv4_free(&sig);
+    if (rc != 0)
+        cg_log_error(ex->rid, "SigV4 signing failed (%d)", rc);
+    return rc == 0 && !r->too_large;
 }
 
 /* --- CORS (SPEC §4) ------------------------------------------------------------------ */
@@ -315,7 +362,7 @@ static bool translate(cg_exchange_t *ex, size_t path_len)
     cg_reqmsg_t *m = &ex->msg;
     cg_dialect_err_t e;
     cg_dialect_in_t in = {&ex->req, cg_route_deployment(cg_span(m->url.p, path_len)),
-                          ex->ctx->cfg->gemini_tools};
+                          ex->ctx->cfg->gemini_tools, ex->ctx->cfg->bedrock_tool_config};
     if (cg_dialect_request(ex->dialect, m->body.p ? m->body.p : "", m->body.len, &in, &ex->dreq,
                            &e) == 0)
         return true;
@@ -427,6 +474,11 @@ void cg_exchange_run(cg_exchange_t *ex)
                       "request headers leave no room for the upstream request's own fields");
         return;
     }
+    if (signs(ex) && !sign_request(ex)) {
+        respond_error(ex, 500, "server_error", "signing_failed",
+                      "the upstream request could not be signed");
+        return;
+    }
     keep_keys(ex);
     /* The upstream request has what it needs: only the request line stays
      * (for the log), so an open stream holds no second copy. */
@@ -447,7 +499,7 @@ static bool ctype_is(cg_span_t ct, const char *prefix)
 static bool drop_response_header(const cg_exchange_t *ex, const cg_hdrs_t *h, cg_span_t name)
 {
     if (cg_hdr_is_hop(h, name) || cg_span_ieq(name, "content-length") ||
-        cg_span_ieq(name, "x-request-id"))
+        cg_span_ieq(name, "x-request-id") || (ex->retyped && cg_span_ieq(name, "content-type")))
         return true;
     /* With CORS on, citegate alone speaks it. */
     if (ex->ctx->cfg->cors_origins && name.n > 15 && CG_HAS_IPREFIX(name.p, "access-control-"))
@@ -468,6 +520,8 @@ static void send_head(cg_exchange_t *ex, const cg_hdrs_t *h, long long content_l
     }
     cg_hdrs_add_str(&out, "X-Request-Id", ex->rid);
     cors_headers(ex, &out);
+    if (ex->retyped)
+        cg_hdrs_add_str(&out, "Content-Type", "text/event-stream");
     if (ex->is_sse) {
         cg_hdrs_add_str(&out, "Cache-Control", "no-cache");
         cg_hdrs_add_str(&out, "X-Accel-Buffering", "no");
@@ -515,6 +569,15 @@ static bool translates(const cg_exchange_t *ex)
     return ex->profile->transforms || cg_dialect_translates(ex->dialect);
 }
 
+/* An answer in AWS's event stream that the dialect's view reads: the
+ * client gets it as SSE. */
+static bool reads_event_stream(const cg_exchange_t *ex, const cg_hdrs_t *h)
+{
+    const cg_dialect_view_t *v = cg_dialect_view(ex->dialect);
+    return ex->transform && v && v->message &&
+           ctype_is(cg_hdrs_get(h, "content-type"), "application/vnd.amazon.eventstream");
+}
+
 void cg_exchange_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
 {
     cg_ctx_t *ctx = ex->ctx;
@@ -525,9 +588,12 @@ void cg_exchange_on_head(cg_exchange_t *ex, int status, const cg_hdrs_t *h)
     cg_hist_observe(&cg_metrics->ttfb, cg_seconds_buckets,
                     (double)(cg_now_ms(ctx) - ex->t_start) / 1000.0);
     ex->is_sse = ctype_is(cg_hdrs_get(h, "content-type"), "text/event-stream");
+    bool evs = reads_event_stream(ex, h);
     ex->mode = CG_MODE_PASS;
     if (ex->transform && translates(ex) && status == 200 && !encoded(ex, h))
-        ex->mode = ex->is_sse ? CG_MODE_STREAM : CG_MODE_BODY;
+        ex->mode = ex->is_sse || evs ? CG_MODE_STREAM : CG_MODE_BODY;
+    if (evs && ex->mode == CG_MODE_STREAM)
+        ex->is_sse = ex->retyped = true;
     if (ex->mode != CG_MODE_PASS) {
         cg_xform_cfg_t xc;
         cg_config_xform(ctx->cfg, &xc);
@@ -612,6 +678,27 @@ void cg_exchange_client_drained(cg_exchange_t *ex)
     }
 }
 
+static void account(cg_exchange_t *ex);
+
+/* An event-stream upstream broke its framing (SPEC §6a): nothing after the
+ * break can be read, so the upstream goes (its connection closed, or over
+ * h2 its stream reset: the neighbours' streams are whole) and the answer
+ * ends with the error event the transformer wrote, or is a 502 when
+ * nothing of it went out yet. */
+static void end_broken_framing(cg_exchange_t *ex)
+{
+    cg_log_warn(ex->rid, "upstream event stream broke its framing: answer ended");
+    UP(ex)->ops->abort(UP(ex), ex);
+    if (!head_sent(ex)) {
+        respond_error(ex, 502, "upstream_error", "upstream_protocol_error",
+                      "upstream event stream framing is broken");
+        return;
+    }
+    account(ex);
+    emit_out(ex, &ex->ctx->out, true);
+    finish(ex);
+}
+
 /* A body too large to transform: forwarded unchanged from here on. */
 static void give_up_body(cg_exchange_t *ex, const char *p, size_t n)
 {
@@ -633,6 +720,10 @@ void cg_exchange_on_body(cg_exchange_t *ex, const char *p, size_t n)
     switch (ex->mode) {
     case CG_MODE_STREAM:
         cg_xform_feed(ex->xf, p, n, &ex->ctx->out);
+        if (cg_xform_stats(ex->xf)->framing_error) {
+            end_broken_framing(ex);
+            return;
+        }
         if (head_sent(ex) || ex->ctx->out.nseg)
             emit_out(ex, &ex->ctx->out, false);
         break;
@@ -657,8 +748,6 @@ static void end_body(cg_exchange_t *ex, bool complete)
     if (!ex->gone)
         ex->down->end(ex, complete);
 }
-
-static void account(cg_exchange_t *ex);
 
 static void end_body_mode(cg_exchange_t *ex)
 {

@@ -67,7 +67,8 @@ struct cg_exchange {
     bool gone;      /* the client went away */
     bool transform; /* a chat completion route */
     bool paused;    /* the client is behind: the upstream waits */
-    bool is_sse;
+    bool is_sse;    /* the client's answer is SSE */
+    bool retyped;   /* ... made of AWS's event stream: its Content-Type is ours */
     bool accounted; /* counted, logged and tracked: once, before its last bytes */
     char rid[64];
     char *cors_origin; /* an allowed Origin to answer with, or NULL */

@@ -59,7 +59,7 @@ static void start(demo_run_t *d)
         return;
     }
     cg_demo_answer(&d->answer, ex->dialect, ex->req.stream, ex->dreq.ndocs);
-    respond(ex, 200, ex->req.stream ? "text/event-stream" : "application/json");
+    respond(ex, 200, cg_demo_content_type(ex->dialect, ex->req.stream));
 }
 
 static void on_tick(uv_timer_t *t)

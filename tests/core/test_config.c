@@ -437,7 +437,7 @@ static void test_enums(void **state)
     reject_val("CITEGATE_UPSTREAM_PROTOCOL", "");
 
     static const char *const dialects[] = {"openai", "anthropic", "responses", "gemini",
-                                           "vertex"};
+                                           "vertex", "bedrock"};
     for (size_t i = 0; i < sizeof(dialects) / sizeof(dialects[0]); i++) {
         accept_val(&c, "CITEGATE_UPSTREAM_DIALECT", dialects[i]);
         assert_string_equal(c.upstream_dialect->name, dialects[i]);
@@ -449,9 +449,9 @@ static void test_enums(void **state)
     reject_val("CITEGATE_UPSTREAM_DIALECT", "responses ");
     reject_val("CITEGATE_UPSTREAM_DIALECT", "");
     char err[256];
-    assert_int_equal(load_with(&c, "CITEGATE_UPSTREAM_DIALECT", "bedrock", err, sizeof(err)), -1);
-    assert_string_equal(err, "CITEGATE_UPSTREAM_DIALECT: 'bedrock' is not one of: openai, "
-                             "anthropic, responses, gemini, vertex");
+    assert_int_equal(load_with(&c, "CITEGATE_UPSTREAM_DIALECT", "cohere", err, sizeof(err)), -1);
+    assert_string_equal(err, "CITEGATE_UPSTREAM_DIALECT: 'cohere' is not one of: openai, "
+                             "anthropic, responses, gemini, vertex, bedrock");
 
     accept_val(&c, "CITEGATE_LOG_FORMAT", "text");
     assert_false(c.log_json);

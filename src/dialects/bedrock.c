@@ -1,0 +1,838 @@
+/*
+ * Dialect `bedrock` (SPEC §6a): Amazon Bedrock's Converse API.
+ *
+ * Request: POST {base}/model/{MODEL}/converse-stream when the client
+ * streams, else .../converse. MODEL (the Azure route's deployment, else the
+ * body's model) is one path segment, `:` and `/` percent-encoded; it must be
+ * made of A-Z a-z 0-9 . _ - : / without "..". The body: system and developer
+ * texts as one `system` block; user and assistant messages in order, one
+ * text block each, consecutive messages of one role merged into one turn
+ * (Converse refuses two turns of one role in a row), empty text blocks left
+ * out; each request-side <source> with text, in id order, as a document
+ * with citations on before the last user message's text; inferenceConfig
+ * (maxTokens, temperature, topP, stopSequences); toolConfig =
+ * CITEGATE_BEDROCK_TOOL_CONFIG as it is. Keys: the shell signs the request
+ * (SigV4) when AWS keys are configured; otherwise the client's
+ * Authorization (a Bedrock API key) goes as it came, and a client api-key
+ * goes as Authorization: Bearer.
+ *
+ * Answer, streamed: AWS's event stream, read by the transformer
+ * (citegate/evstream.h); this view gets each decoded message. messageStart
+ * gives the role chunk; a contentBlockDelta's text a content chunk of the
+ * upstream's JSON string bytes as they came; its citation a citation of
+ * that block (a citation with no location, title or source continues the
+ * block's previous one: its sourceContent text is appended); at
+ * contentBlockStop the block's citations become sources, and one `[N]` per
+ * distinct source, in the order of their first citation in the block, goes
+ * out as content, rewritten like any numeric reference; messageStop gives
+ * finish_reason, metadata the usage (a chunk when the client asked for it);
+ * an exception or error message SPEC §6's error event. The end of the body
+ * after messageStop is the normal end. Not streamed: the JSON body's
+ * output.message.content blocks in order (text, and citationsContent's
+ * text with its citations, the references right after), stopReason and
+ * usage: the same content as streamed.
+ *
+ * Sources: keyed by web url, else documentIndex, else searchResultIndex,
+ * else `source`, else `title`; a citation with none of them is left out. A
+ * documentIndex below the request's <source> document count is that
+ * <source>; any other source gets the next free number, with title =
+ * title, else the web domain; url = the web url, else an absolute-URL
+ * source; snippet = its first citation's sourceContent texts.
+ *
+ * State per stream, bounded: at most CG_CITE_MAX sources (keys kept to
+ * CG_CITE_MAX_FIELD bytes), at most BLOCK_CITES citations per block (the
+ * rest of the block's citations are left out), a citation's strings to
+ * CG_CITE_MAX_FIELD bytes each; tokens are borrowed from the call while a
+ * message is read.
+ */
+#include "chatreq.h"
+#include "core/emit.h"
+#include "core/xform_int.h"
+
+#include <ctype.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define BLOCK_CITES 128
+
+typedef enum key_kind {
+    KEY_URL,
+    KEY_DOCUMENT,
+    KEY_SEARCH_RESULT,
+    KEY_SOURCE,
+    KEY_TITLE,
+} key_kind_t;
+
+/* A citation of the open block, until the block stops. */
+typedef struct pending {
+    key_kind_t kind;
+    double index;  /* KEY_DOCUMENT, KEY_SEARCH_RESULT */
+    cg_buf_t key;  /* KEY_URL, KEY_SOURCE, KEY_TITLE: the key's text */
+    cg_buf_t title, url, snippet;
+} pending_t;
+
+typedef struct source {
+    key_kind_t kind;
+    double index;
+    char *key;
+    size_t key_len;
+    unsigned n;
+} source_t;
+
+typedef struct state {
+    cg_json_t json; /* the upstream message's payload being read */
+    cg_buf_t data;  /* scratch of cg__xform_parse_data */
+    cg_buf_t strs;  /* decoded strings, the block's references */
+
+    pending_t block[BLOCK_CITES];
+    size_t nblock;
+    bool block_cont; /* the last citation may go on in the next delta */
+
+    source_t *src;
+    size_t nsrc, src_cap;
+
+    bool meta, started, finished, usage_seen, usage_out, over;
+    double in_tokens, out_tokens, total_tokens;
+} state_t;
+
+static void clear_block(state_t *s)
+{
+    for (size_t i = 0; i < s->nblock; i++) {
+        s->block[i].key.len = s->block[i].title.len = 0;
+        s->block[i].url.len = s->block[i].snippet.len = 0;
+    }
+    s->nblock = 0;
+    s->block_cont = false;
+}
+
+static void state_free(void *p)
+{
+    state_t *s = p;
+    cg_json_free(&s->json);
+    cg_buf_free(&s->data);
+    cg_buf_free(&s->strs);
+    for (size_t i = 0; i < BLOCK_CITES; i++) {
+        cg_buf_free(&s->block[i].key);
+        cg_buf_free(&s->block[i].title);
+        cg_buf_free(&s->block[i].url);
+        cg_buf_free(&s->block[i].snippet);
+    }
+    for (size_t i = 0; i < s->nsrc; i++)
+        free(s->src[i].key);
+    free(s->src);
+}
+
+/* --- Reading the upstream's JSON -------------------------------------------- */
+
+static cg_span_t raw_value(const cg_json_t *j, int tok)
+{
+    size_t b = cg_json_begin(j, tok);
+    return cg_span(j->js + b, cg_json_end(j, tok) - b);
+}
+
+/* A non-negative whole number token, else dflt. */
+static double count(const cg_json_t *j, int tok, double dflt)
+{
+    double v;
+    if (cg_json_type(j, tok) == JSMN_PRIMITIVE && cg_json_number(j, tok, &v) && v >= 0 &&
+        v < 1e15 && v == (double)(uint64_t)v)
+        return v;
+    return dflt;
+}
+
+/* Parses p[0..n) into s->json with tokens borrowed until give_back();
+ * false when it is not a JSON object. */
+static bool parse(cg_xform_t *x, state_t *s, cg_span_t p)
+{
+    if (s->json.max == 0)
+        cg_json_init(&s->json, CG_XFORM_MAX_TOKENS);
+    cg_json_borrow(&s->json, cg__xform_view_tokens(x));
+    cg_sse_event_t ev = {.data = p, .ndata = 1};
+    return cg__xform_parse_data(&s->json, &ev, &s->data);
+}
+
+static void give_back(cg_xform_t *x, state_t *s)
+{
+    cg_json_give_back(&s->json, cg__xform_view_tokens(x));
+}
+
+/* Appends string token tok, decoded, to b (at most CG_CITE_MAX_FIELD
+ * bytes in all); nothing when it is not a string. */
+static void put_decoded(const cg_json_t *j, int tok, cg_buf_t *b)
+{
+    if (!cg_json_is_str(j, tok) || b->len >= CG_CITE_MAX_FIELD)
+        return;
+    cg_span_t raw = cg_json_raw(j, tok);
+    char *dst = cg_buf_reserve(b, raw.n + 1);
+    size_t n = cg_json_unescape(raw.p, raw.n, dst);
+    b->len += n;
+    if (b->len > CG_CITE_MAX_FIELD)
+        b->len = CG_CITE_MAX_FIELD;
+}
+
+/* --- Writing chunks of our own ---------------------------------------------- */
+
+static void put_open(cg_xform_t *x, cg_buf_t *b)
+{
+    cg_buf_putc(b, '{');
+    cg__xform_chunk_meta(x, b);
+}
+
+static void put_role(cg_xform_t *x, state_t *s)
+{
+    if (s->started)
+        return;
+    s->started = true;
+    cg_buf_t *b = cg__xform_chunk_begin(x);
+    put_open(x, b);
+    cg_buf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+                   "\"finish_reason\":null}]}");
+    cg__xform_chunk_end(x);
+}
+
+static const char *finish_reason(cg_span_t stop)
+{
+    if (cg_span_eq(stop, "max_tokens"))
+        return "length";
+    if (cg_span_eq(stop, "guardrail_intervened") || cg_span_eq(stop, "content_filtered"))
+        return "content_filter";
+    return "stop"; /* end_turn, stop_sequence, and anything else */
+}
+
+static void put_finish(cg_xform_t *x, const char *reason)
+{
+    cg_buf_t *b = cg__xform_chunk_begin(x);
+    put_open(x, b);
+    cg_buf_printf(b, ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"%s\"}]}", reason);
+    cg__xform_chunk_end(x);
+}
+
+static void put_usage_members(cg_buf_t *b, double in, double out, double total)
+{
+    cg_buf_printf(
+        b, "\"usage\":{\"prompt_tokens\":%.0f,\"completion_tokens\":%.0f,\"total_tokens\":%.0f}",
+        in, out, total);
+}
+
+static void put_usage(cg_xform_t *x, state_t *s)
+{
+    if (s->usage_out || !s->usage_seen || x->dreq == NULL || !x->dreq->include_usage)
+        return;
+    s->usage_out = true;
+    cg_buf_t *b = cg__xform_chunk_begin(x);
+    put_open(x, b);
+    cg_buf_puts(b, ",\"choices\":[],");
+    put_usage_members(b, s->in_tokens, s->out_tokens, s->total_tokens);
+    cg_buf_putc(b, '}');
+    cg__xform_chunk_end(x);
+}
+
+/* --- Citations and sources ---------------------------------------------------- */
+
+static bool absolute_url(const char *p, size_t n)
+{
+    return (n >= 7 && strncasecmp(p, "http://", 7) == 0) ||
+           (n >= 8 && strncasecmp(p, "https://", 8) == 0);
+}
+
+/* The document or search result location inside `location`, and its index. */
+static bool location_index(const cg_json_t *j, int loc, key_kind_t *kind, double *index)
+{
+    static const char *const docs[] = {"documentChar", "documentPage", "documentChunk"};
+    for (int i = 0; i < 3; i++) {
+        int d = cg_json_get(j, loc, docs[i]);
+        if (cg_json_type(j, d) == JSMN_OBJECT &&
+            (*index = count(j, cg_json_get(j, d, "documentIndex"), -1)) >= 0) {
+            *kind = KEY_DOCUMENT;
+            return true;
+        }
+    }
+    int r = cg_json_get(j, loc, "searchResultLocation");
+    if (cg_json_type(j, r) == JSMN_OBJECT &&
+        (*index = count(j, cg_json_get(j, r, "searchResultIndex"), -1)) >= 0) {
+        *kind = KEY_SEARCH_RESULT;
+        return true;
+    }
+    return false;
+}
+
+/* Appends the texts of a sourceContent array. */
+static void put_source_content(const cg_json_t *j, int sc, cg_buf_t *b)
+{
+    if (cg_json_type(j, sc) != JSMN_ARRAY)
+        return;
+    int n = j->tok[sc].size;
+    for (int k = 0, e = sc + 1; k < n; k++, e = cg_json_skip(j, e))
+        put_decoded(j, cg_json_get(j, e, "text"), b);
+}
+
+/* Reads citation object c into p; false when it names no source. */
+static bool read_citation(const cg_json_t *j, int c, pending_t *p)
+{
+    int loc = cg_json_get(j, c, "location"), web = cg_json_get(j, loc, "web");
+    int url = cg_json_get(j, web, "url"), title = cg_json_get(j, c, "title");
+    int source = cg_json_get(j, c, "source");
+    p->key.len = p->title.len = p->url.len = p->snippet.len = 0;
+    p->index = -1;
+    if (cg_json_is_str(j, url)) {
+        p->kind = KEY_URL;
+        put_decoded(j, url, &p->key);
+        put_decoded(j, url, &p->url);
+    } else if (location_index(j, loc, &p->kind, &p->index)) {
+    } else if (cg_json_is_str(j, source)) {
+        p->kind = KEY_SOURCE;
+        put_decoded(j, source, &p->key);
+    } else if (cg_json_is_str(j, title)) {
+        p->kind = KEY_TITLE;
+        put_decoded(j, title, &p->key);
+    } else {
+        return false;
+    }
+    put_decoded(j, title, &p->title);
+    if (p->title.len == 0)
+        put_decoded(j, cg_json_get(j, web, "domain"), &p->title);
+    if (p->url.len == 0 && cg_json_is_str(j, source)) {
+        put_decoded(j, source, &p->url);
+        if (!absolute_url(p->url.p, p->url.len))
+            p->url.len = 0;
+    }
+    put_source_content(j, cg_json_get(j, c, "sourceContent"), &p->snippet);
+    return true;
+}
+
+/* Does c carry nothing but more of the previous citation's text? */
+static bool continues(const cg_json_t *j, int c)
+{
+    return cg_json_get(j, c, "location") < 0 && cg_json_get(j, c, "title") < 0 &&
+           cg_json_get(j, c, "source") < 0;
+}
+
+/* A citation of the open block (a delta's, or one of a body block's). */
+static void block_cite(state_t *s, const cg_json_t *j, int c)
+{
+    if (cg_json_type(j, c) != JSMN_OBJECT)
+        return;
+    if (continues(j, c)) {
+        if (s->block_cont)
+            put_source_content(j, cg_json_get(j, c, "sourceContent"),
+                               &s->block[s->nblock - 1].snippet);
+        return;
+    }
+    s->block_cont = false;
+    if (s->nblock == BLOCK_CITES || !read_citation(j, c, &s->block[s->nblock]))
+        return;
+    s->nblock++;
+    s->block_cont = true;
+}
+
+static source_t *find_source(state_t *s, const pending_t *p)
+{
+    for (size_t i = 0; i < s->nsrc; i++) {
+        source_t *o = &s->src[i];
+        if (o->kind != p->kind)
+            continue;
+        if (p->kind == KEY_DOCUMENT || p->kind == KEY_SEARCH_RESULT
+                ? o->index == p->index
+                : o->key_len == p->key.len && memcmp(o->key, p->key.p, p->key.len) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+/* The number of pending citation p's source; 0 when the table is full. */
+static unsigned source_of(cg_xform_t *x, state_t *s, const pending_t *p)
+{
+    source_t *o = find_source(s, p);
+    if (o)
+        return o->n;
+    if (s->nsrc == CG_CITE_MAX)
+        return 0;
+    cg_cite_in_t in = {0};
+    if (p->kind == KEY_DOCUMENT && x->dreq && p->index < (double)x->dreq->ndocs)
+        in.id = x->dreq->doc_ids[(size_t)p->index];
+    in.title = cg_span(p->title.p, p->title.len);
+    in.url = cg_span(p->url.p, p->url.len);
+    in.content = cg_span(p->snippet.p, p->snippet.len);
+    unsigned n = cg__xform_cite(x, &in);
+    if (n == 0)
+        return 0;
+    s->src = cg_grow(s->src, s->nsrc, &s->src_cap, 16, sizeof(source_t));
+    s->src[s->nsrc++] = (source_t){p->kind, p->index, cg_xstrndup(p->key.p, p->key.len),
+                                   p->key.len, n};
+    return n;
+}
+
+/* The block's citations become sources; appends one [N] per distinct
+ * source to out, in the order of first citation, and clears the block. */
+static void put_block_refs(cg_xform_t *x, state_t *s, cg_buf_t *out)
+{
+    unsigned seen[BLOCK_CITES];
+    size_t nseen = 0;
+    for (size_t i = 0; i < s->nblock; i++) {
+        unsigned n = source_of(x, s, &s->block[i]);
+        bool dup = n == 0;
+        for (size_t k = 0; k < nseen && !dup; k++)
+            dup = seen[k] == n;
+        if (dup)
+            continue;
+        seen[nseen++] = n;
+        cg_buf_printf(out, "[%u]", n);
+    }
+    clear_block(s);
+}
+
+/* --- Stream messages ------------------------------------------------------------ */
+
+static void on_block_delta(cg_xform_t *x, state_t *s)
+{
+    const cg_json_t *j = &s->json;
+    int delta = cg_json_get(j, 0, "delta");
+    int text = cg_json_get(j, delta, "text");
+    if (cg_json_is_str(j, text)) {
+        put_role(x, s);
+        if (cg_json_raw(j, text).n)
+            cg__xform_content(x, 0, cg_json_raw(j, text));
+        return;
+    }
+    int c = cg_json_get(j, delta, "citation");
+    if (c >= 0)
+        block_cite(s, j, c);
+}
+
+static void on_block_stop(cg_xform_t *x, state_t *s)
+{
+    if (s->nblock == 0) {
+        clear_block(s);
+        return;
+    }
+    put_role(x, s);
+    s->strs.len = 0;
+    put_block_refs(x, s, &s->strs);
+    if (s->strs.len)
+        cg__xform_content(x, 0, cg_span(s->strs.p, s->strs.len));
+}
+
+static void on_message_stop(cg_xform_t *x, state_t *s)
+{
+    int stop = cg_json_get(&s->json, 0, "stopReason");
+    put_role(x, s);
+    if (s->finished)
+        return;
+    s->finished = true;
+    put_finish(x, finish_reason(cg_json_is_str(&s->json, stop) ? cg_json_raw(&s->json, stop)
+                                                              : cg_span("", 0)));
+}
+
+static void read_usage(state_t *s, int usage)
+{
+    const cg_json_t *j = &s->json;
+    if (cg_json_type(j, usage) != JSMN_OBJECT)
+        return;
+    s->usage_seen = true;
+    s->in_tokens = count(j, cg_json_get(j, usage, "inputTokens"), 0);
+    s->out_tokens = count(j, cg_json_get(j, usage, "outputTokens"), 0);
+    s->total_tokens =
+        count(j, cg_json_get(j, usage, "totalTokens"), s->in_tokens + s->out_tokens);
+}
+
+static void on_event(cg_xform_t *x, state_t *s, cg_span_t type)
+{
+    if (cg_span_eq(type, "contentBlockDelta")) {
+        on_block_delta(x, s);
+    } else if (cg_span_eq(type, "contentBlockStop")) {
+        on_block_stop(x, s);
+    } else if (cg_span_eq(type, "messageStart")) {
+        put_role(x, s);
+    } else if (cg_span_eq(type, "messageStop")) {
+        on_message_stop(x, s);
+    } else if (cg_span_eq(type, "metadata")) {
+        read_usage(s, cg_json_get(&s->json, 0, "usage"));
+        if (s->finished)
+            put_usage(x, s);
+    }
+}
+
+/* An exception message ({"message"}) or an error message (its message in a
+ * header): SPEC §6's error event, with the upstream's type or code. */
+static void on_failure(cg_xform_t *x, state_t *s, const cg_evs_msg_t *m, bool parsed)
+{
+    bool exception = cg_span_eq(m->message_type, "exception");
+    cg_span_t code = exception ? m->exception_type : m->error_code;
+    cg_buf_t *b = &s->strs;
+    b->len = 0;
+    int msg = parsed ? cg_json_get(&s->json, 0, "message") : -1;
+    if (exception && cg_json_is_str(&s->json, msg))
+        cg_buf_put(b, raw_value(&s->json, msg).p, raw_value(&s->json, msg).n);
+    else if (!exception && m->error_message.n)
+        cg_json_put_str(b, m->error_message.p, m->error_message.n);
+    else
+        cg_buf_puts(b, "\"upstream sent an error message\"");
+    size_t at = b->len;
+    if (code.n)
+        cg_json_put_str(b, code.p, code.n);
+    else
+        cg_buf_puts(b, "\"upstream_error\"");
+    s->over = true;
+    cg__xform_error(x, cg_span(b->p, at), cg_span(b->p + at, b->len - at));
+}
+
+/* Bedrock names no answer id; the model is the one the path named (its
+ * bytes need no escape: read_model allowed none that do). */
+static void set_meta(cg_xform_t *x, state_t *s)
+{
+    if (s->meta || x->dreq == NULL || x->dreq->model.len == 0)
+        return;
+    s->meta = true;
+    s->strs.len = 0;
+    cg_buf_putc(&s->strs, '"');
+    cg_buf_put(&s->strs, x->dreq->model.p, x->dreq->model.len);
+    cg_buf_putc(&s->strs, '"');
+    cg__xform_meta(x, cg_span(NULL, 0), cg_span(s->strs.p, s->strs.len));
+}
+
+static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
+{
+    state_t *s = state;
+    if (s->over)
+        return;
+    set_meta(x, s);
+    bool parsed = parse(x, s, m->payload);
+    if (cg_span_eq(m->message_type, "exception") || cg_span_eq(m->message_type, "error"))
+        on_failure(x, s, m, parsed);
+    else if (!cg_span_eq(m->message_type, "event"))
+        ; /* another kind of message: nothing of the answer */
+    else if (parsed)
+        on_event(x, s, m->event_type);
+    else
+        x->stats.malformed++;
+    give_back(x, s);
+}
+
+/* The upstream ended: after messageStop the answer is whole, and the usage
+ * that came goes before the [DONE] the transformer adds. */
+static void on_end(cg_xform_t *x, void *state, cg_span_t pending)
+{
+    (void)pending;
+    state_t *s = state;
+    if (s->finished && !s->over)
+        put_usage(x, s);
+}
+
+/* --- Non-streaming bodies ------------------------------------------------------- */
+
+/* Appends the texts of a citationsContent's content array. */
+static void put_texts(const cg_json_t *j, int content, cg_buf_t *out)
+{
+    if (cg_json_type(j, content) != JSMN_ARRAY)
+        return;
+    int n = j->tok[content].size;
+    for (int k = 0, e = content + 1; k < n; k++, e = cg_json_skip(j, e)) {
+        int text = cg_json_get(j, e, "text");
+        if (cg_json_is_str(j, text))
+            cg_buf_put(out, cg_json_raw(j, text).p, cg_json_raw(j, text).n);
+    }
+}
+
+/* The message's content blocks: text, then a citing block's references. */
+static void body_text(cg_xform_t *x, state_t *s, int content, cg_buf_t *out)
+{
+    const cg_json_t *j = &s->json;
+    if (cg_json_type(j, content) != JSMN_ARRAY)
+        return;
+    int n = j->tok[content].size;
+    for (int k = 0, b = content + 1; k < n; k++, b = cg_json_skip(j, b)) {
+        int text = cg_json_get(j, b, "text"), cc = cg_json_get(j, b, "citationsContent");
+        if (cg_json_is_str(j, text)) {
+            cg_buf_put(out, cg_json_raw(j, text).p, cg_json_raw(j, text).n);
+            continue;
+        }
+        if (cg_json_type(j, cc) != JSMN_OBJECT)
+            continue;
+        put_texts(j, cg_json_get(j, cc, "content"), out);
+        int cites = cg_json_get(j, cc, "citations");
+        clear_block(s);
+        if (cg_json_type(j, cites) == JSMN_ARRAY) {
+            int m = j->tok[cites].size;
+            for (int q = 0, c = cites + 1; q < m; q++, c = cg_json_skip(j, c))
+                block_cite(s, j, c);
+        }
+        put_block_refs(x, s, out);
+    }
+}
+
+static void put_raw_or(cg_buf_t *b, const cg_buf_t *v, const char *dflt)
+{
+    if (v->len)
+        cg_buf_put(b, v->p, v->len);
+    else
+        cg_buf_puts(b, dflt);
+}
+
+static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_buf_t *chat)
+{
+    state_t *s = state;
+    int msg = -1;
+    set_meta(x, s);
+    if (parse(x, s, cg_span(body, len)))
+        msg = cg_json_get(&s->json, cg_json_get(&s->json, 0, "output"), "message");
+    if (cg_json_type(&s->json, msg) != JSMN_OBJECT) {
+        give_back(x, s);
+        return -1;
+    }
+    const cg_json_t *j = &s->json;
+    cg_buf_puts(chat, "{\"id\":");
+    put_raw_or(chat, &x->meta_id, "\"\"");
+    cg_buf_puts(chat, ",\"object\":\"chat.completion\",\"created\":");
+    put_raw_or(chat, &x->meta_created, "0");
+    cg_buf_puts(chat, ",\"model\":");
+    put_raw_or(chat, &x->meta_model, "\"\"");
+    cg_buf_puts(chat,
+                ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"");
+    body_text(x, s, cg_json_get(j, msg, "content"), chat);
+    cg_buf_puts(chat, "\"},\"finish_reason\":");
+    int stop = cg_json_get(j, 0, "stopReason");
+    if (cg_json_is_str(j, stop))
+        cg_buf_printf(chat, "\"%s\"", finish_reason(cg_json_raw(j, stop)));
+    else
+        cg_buf_puts(chat, "null");
+    cg_buf_puts(chat, "}]");
+    read_usage(s, cg_json_get(j, 0, "usage"));
+    if (s->usage_seen) {
+        cg_buf_putc(chat, ',');
+        put_usage_members(chat, s->in_tokens, s->out_tokens, s->total_tokens);
+    }
+    cg_buf_putc(chat, '}');
+    give_back(x, s);
+    return 0;
+}
+
+static const cg_dialect_view_t view = {
+    .state_size = sizeof(state_t),
+    .state_free = state_free,
+    .end = on_end,
+    .body = on_body,
+    .message = on_message,
+};
+
+/* --- The request ---------------------------------------------------------------- */
+
+static bool model_byte(char c)
+{
+    return isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-' || c == ':' || c == '/';
+}
+
+/* The model the path names: the Azure route's deployment, else the body's
+ * model, decoded. */
+static int read_model(cg_chatreq_t *c, cg_dialect_err_t *e)
+{
+    cg_buf_t *m = &c->dreq->model;
+    cg_span_t deployment = c->in->deployment;
+    int tok = c->r[CG_REQ_MODEL];
+    if (deployment.p) {
+        cg_buf_put(m, deployment.p, deployment.n);
+    } else if (cg_json_is_str(c->j, tok)) {
+        cg_span_t raw = cg_json_raw(c->j, tok);
+        char *t = cg_buf_reserve(m, raw.n + 1);
+        m->len = cg_json_unescape(raw.p, raw.n, t);
+    }
+    bool ok = m->len > 0 && memmem(m->p, m->len, "..", 2) == NULL;
+    for (size_t i = 0; ok && i < m->len; i++)
+        ok = model_byte(m->p[i]);
+    if (ok)
+        return 0;
+    return cg__req_fail(e, "invalid_request", "model",
+                        "model must be a model id, inference profile or ARN of A-Z, a-z, 0-9, "
+                        "'.', '_', '-', ':' and '/' (it becomes part of the bedrock upstream path)");
+}
+
+static int by_id(const void *a, const void *b)
+{
+    unsigned x = (*(const cg_citation_t *const *)a)->id, y = (*(const cg_citation_t *const *)b)->id;
+    return (x > y) - (x < y);
+}
+
+typedef struct docs {
+    cg_request_t full; /* <source> tags with their whole text */
+    const cg_citation_t **v;
+    size_t n;
+} docs_t;
+
+/* The <source> tags with text that become documents, in id order, read
+ * again without the max_doc_bytes cut (the model sees the whole source). */
+static void find_documents(cg_chatreq_t *c, docs_t *d)
+{
+    const cg_request_t *req = c->in->req;
+    if (req == NULL || req->sources.n == 0 || c->last_user < 0)
+        return;
+    cg_cite_opts_t whole = {SIZE_MAX, false};
+    cg_request_parse(&d->full, c->body, c->len, &whole);
+    d->v = cg_xmalloc(req->sources.n * sizeof(*d->v));
+    for (size_t i = 0; i < req->sources.n; i++) {
+        const cg_citation_t *s = cg_cites_find(&d->full.sources, req->sources.v[i].id);
+        if (s && s->content[0] != '\0')
+            d->v[d->n++] = s;
+    }
+    qsort(d->v, d->n, sizeof(*d->v), by_id);
+    if (d->n == 0)
+        return;
+    c->dreq->doc_ids = cg_xmalloc(d->n * sizeof(unsigned));
+    for (size_t i = 0; i < d->n; i++)
+        c->dreq->doc_ids[i] = d->v[i]->id;
+    c->dreq->ndocs = d->n;
+}
+
+static void put_documents(cg_buf_t *o, const docs_t *d)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        cg__req_sep(o);
+        cg_buf_printf(o, "{\"document\":{\"name\":\"source-%u\",\"format\":\"txt\",\"source\":"
+                         "{\"text\":",
+                      d->v[i]->id);
+        cg_json_put_cstr(o, d->v[i]->content);
+        cg_buf_puts(o, "},\"citations\":{\"enabled\":true}}}");
+    }
+}
+
+/* A text block of message msg's text, left out when empty. */
+static void put_text_block(cg_chatreq_t *c, int msg)
+{
+    cg_buf_t *o = c->out;
+    size_t mark = o->len;
+    cg__req_sep(o);
+    cg_buf_puts(o, "{\"text\":\"");
+    size_t text = o->len;
+    cg__req_put_content_text(c, msg);
+    if (o->len == text)
+        o->len = mark;
+    else
+        cg_buf_puts(o, "\"}");
+}
+
+/* User and assistant messages, a turn per run of one role; a message with
+ * no block is as if absent. */
+static void put_messages(cg_chatreq_t *c, const docs_t *d)
+{
+    cg_buf_t *o = c->out;
+    cg__req_key(o, "messages");
+    cg_buf_putc(o, '[');
+    cg_req_role_t open = CG_ROLE_OTHER;
+    int n, i = cg__req_messages(c, &n);
+    for (int k = 0; k < n; k++, i = cg_json_skip(c->j, i)) {
+        cg_req_role_t role = cg__req_role(c, i);
+        if (role != CG_ROLE_USER && role != CG_ROLE_ASSISTANT)
+            continue;
+        size_t mark = o->len;
+        if (role != open) {
+            if (open != CG_ROLE_OTHER)
+                cg_buf_puts(o, "]}");
+            cg__req_sep(o);
+            cg_buf_puts(o, role == CG_ROLE_USER ? "{\"role\":\"user\",\"content\":["
+                                                : "{\"role\":\"assistant\",\"content\":[");
+        }
+        size_t blocks = o->len;
+        if (i == c->last_user)
+            put_documents(o, d);
+        put_text_block(c, i);
+        if (o->len == blocks)
+            o->len = mark;
+        else
+            open = role;
+    }
+    if (open != CG_ROLE_OTHER)
+        cg_buf_puts(o, "]}");
+    cg_buf_putc(o, ']');
+}
+
+/* inferenceConfig, left out when it would be empty. */
+static void put_inference_config(cg_chatreq_t *c)
+{
+    cg_buf_t *o = c->out;
+    size_t start = o->len;
+    cg__req_key(o, "inferenceConfig");
+    cg_buf_putc(o, '{');
+    size_t open = o->len;
+    int max = cg__req_max_tokens(c);
+    if (max >= 0) {
+        cg__req_key(o, "maxTokens");
+        cg__req_put_raw(c, max);
+    }
+    cg__req_put_kept(c, CG_REQ_TEMPERATURE, "temperature");
+    cg__req_put_kept(c, CG_REQ_TOP_P, "topP");
+    cg__req_put_stop_list(c, "stopSequences");
+    if (o->len == open)
+        o->len = start;
+    else
+        cg_buf_putc(o, '}');
+}
+
+static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
+{
+    if (cg__req_check_stop(c, err) != 0 || read_model(c, err) != 0)
+        return -1;
+    docs_t d = {0};
+    find_documents(c, &d);
+    cg_buf_t *o = c->out;
+    cg_buf_putc(o, '{');
+    put_messages(c, &d);
+    cg__req_put_system(c, "\"system\":[{\"text\":\"", "\"}]");
+    put_inference_config(c);
+    if (c->in->tool_config) {
+        cg__req_key(o, "toolConfig");
+        cg_buf_puts(o, c->in->tool_config);
+    }
+    cg_buf_putc(o, '}');
+    cg_request_free(&d.full);
+    free(d.v);
+    return 0;
+}
+
+/* The model as one path segment: `:` and `/` percent-encoded. */
+static void path(const cg_dialect_req_t *r, cg_buf_t *out)
+{
+    cg_buf_puts(out, "/model/");
+    for (size_t i = 0; i < r->model.len; i++) {
+        char ch = r->model.p[i];
+        if (ch == ':')
+            cg_buf_puts(out, "%3A");
+        else if (ch == '/')
+            cg_buf_puts(out, "%2F");
+        else
+            cg_buf_putc(out, ch);
+    }
+    cg_buf_puts(out, r->stream ? "/converse-stream" : "/converse");
+}
+
+/* The client's Authorization (a Bedrock API key) goes as it came; api-key
+ * becomes Authorization. With AWS keys configured the shell signs the
+ * request and drops both. */
+static bool forwards(cg_span_t name)
+{
+    return !cg__req_field_is(name, "api-key");
+}
+
+static void headers(const cg_dialect_hdrs_t *h)
+{
+    cg_span_t key = h->get(h->ctx, "api-key");
+    if (h->get(h->ctx, "authorization").p || key.p == NULL)
+        return;
+    key = cg_dialect_api_key(key, cg_span(NULL, 0));
+    if (key.p == NULL)
+        return;
+    char *v = cg_xmalloc(key.n + 8);
+    memcpy(v, "Bearer ", 7);
+    memcpy(v + 7, key.p, key.n);
+    h->add(h->ctx, CG_SPAN_LIT("Authorization"), cg_span(v, key.n + 7));
+    free(v);
+}
+
+const cg_dialect_t cg__dialect_bedrock = {
+    .name = "bedrock",
+    .request = request,
+    .path = path,
+    .forwards = forwards,
+    .headers = headers,
+    .view = &view,
+    .aws_service = "bedrock",
+};
