@@ -335,7 +335,8 @@ static source_t *find_source(state_t *s, const pending_t *p)
             continue;
         if (p->kind == KEY_DOCUMENT || p->kind == KEY_SEARCH_RESULT
                 ? o->index == p->index
-                : o->key_len == p->key.len && memcmp(o->key, p->key.p, p->key.len) == 0)
+                : o->key_len == p->key.len &&
+                      (p->key.len == 0 || memcmp(o->key, p->key.p, p->key.len) == 0))
             return o;
     }
     return NULL;
@@ -359,8 +360,8 @@ static unsigned source_of(cg_xform_t *x, state_t *s, const pending_t *p)
     if (n == 0)
         return 0;
     s->src = cg_grow(s->src, s->nsrc, &s->src_cap, 16, sizeof(source_t));
-    s->src[s->nsrc++] = (source_t){p->kind, p->index, cg_xstrndup(p->key.p, p->key.len),
-                                   p->key.len, n};
+    char *key = p->key.len ? cg_xstrndup(p->key.p, p->key.len) : NULL;
+    s->src[s->nsrc++] = (source_t){p->kind, p->index, key, p->key.len, n};
     return n;
 }
 

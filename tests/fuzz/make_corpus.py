@@ -323,6 +323,53 @@ EVSTREAM_SEEDS = {
 }
 
 
+# fuzz_bedrock byte 1: request (bits 0-1: sources, none, usage, both), profile (bits 2-4),
+# small max_doc_bytes (bit 6), mend the CRCs (bit 7).
+BR_SOURCES, BR_NONE, BR_USAGE, BR_BOTH = 0, 1, 2, 3
+BR_OPENAI, BR_WEBCHAT, BR_STRUCTURED, BR_OFF = 1 << 2, 2 << 2, 3 << 2, 4 << 2
+BR_MEND = 0x80
+
+
+def br_stream_cited():
+    return b"".join([
+        ev_event("messageStart", b'{"role":"assistant"}'),
+        ev_event("contentBlockDelta", b'{"contentBlockIndex":0,"delta":{"text":"Three \\u00e9 [x]"},"p":"a"}'),
+        ev_event("contentBlockDelta", b'{"contentBlockIndex":0,"delta":{"citation":{"title":"source-3",'
+                                      b'"sourceContent":[{"text":"th"}],"location":{"documentChar":'
+                                      b'{"documentIndex":0,"start":0,"end":5}}}}}'),
+        ev_event("contentBlockDelta", b'{"contentBlockIndex":0,"delta":{"citation":{"sourceContent":'
+                                      b'[{"text":"ree"}]}}}'),
+        ev_event("contentBlockDelta", b'{"contentBlockIndex":0,"delta":{"citation":{"location":'
+                                      b'{"documentPage":{"documentIndex":7,"start":1,"end":2}}}}}'),
+        ev_event("contentBlockDelta", b'{"contentBlockIndex":0,"delta":{"citation":{"location":'
+                                      b'{"searchResultLocation":{"searchResultIndex":2}},"source":'
+                                      b'"https://s.example/r"}}}'),
+        ev_event("contentBlockStop", b'{"contentBlockIndex":0}'),
+        ev_event("messageStop", b'{"stopReason":"max_tokens"}'),
+        ev_event("metadata", b'{"usage":{"inputTokens":3,"outputTokens":4,"totalTokens":7}}'),
+    ])
+
+
+BR_BODY = (b'{"output":{"message":{"role":"assistant","content":[{"citationsContent":{"content":'
+           b'[{"text":"Paris."}],"citations":[{"location":{"web":{"url":"https://w.example/p",'
+           b'"domain":"w.example"}}}]}},{"text":" More."}]}},"stopReason":"end_turn","usage":'
+           b'{"inputTokens":1,"outputTokens":2,"totalTokens":3}}')
+
+BEDROCK_SEEDS = {
+    "grounded_openwebui": (0xC0, BR_SOURCES, bedrock_stream()),
+    "grounded_webchat_mend": (0x41, BR_BOTH | BR_WEBCHAT | BR_MEND, bedrock_stream()),
+    "cited_openai": (0x80, BR_SOURCES | BR_OPENAI, br_stream_cited()),
+    "cited_structured_mend": (0x03, BR_USAGE | BR_STRUCTURED | BR_MEND, br_stream_cited()),
+    "cited_off_r7": (0x42, BR_NONE | BR_OFF, br_stream_cited()),
+    "exception": (0x80, BR_SOURCES, ev_event("contentBlockDelta", b'{"delta":{"text":"a"}}') + ev_message(
+        ev_header(":exception-type", b"throttlingException") + ev_header(":message-type", b"exception"),
+        b'{"message":"slow down"}')),
+    "bad_crc": (0x40, BR_NONE, br_stream_cited()[:-1] + b"\x00"),
+    "body": (0x80, BR_SOURCES, BR_BODY),
+    "body_webchat": (0x80, BR_NONE | BR_WEBCHAT, BR_BODY),
+}
+
+
 def write(dirname, name, data):
     d = HERE / "corpus" / dirname
     d.mkdir(parents=True, exist_ok=True)
@@ -460,6 +507,8 @@ def main():
         write("embedding", name, data)
     for name, (seed, flags, data) in EVSTREAM_SEEDS.items():
         write("evstream", name, bytes([seed, flags]) + data)
+    for name, (seed, flags, data) in BEDROCK_SEEDS.items():
+        write("bedrock", name, bytes([seed, flags]) + data)
 
 
 if __name__ == "__main__":
