@@ -41,9 +41,11 @@
  *
  * State per stream, bounded: at most CG_CITE_MAX sources (keys kept to
  * CG_CITE_MAX_FIELD bytes), at most BLOCK_CITES citations per block (the
- * rest of the block's citations are left out), a citation's strings to
+ * rest of the block's citations are left out; the array grows as a block
+ * cites, and is kept for the next), a citation's strings to
  * CG_CITE_MAX_FIELD bytes each; tokens are borrowed from the call while a
- * message is read.
+ * message is read. A stream whose blocks cite nothing holds no citation
+ * array at all.
  */
 #include "chatreq.h"
 #include "core/emit.h"
@@ -86,8 +88,8 @@ typedef struct state {
     cg_buf_t data;  /* scratch of cg__xform_parse_data */
     cg_buf_t strs;  /* decoded strings, the block's references */
 
-    pending_t block[BLOCK_CITES];
-    size_t nblock;
+    pending_t *block; /* grown as a block cites, kept for the next block */
+    size_t nblock, block_cap;
     bool block_cont; /* the last citation may go on in the next delta */
 
     source_t *src;
@@ -113,12 +115,13 @@ static void state_free(void *p)
     cg_json_free(&s->json);
     cg_buf_free(&s->data);
     cg_buf_free(&s->strs);
-    for (size_t i = 0; i < BLOCK_CITES; i++) {
+    for (size_t i = 0; i < s->block_cap; i++) {
         cg_buf_free(&s->block[i].key);
         cg_buf_free(&s->block[i].title);
         cg_buf_free(&s->block[i].url);
         cg_buf_free(&s->block[i].snippet);
     }
+    free(s->block);
     for (size_t i = 0; i < s->nsrc; i++)
         free(s->src[i].key);
     free(s->src);
@@ -321,7 +324,14 @@ static void block_cite(state_t *s, const cg_json_t *j, int c)
         return;
     }
     s->block_cont = false;
-    if (s->nblock == BLOCK_CITES || !read_citation(j, c, &s->block[s->nblock]))
+    if (s->nblock == BLOCK_CITES)
+        return;
+    if (s->nblock == s->block_cap) {
+        size_t was = s->block_cap;
+        s->block = cg_grow(s->block, s->nblock, &s->block_cap, 4, sizeof(pending_t));
+        memset(s->block + was, 0, (s->block_cap - was) * sizeof(pending_t));
+    }
+    if (!read_citation(j, c, &s->block[s->nblock]))
         return;
     s->nblock++;
     s->block_cont = true;
