@@ -830,21 +830,32 @@ void cg_exchange_on_end(cg_exchange_t *ex, cg_err_t err)
 /* One read brought the body's last bytes and its end: they leave in one
  * write with what the profile adds at the end (a client over HTTP/1.1 gets
  * one writev, not a second write for the terminator). */
-void cg_exchange_on_last(cg_exchange_t *ex, const char *p, size_t n)
+/* Did the upstream's event stream break its framing? The exchange is
+ * finished by then, but it is freed only once its timer has closed. */
+static bool framing_broke(const cg_exchange_t *ex)
+{
+    return ex->xf && cg_xform_stats(ex->xf)->framing_error;
+}
+
+bool cg_exchange_on_last(cg_exchange_t *ex, const char *p, size_t n)
 {
     if (cg_exchange_done(ex))
-        return; /* nothing more is written for it */
+        return true; /* nothing more is written for it */
     bool joinable = n > 0 && answer_started(ex) && ex->mode != CG_MODE_BODY &&
                     !cg_status_no_body(ex->status, ex->msg.method);
     if (!joinable) {
         if (n > 0)
             cg_exchange_on_body(ex, p, n);
         cg_exchange_on_end(ex, CG_OK);
-        return;
+        return !framing_broke(ex);
     }
     ex->last_activity = cg_now_ms(ex->ctx);
     ex->resp_bytes += n;
     end_answer(ex, CG_END_EOF, cg_span(p, n));
+    if (!framing_broke(ex))
+        return true;
+    cg_log_warn(ex->rid, "upstream event stream broke its framing: answer ended");
+    return false;
 }
 
 void cg_exchange_upstream_queued(cg_exchange_t *ex)

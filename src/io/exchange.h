@@ -126,8 +126,10 @@ void cg_exchange_on_body(cg_exchange_t *ex, const char *p, size_t n);
 /* The answer ended: CG_OK when complete, else why it broke off. */
 void cg_exchange_on_end(cg_exchange_t *ex, cg_err_t err);
 /* The body's last bytes (n may be 0) and its complete end, in one read:
- * cg_exchange_on_body then cg_exchange_on_end(CG_OK), in one write. */
-void cg_exchange_on_last(cg_exchange_t *ex, const char *p, size_t n);
+ * cg_exchange_on_body then cg_exchange_on_end(CG_OK), in one write.
+ * Returns false when those bytes broke an event stream's framing: the
+ * connection they came on must not carry another request. */
+bool cg_exchange_on_last(cg_exchange_t *ex, const char *p, size_t n);
 
 static inline bool cg_exchange_done(const cg_exchange_t *ex)
 {

@@ -194,13 +194,16 @@ static int on_message_complete(llhttp_t *lp)
     return HPE_PAUSED;
 }
 
-/* The answer is complete: the connection goes back to the pool (or
- * closes), then the exchange takes the read's last body bytes and ends. */
+/* The answer is complete: the exchange takes the read's last body bytes
+ * and ends, then the connection goes back to the pool (or closes). */
 static void complete(h1conn_t *u, cg_span_t last)
 {
     h1pool_t *p = u->pool;
     cg_exchange_t *ex = detach(u);
-    if (llhttp_should_keep_alive(&u->parser) && cg_conn_usable(&u->conn) && !p->draining) {
+    /* The answer goes first: bytes that break an event stream's framing
+     * leave the connection unfit for another request. */
+    bool sound = cg_exchange_on_last(ex, last.p, last.n);
+    if (sound && llhttp_should_keep_alive(&u->parser) && cg_conn_usable(&u->conn) && !p->draining) {
         llhttp_resume(&u->parser);
         llhttp_reset(&u->parser);
         u->done = u->got_bytes = false;
@@ -208,9 +211,8 @@ static void complete(h1conn_t *u, cg_span_t last)
         idle_push(u);
         cg_conn_read_start(&u->conn);
     } else {
-        cg_conn_close(&u->conn, CG_OK);
+        cg_conn_close(&u->conn, sound ? CG_OK : CG_E_PROTOCOL);
     }
-    cg_exchange_on_last(ex, last.p, last.n);
     release_body(p);
     serve_soon(p);
 }
