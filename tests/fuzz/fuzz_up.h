@@ -18,6 +18,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -51,6 +52,12 @@ static void up_listen(void)
     FZ_CHECK(up_listener >= 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(a);
+    /* Accepted sockets inherit TCP_NODELAY: without it, Nagle holds a write
+     * back until the last one is acknowledged, and loopback's delayed ACK
+     * takes 40 ms of real time, so bytes the driver wrote would reach the
+     * shell only after the loop settled, or never. */
+    int one = 1;
+    FZ_CHECK(setsockopt(up_listener, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0);
     FZ_CHECK(bind(up_listener, (struct sockaddr *)&a, len) == 0 && listen(up_listener, 64) == 0);
     FZ_CHECK(getsockname(up_listener, (struct sockaddr *)&a, &len) == 0);
     strcpy(up_target.url.host, "127.0.0.1");

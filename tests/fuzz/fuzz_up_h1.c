@@ -6,9 +6,10 @@
  *
  * Input: byte 0 the split seed (how the upstream's bytes are cut into
  * writes), byte 1 the world's flags (fs_configure: dialect, end of input,
- * ...), byte 2 the client side (fuzz_up.h), then the upstream's bytes:
- * status line to the end of the body (and the next answer when a second
- * request is made).
+ * time passing after each write, ...), byte 2 the client side
+ * (fuzz_up.h), then the upstream's bytes: status line to the end of the
+ * body (and the next answer when a second request is made). Each write is
+ * read before time moves.
  *
  * Checked:
  * - what citegate sent upstream is clean HTTP/1.1 (fs_check_h1_requests);
@@ -102,10 +103,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!fs_write(up, u.in + sent, n))
             break;
         sent += n;
+        /* The piece is read before time passes: a deadline that then ends
+         * the answer ends it after those bytes, never over them. */
+        fs_settle(up_accept, &u);
         if (o.slow)
             fs_advance(FS_PIECE_MS, up_accept, &u);
-        else
-            fs_settle(up_accept, &u);
     }
     up_end(&u, &o);
     frame_upstream(&u, sent, o.end == FS_END_EOF || o.end == FS_END_CLOSE);
