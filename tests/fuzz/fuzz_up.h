@@ -16,6 +16,9 @@
 
 #include "fuzz_shell.h"
 
+#include "citegate/dialect.h"
+#include "citegate/json.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -31,6 +34,7 @@ typedef struct up_client {
     size_t nups;
     uint8_t flags; /* byte 2 */
     bool chat, stream, off, translates;
+    bool code_null; /* the dialect's error code may be null (responses, SPEC §6a) */
     const uint8_t *in; /* the upstream's bytes, for lines forwarded verbatim */
     size_t len;
     /* The upstream's first final answer, as the driver framed it: status 0
@@ -117,6 +121,7 @@ static void up_client_init(up_client_t *u, uint8_t flags, const fs_opts_t *o, co
     u->stream = flags & 8;
     u->off = (flags & 7) == 5;
     u->translates = cg_dialect_translates(o->dialect);
+    u->code_null = strcmp(o->dialect->name, "responses") == 0;
     u->in = in;
     u->len = len;
     strcpy(up_target.url.base, (flags & 0x80) ? "/base" : "");
@@ -156,6 +161,35 @@ static bool up_rewritten(const up_client_t *u, const fs_answer_t *a)
     return u->chat && a->status == 200 && !a->sse && !a->encoded && (!u->off || u->translates);
 }
 
+/* SPEC §6's error event: one JSON object whose one member, "error", is an
+ * object of exactly "message" (a string), "type" ("upstream_error") and
+ * "code" (a string; for the responses dialect also null, as the upstream's
+ * error code it carries may be, §6a). No profile changes it. */
+static bool up_error_event(const up_client_t *u, cg_span_t data)
+{
+    if (data.n == 0)
+        return false;
+    cg_json_t j;
+    cg_json_init(&j, 16);
+    bool ok = cg_json_parse(&j, data.p, data.n) == CG_JSON_OK && j.tok[0].type == JSMN_OBJECT &&
+              j.tok[0].size == 1 && cg_json_is_str(&j, 1) &&
+              cg_span_eq(cg_json_raw(&j, 1), "error") && cg_json_type(&j, 2) == JSMN_OBJECT &&
+              j.tok[2].size == 3;
+    if (ok) {
+        /* Three members, each found: three different names. */
+        int m = cg_json_get(&j, 2, "message"), t = cg_json_get(&j, 2, "type");
+        int c = cg_json_get(&j, 2, "code");
+        ok = cg_json_is_str(&j, m) && cg_json_is_str(&j, t) &&
+             cg_span_eq(cg_json_raw(&j, t), "upstream_error") &&
+             (cg_json_is_str(&j, c) || (u->code_null && cg_json_is_null(&j, c)));
+    }
+    if (!ok)
+        fprintf(stderr, "last event, not [DONE] nor the error event: %.*s\n",
+                (int)(data.n > 400 ? 400 : data.n), data.p);
+    cg_json_free(&j);
+    return ok;
+}
+
 static void up_on_answer(void *arg, size_t i, fs_answer_t *a)
 {
     up_client_t *u = arg;
@@ -164,7 +198,7 @@ static void up_on_answer(void *arg, size_t i, fs_answer_t *a)
          * what an upstream sends after its [DONE] still passes, rewritten. */
         bool done;
         cg_span_t last = fs_check_sse(a, u->in, u->len, false, false, &done);
-        FZ_CHECK(done || (last.n && memmem(last.p, last.n, "\"error\"", 7)));
+        FZ_CHECK(done || up_error_event(u, last));
         return;
     }
     /* Forwarded as is: the upstream's body, byte for byte. */
