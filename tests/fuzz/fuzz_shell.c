@@ -662,6 +662,7 @@ static int rd_begin(llhttp_t *p)
     cg_hdrs_reset(&r->hdrs);
     r->cur.body.len = 0;
     r->cur.status = 0;
+    r->cur.rid[0] = '\0';
     return 0;
 }
 
@@ -692,6 +693,10 @@ static int rd_headers(llhttp_t *p)
     r->cur.sse = starts(ct, "text/event-stream");
     r->cur.json = starts(ct, "application/json");
     r->cur.encoded = ce.p && !cg_span_ieq(ce, "identity");
+    cg_span_t rid = cg_hdrs_get(&r->hdrs, "x-request-id");
+    size_t n = rid.p && rid.n < sizeof(r->cur.rid) ? rid.n : 0;
+    memcpy(r->cur.rid, rid.p ? rid.p : "", n);
+    r->cur.rid[n] = '\0';
     if (p->status_code < 200)
         return 0;
     bool head = r->answers < r->nhead && r->head[r->answers];

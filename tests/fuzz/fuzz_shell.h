@@ -127,6 +127,7 @@ bool fs_dot_segment(const char *path, size_t n);
 typedef struct fs_answer {
     int status;
     bool sse, json, encoded; /* its Content-Type, and a Content-Encoding */
+    char rid[64];            /* its X-Request-Id (citegate's ids are shorter); "" if none */
     cg_buf_t body;
 } fs_answer_t;
 

@@ -2,7 +2,10 @@
  * What the two upstream drivers (fuzz_up_h1, fuzz_up_h2) share: the client
  * side. A fixed, valid client speaks HTTP/1.1 to the shell through a
  * socketpair; its requests and the checks of what it reads are the same
- * whatever protocol the fuzzed upstream speaks.
+ * whatever protocol the fuzzed upstream speaks. Each driver frames the
+ * upstream's first final answer with the library citegate reads it with
+ * (up_status and what follows it in up_client_t); the client's first answer
+ * is checked against it here (up_check_first).
  *
  * Byte 2 of both drivers' inputs picks the client side:
  *   bits 0-2: the profile (openwebui, openai, webchat, markdown, structured,
@@ -34,13 +37,25 @@ typedef struct up_client {
     size_t nups;
     uint8_t flags; /* byte 2 */
     bool chat, stream, off, translates;
+    bool evstream;  /* the dialect reads AWS's event stream (a view with a message hook) */
     bool code_null; /* the dialect's error code may be null (responses, SPEC §6a) */
     const uint8_t *in; /* the upstream's bytes, for lines forwarded verbatim */
     size_t len;
-    /* The upstream's first final answer, as the driver framed it: status 0
-     * when it is not whole (or citegate cannot relay it). */
+    /* The upstream's first final answer, as the driver framed it (fuzz_up_h1
+     * with llhttp, fuzz_up_h2 with an nghttp2 session of its own, each the
+     * library citegate reads it with): its status when it is whole and
+     * citegate can relay it, else 0 (not whole, or the driver cannot tell). */
     int up_status;
-    cg_buf_t up_body;
+    /* Its head, or a 1xx before it, is one citegate refuses (an interim
+     * status other than 100/103, SPEC §9; fields beyond CG_MAX_HEADER_BYTES):
+     * the client gets a 502 of citegate's own. */
+    bool up_refused;
+    bool up_sse, up_encoded; /* its Content-Type and Content-Encoding, as citegate reads them */
+    cg_buf_t up_body;        /* its content (none for a 204 or 304) */
+    /* The X-Request-Id of the request it answers, when the driver knows it
+     * ("" otherwise): only the client answer with that id is checked. */
+    char up_rid[64];
+    int eof_conn;   /* the index in ups of the connection up_end half-closed, -1 */
     bool in_flight; /* the answer had not ended when the teardown began */
 } up_client_t;
 
@@ -121,7 +136,10 @@ static void up_client_init(up_client_t *u, uint8_t flags, const fs_opts_t *o, co
     u->stream = flags & 8;
     u->off = (flags & 7) == 5;
     u->translates = cg_dialect_translates(o->dialect);
+    const cg_dialect_view_t *view = cg_dialect_view(o->dialect);
+    u->evstream = view && view->message;
     u->code_null = strcmp(o->dialect->name, "responses") == 0;
+    u->eof_conn = -1;
     u->in = in;
     u->len = len;
     strcpy(up_target.url.base, (flags & 0x80) ? "/base" : "");
@@ -155,10 +173,13 @@ static bool up_transformed(const up_client_t *u, const fs_answer_t *a)
     return u->chat && a->status == 200 && a->sse && !a->encoded && (!u->off || u->translates);
 }
 
-/* A body citegate rewrites (non-streaming, on a chat route). */
-static bool up_rewritten(const up_client_t *u, const fs_answer_t *a)
+/* Does citegate forward the upstream's first final answer as is (SPEC §4,
+ * §6 rule 6, §11; cg_exchange_on_head)? Everything off a chat route; on one,
+ * whatever is not a 200, a 200 in a Content-Encoding, and in profile off a
+ * 200 of a dialect that needs no translation. */
+static bool up_forwarded(const up_client_t *u)
 {
-    return u->chat && a->status == 200 && !a->sse && !a->encoded && (!u->off || u->translates);
+    return !u->chat || u->up_status != 200 || u->up_encoded || (u->off && !u->translates);
 }
 
 /* SPEC §6's error event: one JSON object whose one member, "error", is an
@@ -190,21 +211,54 @@ static bool up_error_event(const up_client_t *u, cg_span_t data)
     return ok;
 }
 
+/* The client's first answer against the upstream's first final answer. A
+ * whole one that citegate relays keeps its status: a forwarded one, and a
+ * transformed one too (only a 200 is transformed, and it stays a 200).
+ * What else the client may read instead, and why: */
+static void up_check_first(const up_client_t *u, const fs_answer_t *a)
+{
+    if (u->up_rid[0] && strcmp(u->up_rid, a->rid) != 0)
+        return; /* the first exchange ended before its request reached that stream */
+    int want = u->up_status;
+    /* - A head citegate refuses is a protocol error: 502 (SPEC §9, §11;
+     *   up_h1.c on_headers_complete and the field callbacks, up_h2.c
+     *   refuse_answer). */
+    if (u->up_refused)
+        want = 502;
+    if (want == 0)
+        return;
+    /* - A stream a profile holds to its end (structured), from a dialect
+     *   read as AWS's event stream whose framing broke: nothing went out
+     *   yet, so the exchange answers 502 (exchange.c end_broken_framing).
+     *   None of the drivers' dialects reads an event stream today. */
+    bool broken_framing = u->evstream && u->chat && (u->flags & 7) == 4 && u->up_status == 200 &&
+                          u->up_sse && !u->up_encoded && a->status == 502;
+    if (a->status != want && !broken_framing) {
+        fprintf(stderr, "client status %d, upstream's %d%s\n", a->status, u->up_status,
+                u->up_refused ? " (refused: 502)" : "");
+        FZ_CHECK(a->status == want);
+    }
+    if (u->up_refused || !up_forwarded(u))
+        return;
+    /* Forwarded as is: the upstream's body, byte for byte. */
+    if (a->body.len != u->up_body.len ||
+        (a->body.len && memcmp(a->body.p, u->up_body.p, a->body.len) != 0))
+        fprintf(stderr, "client body %zu bytes, upstream's %zu\n", a->body.len, u->up_body.len);
+    FZ_CHECK(a->body.len == u->up_body.len);
+    FZ_CHECK(a->body.len == 0 || memcmp(a->body.p, u->up_body.p, a->body.len) == 0);
+}
+
 static void up_on_answer(void *arg, size_t i, fs_answer_t *a)
 {
     up_client_t *u = arg;
+    if (i == 0)
+        up_check_first(u, a);
     if (up_transformed(u, a)) {
         /* It ends with [DONE], or with the error event and nothing after;
          * what an upstream sends after its [DONE] still passes, rewritten. */
         bool done;
         cg_span_t last = fs_check_sse(a, u->in, u->len, false, false, &done);
         FZ_CHECK(done || up_error_event(u, last));
-        return;
-    }
-    /* Forwarded as is: the upstream's body, byte for byte. */
-    if (i == 0 && !up_rewritten(u, a) && u->up_status && a->status == u->up_status) {
-        FZ_CHECK(a->body.len == u->up_body.len);
-        FZ_CHECK(a->body.len == 0 || memcmp(a->body.p, u->up_body.p, a->body.len) == 0);
     }
 }
 
@@ -219,9 +273,11 @@ static void up_end(up_client_t *u, const fs_opts_t *o)
     }
     fs_peer_t *up = up_current(u);
     if (o->end == FS_END_EOF || o->end == FS_END_CLOSE) {
-        if (up && o->end == FS_END_EOF)
+        if (up && o->end == FS_END_EOF) {
             fs_shutdown(up);
-        else if (up)
+            if (!(u->flags & 0x20)) /* else its exchange went with the client */
+                u->eof_conn = (int)(up - u->ups);
+        } else if (up)
             up_reset(up);
         fs_settle(up_accept, u);
         u->in_flight = fs_ctx.active > 0;
@@ -237,8 +293,12 @@ static void up_end(up_client_t *u, const fs_opts_t *o)
  * upstream broke off one that citegate forwards as is. */
 static void up_check_client(up_client_t *u)
 {
-    if (getenv("FS_DEBUG"))
+    if (getenv("FS_DEBUG")) {
+        fprintf(stderr, "upstream's first final answer: status %d%s, %zu body bytes, for %s\n",
+                u->up_status, u->up_refused ? ", refused" : "", u->up_body.len,
+                u->up_rid[0] ? u->up_rid : "the first request");
         fwrite(u->client.got.p, 1, u->client.got.len, stderr);
+    }
     static const bool head[2] = {false, false};
     fs_h1_reader_t rd;
     fs_h1_reader_init(&rd, head, 2, up_on_answer, u);
@@ -248,6 +308,10 @@ static void up_check_client(up_client_t *u)
     bool cut_ok = (u->flags & 0x20) || u->in_flight ||
                   (rd.cur.status != 0 && !up_transformed(u, &rd.cur));
     FZ_CHECK(whole || cut_ok);
+    /* An upstream answer that was whole (or refused) reaches the client
+     * whole, unless the client left or the teardown began mid-answer. */
+    if ((u->up_status || u->up_refused) && !(u->flags & 0x20) && !u->in_flight)
+        FZ_CHECK(rd.answers > 0);
     fs_h1_reader_free(&rd);
 }
 
