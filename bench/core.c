@@ -36,13 +36,19 @@
  * references were), next to a memchr pass over those bytes.
  * A fifth: Gemini streamGenerateContent answers with Google Search
  * grounding on their last event, through the gemini dialect's view.
+ * A sixth: Amazon Bedrock ConverseStream answers in AWS's binary event
+ * stream (text deltas, web and document citation deltas, each payload
+ * padded as Bedrock pads it), through the bedrock dialect's view.
  *
  * Usage: core [--read N] [--mib N] [--rounds N] [--events N] [--seed N]
+ *             [--only SECTION]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "citegate/dialect.h"
+#include "citegate/evstream.h"
+#include "citegate/json.h"
 #include "citegate/xform.h"
 
 #include <errno.h>
@@ -1183,6 +1189,433 @@ static int bench_gemini(size_t mib, size_t rd, size_t rounds, unsigned nev,
     return bad;
 }
 
+/* --- The bedrock view --------------------------------------------------------- */
+
+/* Answers as Amazon Bedrock's ConverseStream sends them, in AWS's binary
+ * event stream (application/vnd.amazon.eventstream; every message framed
+ * here, with both CRCs): messageStart; per content block, contentBlockDelta
+ * text deltas made like the chunks above (4-32 bytes of text: the same
+ * words, JSON escapes and UTF-8) and citation deltas, then contentBlockStop;
+ * messageStop; metadata with the usage. Every payload carries the padding
+ * member "p" that Bedrock adds, 0-40 random letters. The text is cut into
+ * blocks of 300-500 bytes. The first block cites every source: five web
+ * results as Nova's web grounding cites them (location.web {domain, url})
+ * and three documents as Claude cites a request's documents
+ * (location.documentChar with a title and sourceContent); each later block
+ * cites none, one or two of them. A citation comes before the block's text
+ * or after it (the order is not documented), and half of the document
+ * citations have their sourceContent continued in a delta of its own. At
+ * each block's stop the view appends one [N] per distinct source the block
+ * cited, which openwebui turns into a link for the web ones. */
+
+#define BR_NSRC 8
+
+/* The sources in the order the first block cites them: web result i or
+ * document i (a request-side document, docs[i]). */
+static const struct {
+    bool web;
+    unsigned i;
+} br_src[BR_NSRC] = {{true, 0}, {false, 0}, {true, 1}, {false, 1},
+                     {true, 2}, {false, 2}, {true, 3}, {true, 4}};
+
+typedef struct br_totals {
+    uint64_t cites, conts, blocks;
+} br_totals_t;
+
+/* What the generator adds up, and, when `want` is set, each answer's
+ * expected content (raw JSON string bytes, links included). */
+static struct {
+    br_totals_t t;
+    bool want;
+    cg_buf_t text;
+    size_t *off; /* answer i is text.p[off[i], off[i+1]) */
+    size_t n, cap;
+} br;
+
+static cg_buf_t br_pl; /* the payload being made */
+
+static void br_put32(cg_buf_t *b, uint32_t v)
+{
+    uint8_t x[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    cg_buf_put(b, x, 4);
+}
+
+/* A string header (type 7). */
+static size_t br_header(uint8_t *h, size_t at, const char *name, const char *value)
+{
+    size_t nl = strlen(name), vl = strlen(value);
+    h[at++] = (uint8_t)nl;
+    memcpy(h + at, name, nl);
+    at += nl;
+    h[at++] = 7;
+    h[at++] = (uint8_t)(vl >> 8);
+    h[at++] = (uint8_t)vl;
+    memcpy(h + at, value, vl);
+    return at + vl;
+}
+
+/* Appends br_pl as one event message of that type, with Bedrock's three
+ * headers in the order its captures show. */
+static void br_event(cg_buf_t *b, const char *type, gen_totals_t *t)
+{
+    uint8_t h[128];
+    size_t hl = br_header(h, 0, ":event-type", type);
+    hl = br_header(h, hl, ":content-type", "application/json");
+    hl = br_header(h, hl, ":message-type", "event");
+    size_t start = b->len;
+    uint32_t total = (uint32_t)(CG_EVS_MIN_MESSAGE + hl + br_pl.len);
+    br_put32(b, total);
+    br_put32(b, (uint32_t)hl);
+    br_put32(b, cg_crc32(0, b->p + start, 8));
+    cg_buf_put(b, h, hl);
+    cg_buf_put(b, br_pl.p, br_pl.len);
+    br_put32(b, cg_crc32(0, b->p + start, total - 4));
+    t->events++;
+}
+
+/* Bedrock's padding: "p" and 0-40 random letters. */
+static void br_pad(cg_buf_t *b)
+{
+    static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    unsigned n = rng_below(41);
+    cg_buf_puts(b, "\"p\":\"");
+    for (unsigned i = 0; i < n; i++)
+        cg_buf_putc(b, letters[rng_below(sizeof(letters) - 1)]);
+    cg_buf_putc(b, '"');
+}
+
+static void br_domain(unsigned w, const char **p, int *n)
+{
+    *p = web_urls[w] + 8; /* after https:// */
+    *n = (int)strcspn(*p, "/");
+}
+
+/* The citation delta(s) of source s in block k. */
+static void br_cite(cg_buf_t *b, unsigned k, unsigned s, gen_totals_t *t)
+{
+    br_pl.len = 0;
+    unsigned i = br_src[s].i;
+    if (br_src[s].web) {
+        const char *dom;
+        int dn;
+        br_domain(i, &dom, &dn);
+        cg_buf_printf(&br_pl,
+                      "{\"contentBlockIndex\":%u,\"delta\":{\"citation\":{\"location\":{\"web\":"
+                      "{\"domain\":\"%.*s\",\"url\":\"%s\"}}}},",
+                      k, dn, dom, web_urls[i]);
+        br_pad(&br_pl);
+        cg_buf_putc(&br_pl, '}');
+        br_event(b, "contentBlockDelta", t);
+        br.t.cites++;
+        return;
+    }
+    /* A document: its text whole, or cut at a space and continued. */
+    const char *text = docs[i].content;
+    size_t len = strlen(text), cut = len;
+    if (rng_below(2)) {
+        cut = len / 3 + rng_below((unsigned)(len / 3));
+        while (cut < len && text[cut] != ' ')
+            cut++;
+    }
+    unsigned start = rng_below(400);
+    cg_buf_printf(&br_pl,
+                  "{\"contentBlockIndex\":%u,\"delta\":{\"citation\":{\"location\":{"
+                  "\"documentChar\":{\"documentIndex\":%u,\"end\":%zu,\"start\":%u}},"
+                  "\"sourceContent\":[{\"text\":\"%.*s\"}],\"title\":\"source-%u\"}},",
+                  k, i, start + len, start, (int)cut, text, i + 1);
+    br_pad(&br_pl);
+    cg_buf_putc(&br_pl, '}');
+    br_event(b, "contentBlockDelta", t);
+    br.t.cites++;
+    if (cut == len)
+        return;
+    br_pl.len = 0;
+    cg_buf_printf(&br_pl,
+                  "{\"contentBlockIndex\":%u,\"delta\":{\"citation\":{\"sourceContent\":[{"
+                  "\"text\":\"%s\"}]}},",
+                  k, text + cut);
+    br_pad(&br_pl);
+    cg_buf_putc(&br_pl, '}');
+    br_event(b, "contentBlockDelta", t);
+    br.t.conts++;
+}
+
+typedef struct br_block {
+    unsigned k, n, src[BR_NSRC];
+    bool before[BR_NSRC];
+} br_block_t;
+
+/* Block k's citations; those that come before its text go out now. */
+static void br_block_start(cg_buf_t *b, br_block_t *bl, unsigned k, gen_totals_t *t)
+{
+    bl->k = k;
+    unsigned r = rng_below(100);
+    bl->n = k == 0 ? BR_NSRC : r < 25 ? 0 : r < 75 ? 1 : 2;
+    for (unsigned c = 0; c < bl->n; c++) {
+        bl->src[c] = k == 0 ? c : rng_below(BR_NSRC);
+        bl->before[c] = rng_below(2);
+    }
+    for (unsigned c = 0; c < bl->n; c++)
+        if (bl->before[c])
+            br_cite(b, k, bl->src[c], t);
+    br.t.blocks++;
+}
+
+/* The citations after the text, the stop, and the references the view
+ * appends: one per distinct source, in the order of the block's citation
+ * deltas, numbered by first citation in the answer. */
+static void br_block_stop(cg_buf_t *b, const br_block_t *bl, unsigned *num, unsigned *next,
+                          gen_totals_t *t)
+{
+    unsigned order[BR_NSRC], n = 0;
+    for (int pass = 1; pass >= 0; pass--)
+        for (unsigned c = 0; c < bl->n; c++)
+            if (bl->before[c] == (bool)pass)
+                order[n++] = bl->src[c];
+    for (unsigned c = 0; c < bl->n; c++)
+        if (!bl->before[c])
+            br_cite(b, bl->k, bl->src[c], t);
+    br_pl.len = 0;
+    cg_buf_printf(&br_pl, "{\"contentBlockIndex\":%u,", bl->k);
+    br_pad(&br_pl);
+    cg_buf_putc(&br_pl, '}');
+    br_event(b, "contentBlockStop", t);
+    bool seen[BR_NSRC] = {false};
+    for (unsigned c = 0; c < n; c++) {
+        unsigned s = order[c];
+        if (num[s] == 0)
+            num[s] = ++*next;
+        if (seen[s])
+            continue;
+        seen[s] = true;
+        t->refs++;
+        if (br_src[s].web)
+            t->refs_url++;
+        if (!br.want)
+            continue;
+        if (br_src[s].web)
+            cg_buf_printf(&br.text, "[[%u]](%s)", num[s], web_urls[br_src[s].i]);
+        else
+            cg_buf_printf(&br.text, "[%u]", num[s]);
+    }
+}
+
+/* Appends one bedrock answer: messageStart, nev text deltas in blocks with
+ * their citations and stops, messageStop, metadata. */
+static void gen_bedrock_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
+{
+    if (br.want && br.n == 0) {
+        br.off = realloc(br.off, (br.cap = 64) * sizeof(size_t));
+        if (br.off == NULL)
+            die("out of memory");
+        br.off[0] = 0;
+    }
+    br_pl.len = 0;
+    cg_buf_putc(&br_pl, '{');
+    br_pad(&br_pl);
+    cg_buf_puts(&br_pl, ",\"role\":\"assistant\"}");
+    br_event(b, "messageStart", t);
+    unsigned num[BR_NSRC] = {0}, next = 0, block = 0;
+    br_block_t bl;
+    br_block_start(b, &bl, block, t);
+    long to_stop = 300 + (long)rng_below(201);
+    for (unsigned e = 0; e < nev; e++) {
+        char text[160];
+        size_t n = 0, target = 4 + rng_below(29);
+        while (n < target) {
+            unsigned r = rng_below(100);
+            const char *w = r < 3    ? ".\\n\\n"
+                            : r < 10 ? ","
+                            : r < 14 ? "."
+                                     : words[rng_below(NWORDS)];
+            memcpy(text + n, w, strlen(w));
+            n += strlen(w);
+        }
+        br_pl.len = 0;
+        cg_buf_printf(&br_pl, "{\"contentBlockIndex\":%u,\"delta\":{\"text\":\"%.*s\"},", block,
+                      (int)n, text);
+        br_pad(&br_pl);
+        cg_buf_putc(&br_pl, '}');
+        br_event(b, "contentBlockDelta", t);
+        if (br.want)
+            cg_buf_put(&br.text, text, n);
+        t->content_bytes += n;
+        t->content_events++;
+        to_stop -= (long)n;
+        if (to_stop <= 0 && e + 1 < nev) {
+            br_block_stop(b, &bl, num, &next, t);
+            br_block_start(b, &bl, ++block, t);
+            to_stop = 300 + (long)rng_below(201);
+        }
+    }
+    br_block_stop(b, &bl, num, &next, t);
+    br_pl.len = 0;
+    cg_buf_putc(&br_pl, '{');
+    br_pad(&br_pl);
+    cg_buf_puts(&br_pl, ",\"stopReason\":\"end_turn\"}");
+    br_event(b, "messageStop", t);
+    br_pl.len = 0;
+    cg_buf_printf(&br_pl, "{\"metrics\":{\"latencyMs\":%u},", 800 + rng_below(4000));
+    br_pad(&br_pl);
+    cg_buf_printf(&br_pl,
+                  ",\"usage\":{\"inputTokens\":2679,\"outputTokens\":%u,\"totalTokens\":%u}}", nev,
+                  2679 + nev);
+    br_event(b, "metadata", t);
+    if (br.want) {
+        if (br.n + 2 > br.cap && (br.off = realloc(br.off, (br.cap *= 2) * sizeof(size_t))) == NULL)
+            die("out of memory");
+        br.off[++br.n] = br.text.len;
+    }
+}
+
+/* Appends the decoded content of every content delta of the chunks in
+ * p[0..n) to out (openwebui's source events and the finish carry none). */
+static void br_content_of(const char *p, size_t n, cg_buf_t *out)
+{
+    static const char delta[] = "\"delta\":{", role[] = "\"role\":\"assistant\",",
+                      content[] = "\"content\":\"";
+    for (const char *s = p, *end = p + n, *nl; s < end; s = nl + 1) {
+        nl = memchr(s, '\n', (size_t)(end - s));
+        if (nl == NULL)
+            nl = end;
+        const char *d = memmem(s, (size_t)(nl - s), delta, sizeof(delta) - 1);
+        if (strncmp(s, "data: {", 7) != 0 || d == NULL)
+            continue;
+        d += sizeof(delta) - 1;
+        if ((size_t)(nl - d) >= sizeof(role) - 1 && memcmp(d, role, sizeof(role) - 1) == 0)
+            d += sizeof(role) - 1;
+        if ((size_t)(nl - d) < sizeof(content) - 1 || memcmp(d, content, sizeof(content) - 1) != 0)
+            continue;
+        d += sizeof(content) - 1;
+        const char *q = d;
+        while (q < nl && *q != '"')
+            q += *q == '\\' ? 2 : 1;
+        char *dst = cg_buf_reserve(out, (size_t)(q - d) + 1);
+        out->len += cg_json_unescape(d, (size_t)(q - d), dst);
+    }
+}
+
+/* Untimed: each answer's content is its generated text with the expected
+ * references (and links) after each citing block, byte for byte once
+ * decoded; [DONE] ends it, the view read every message, nothing was
+ * malformed, no framing error. */
+static int verify_bedrock(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
+                          const gen_totals_t *gt)
+{
+    uint64_t links = 0, linked = 0, events = 0, done = 0, bad = 0, same = 0, finish = 0;
+    cg_buf_t all = {0}, got = {0}, want = {0};
+    for (size_t a = 0; a < in->nans; a++) {
+        const char *p = in->p + in->off[a];
+        size_t len = in->off[a + 1] - in->off[a];
+        cg_xform_t *x = new_xform(in, cfg);
+        cg_out_t out = {0};
+        all.len = got.len = want.len = 0;
+        for (size_t pos = 0; pos < len; pos += rd) {
+            cg_xform_feed(x, p + pos, len - pos < rd ? len - pos : rd, &out);
+            append_out(&all, &out);
+        }
+        cg_xform_finish(x, CG_END_EOF, &out);
+        append_out(&all, &out);
+        for (const char *s = all.p, *end = all.p + all.len, *q;
+             (q = memmem(s, (size_t)(end - s), "](https://", 10)) != NULL; s = q + 1)
+            links++;
+        for (const char *s = all.p, *end = all.p + all.len, *q;
+             (q = memmem(s, (size_t)(end - s), "\"finish_reason\":\"stop\"", 22)) != NULL;
+             s = q + 1)
+            finish++;
+        br_content_of(all.p, all.len, &got);
+        size_t wn = br.off[a + 1] - br.off[a];
+        char *dst = cg_buf_reserve(&want, wn + 1);
+        want.len = cg_json_unescape(br.text.p + br.off[a], wn, dst);
+        same += got.len == want.len && memcmp(got.p, want.p, got.len) == 0;
+        const cg_xform_stats_t *st = cg_xform_stats(x);
+        linked += st->refs_linked;
+        events += st->events_in;
+        done += all.len >= 14 && memcmp(all.p + all.len - 14, "data: [DONE]\n\n", 14) == 0;
+        bad += st->malformed + st->truncated + st->passthrough + st->framing_error;
+        cg_out_free(&out);
+        cg_xform_free(x);
+    }
+    cg_buf_free(&all);
+    cg_buf_free(&got);
+    cg_buf_free(&want);
+    int ok = same == in->nans && links == gt->refs_url && linked == gt->refs_url &&
+             events == gt->events && done == in->nans && finish == in->nans && bad == 0;
+    printf("bedrock verify (untimed): content = text + references in %" PRIu64 "/%zu answers, "
+           "links = %" PRIu64 ", refs_linked = %" PRIu64 " (web references generated %" PRIu64
+           "), events_in = %" PRIu64 " (generated %" PRIu64
+           "), answers with finish + [DONE] = %" PRIu64 " + %" PRIu64
+           "/%zu, malformed + truncated + framing = %" PRIu64 " -> %s\n",
+           same, in->nans, links, linked, gt->refs_url, events, gt->events, finish, done, in->nans,
+           bad, ok ? "OK" : "MISMATCH");
+    return ok ? 0 : 1;
+}
+
+/* Median MB/s of the view and of memchr over rounds alternating the two,
+ * and heap allocations per event in the feeds between each answer's first
+ * two and its last; returns 1 when verification fails. */
+static int bench_bedrock(size_t mib, size_t rd, size_t rounds, unsigned nev,
+                         const cg_xform_cfg_t *cfg)
+{
+    cg_buf_t buf = {0};
+    gen_totals_t gt = {0};
+    input_t in;
+    br.want = true;
+    br.t = (br_totals_t){0};
+    make_input(&in, &buf, mib << 20, nev, rd, gen_bedrock_answer, &gt);
+    br.want = false;
+    in.view = cg_dialect_view(dialect("bedrock"));
+    printf("\nbedrock input: %.2f MiB, %zu answers, %" PRIu64 " messages (%" PRIu64
+           " text deltas of %.1f bytes of text, %" PRIu64 " citation deltas + %" PRIu64
+           " continued, %" PRIu64 " blocks; %.1f bytes each), %" PRIu64 " references\n",
+           (double)in.len / 1048576.0, in.nans, gt.events, gt.content_events,
+           (double)gt.content_bytes / (double)gt.content_events, br.t.cites, br.t.conts,
+           br.t.blocks, (double)in.len / (double)gt.events, gt.refs);
+    int bad = verify_bedrock(&in, rd, cfg, &gt);
+    uint64_t lines = 0;
+    (void)xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
+    (void)memchr_pass(&in, rd, &lines);
+    double *tx = malloc(rounds * sizeof(double)), *tm = malloc(rounds * sizeof(double));
+    if (tx == NULL || tm == NULL)
+        die("out of memory");
+    xres_t sum = {0};
+    for (size_t r = 0; r < rounds; r++) {
+        xres_t x = xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
+        tx[r] = (double)x.ns;
+        sum.allocs_mid += x.allocs_mid;
+        sum.events_mid += x.events_mid;
+        sum.feeds_mid += x.feeds_mid;
+        sum.feeds_mid_alloc += x.feeds_mid_alloc;
+        sum.allocs_steady += x.allocs_steady;
+        sum.events_steady += x.events_steady;
+        sum.events += x.events;
+        tm[r] = (double)memchr_pass(&in, rd, &lines);
+    }
+    qsort(tx, rounds, sizeof(double), cmp_double);
+    qsort(tm, rounds, sizeof(double), cmp_double);
+    double mb = (double)buf.len / 1e6, x_med = pct(tx, rounds, 50), m_med = pct(tm, rounds, 50);
+    double mid = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
+    printf("bedrock: steady feeds %" PRIu64 " allocations / %" PRIu64 " events (%" PRIu64
+           " of %" PRIu64 " feeds allocated); bars: ratio >= 0.10 %s, 0 allocs/event steady %s\n",
+           sum.allocs_mid, sum.events_mid, sum.feeds_mid_alloc, sum.feeds_mid,
+           m_med / x_med >= 0.10 ? "PASS" : "MISS", sum.allocs_mid == 0 ? "PASS" : "MISS");
+    printf("bedrock: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
+           "allocs_per_event=%.4f (steady feeds; with each answer's last feed: %.4f) %s\n",
+           mb / (x_med / 1e9), mb / (m_med / 1e9), m_med / x_med,
+           x_med / ((double)sum.events / (double)rounds), mid,
+           sum.events_steady ? (double)sum.allocs_steady / (double)sum.events_steady : 0.0,
+           bad ? "verify FAIL" : "verify OK");
+    free(tx);
+    free(tm);
+    free(in.off);
+    free(br.off);
+    br.off = NULL;
+    br.n = br.cap = 0;
+    cg_buf_free(&br.text);
+    cg_buf_free(&buf);
+    return bad;
+}
+
 /* --- Allocations per event ------------------------------------------------ */
 
 /*
@@ -1422,7 +1855,7 @@ static void usage(void)
          "  --events  content chunks per answer (default 512)\n"
          "  --seed    PRNG seed (default 1)\n"
          "  --only    one section: core, request, anthropic, responses, responses_markers, "
-         "gemini");
+         "gemini, bedrock");
 }
 
 int main(int argc, char **argv)
@@ -1483,6 +1916,10 @@ int main(int argc, char **argv)
         reseed(seed, 5);
         bad |= bench_gemini(mib, rd, rounds, (unsigned)nev, &cfg);
     }
+    if (want(only, "bedrock")) {
+        reseed(seed, 6);
+        bad |= bench_bedrock(mib, rd, rounds, (unsigned)nev, &cfg);
+    }
     static const struct {
         const char *section;
         gen_fn gen;
@@ -1493,6 +1930,7 @@ int main(int argc, char **argv)
         {"responses", gen_rs_plain, "responses"},
         {"responses_markers", gen_rs_markers, "responses"},
         {"gemini", gen_gemini_answer, "gemini"},
+        {"bedrock", gen_bedrock_answer, "bedrock"},
     };
     for (size_t k = 0; k < sizeof(slopes) / sizeof(slopes[0]); k++) {
         if (!want(only, slopes[k].section))
@@ -1510,5 +1948,6 @@ int main(int argc, char **argv)
                "allocs_per_event=%.4f\n",
                core.x_mbps, core.m_mbps, core.ratio, core.ns_ev, core.a_steady);
     cg_out_free(&worker_out);
+    cg_buf_free(&br_pl);
     return bad;
 }
