@@ -6,6 +6,9 @@
   requests it recorded
 - Citegate: runs build/citegate with a clean environment, waits for /healthz,
   stops it with SIGTERM (kill after a timeout), keeps its stderr in a file
+- DaemonCase: the TestCase every module that starts citegate derives from; at the end of
+  its class it stops every citegate started since and fails unless each exited as expected
+  (0, or what cg.expect_exit() said) without a sanitizer report (daemon_problems())
 - request(): a small HTTP/1.1 client on http.client
 - RawClient / RawResponse: raw-socket HTTP/1.1 client that decodes the response
   body incrementally and records the arrival time of every read
@@ -17,6 +20,7 @@ Everything is bounded by timeouts; nothing here waits forever.
 import http.client
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -25,7 +29,9 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -330,8 +336,22 @@ class Citegate:
         self.proc = None
         self.stderr_path = os.path.join(self.dir, "stderr.log")
         self.stdout_path = os.path.join(self.dir, "stdout.log")
+        self.expected_exit = 0
+        self.exits = []  # one ExitRecord per process of this instance that ended (stop() keeps it)
+
+    def expect_exit(self, status):
+        """Says that this instance's process is meant to end with `status` (an exit code, or
+        -N when a test kills it with signal N) rather than with 0 after SIGTERM: a start that
+        must fail with a configuration error (2), a test's own SIGKILL (-9). The shared check
+        (daemon_problems(), DaemonCase) then requires exactly that status; a sanitizer report
+        in its stderr fails all the same. Returns self."""
+        self.expected_exit = status
+        return self
 
     def start(self, timeout=DEFAULT_TIMEOUT):
+        _require_daemon_case()
+        if self.proc is not None:
+            self.stop()  # a second start: the first process is kept in self.exits
         for attempt in range(3):
             try:
                 return self._start(timeout)
@@ -353,6 +373,7 @@ class Citegate:
         self.proc = subprocess.Popen([self.binary] + self.args, env=self.env, cwd=self.dir,
                                      stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err,
                                      preexec_fn=_die_with_parent)
+        _register(self)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -439,7 +460,24 @@ class Citegate:
         if self.proc is not None:
             rc = _stop_process(self.proc, timeout=timeout)
         self._close_files()
+        self._keep_exit()
         return rc
+
+    def _keep_exit(self):
+        """Keeps what the exit check needs of a process that ended (its status, its sanitizer
+        reports, the tail of its stderr), once per process: cleanup() removes the file, and
+        another citegate started in the same workdir truncates it."""
+        p = self.proc
+        if p is None or p.returncode is None or any(r.proc is p for r in self.exits):
+            return
+        err = self.stderr()
+        self.exits.append(ExitRecord(p, p.returncode, sanitizer_reports(err), err[-3000:]))
+
+    def describe(self):
+        """Which citegate this is, for a failure message."""
+        up = self.env.get("CITEGATE_UPSTREAM") or "the demo upstream"
+        args = " ".join(self.args)
+        return f"citegate{' ' + args if args else ''} in front of {up} ({self.dir})"
 
     def cleanup(self):
         self.stop()
@@ -469,6 +507,9 @@ def describe_exit(rc):
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer",
                    "ERROR: UndefinedBehaviorSanitizer")
+# Any sanitizer's own error or warning line ("==PID==WARNING: AddressSanitizer failed to
+# allocate ...", a MemorySanitizer or ThreadSanitizer report), beside the marks above.
+SANITIZER_LINE = re.compile(r"(?:ERROR|WARNING): \w*Sanitizer\b")
 
 
 def sanitizer_reports(text, frames=6):
@@ -476,7 +517,8 @@ def sanitizer_reports(text, frames=6):
     frames of its stack and its SUMMARY line ([] when there is none)."""
     out, cur, nframes = [], None, 0
     for line in text.splitlines():
-        if any(m in line for m in SANITIZER_MARKS) and not line.startswith("SUMMARY:"):
+        if ((any(m in line for m in SANITIZER_MARKS) or SANITIZER_LINE.search(line))
+                and not line.startswith("SUMMARY:")):
             cur, nframes = [line.strip()], 0
             out.append(cur)
         elif cur is not None and line.startswith("SUMMARY:"):
@@ -488,6 +530,101 @@ def sanitizer_reports(text, frames=6):
         elif cur is not None and nframes and not line.strip():
             nframes = frames  # the first stack ended: keep only the SUMMARY
     return ["\n".join(r) for r in out]
+
+
+class ExitRecord:
+    """How one citegate process ended: status (Popen.returncode), its sanitizer reports,
+    the tail of its stderr."""
+
+    def __init__(self, proc, status, reports, tail):
+        self.proc, self.pid, self.status, self.reports, self.tail = proc, proc.pid, status, reports, tail
+
+
+# Every Citegate started in this process whose exit has not been checked yet, in start
+# order. Citegate._start() adds to it; daemon_problems() takes from it.
+_unchecked = []
+_unchecked_lock = threading.Lock()
+
+
+def _require_daemon_case():
+    """Refuses a start from a test class that is not a DaemonCase: nothing would check how
+    that citegate ends. (Scripts outside unittest, such as bench/, are not concerned.)"""
+    f = sys._getframe(2)
+    while f is not None:
+        for name in ("self", "cls"):
+            obj = f.f_locals.get(name)
+            cls = obj if isinstance(obj, type) else type(obj)
+            if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
+                if not issubclass(cls, DaemonCase):
+                    raise StartError(f"{cls.__module__}.{cls.__qualname__} starts citegate but is not "
+                                     "a harness.DaemonCase: derive it from DaemonCase, which checks "
+                                     "every citegate's exit status and sanitizer reports")
+                return
+        f = f.f_back
+
+
+def _register(cg):
+    with _unchecked_lock:
+        if not any(c is cg for c in _unchecked):
+            _unchecked.append(cg)
+
+
+def daemon_problems(daemons=None, timeout=15.0):
+    """Stops each citegate of `daemons` (default: every one started and not checked yet)
+    that still runs (SIGCONT, then SIGTERM; SIGKILL after `timeout`), latest started first,
+    and returns what is wrong with how each of its processes ended: an exit status other
+    than its expected one (0, or what cg.expect_exit() said), and every sanitizer report
+    (ASan, UBSan, LeakSanitizer) in its stderr, whatever its status. Each citegate is
+    checked once: it leaves the unchecked list. Removes their directories unless CG_KEEP
+    is set (the messages hold the stderr tails)."""
+    with _unchecked_lock:
+        if daemons is None:
+            daemons = list(_unchecked)
+        daemons = list(daemons)
+        _unchecked[:] = [c for c in _unchecked if not any(c is d for d in daemons)]
+    problems = []
+    for cg in reversed(daemons):  # a front instance before the back instance it uses
+        cg.resume()
+        cg.stop(timeout=timeout)
+        for r in cg.exits:
+            if r.status != cg.expected_exit:
+                problems.append(f"{cg.describe()}, pid {r.pid}: {describe_exit(r.status)}, "
+                                f"expected {describe_exit(cg.expected_exit)}; stderr tail:\n{r.tail}")
+            if r.reports:
+                problems.append(f"{cg.describe()}, pid {r.pid} ({describe_exit(r.status)}): "
+                                f"{len(r.reports)} sanitizer report(s):\n" + "\n\n".join(r.reports))
+        if not os.environ.get("CG_KEEP"):
+            cg.cleanup()
+    return problems
+
+
+def check_daemons(daemons=None, timeout=15.0):
+    """daemon_problems(), raised as one AssertionError when there is any."""
+    problems = daemon_problems(daemons, timeout)
+    if problems:
+        raise AssertionError(f"{len(problems)} citegate exit problem(s):\n\n" + "\n\n".join(problems))
+
+
+class DaemonCase(unittest.TestCase):
+    """The base of every test class that starts citegate. When the class ends, every
+    citegate started since the last check (its setUpClass's, its tests', restarted ones)
+    is stopped if it still runs and checked (check_daemons()): exit status 0 after SIGTERM
+    (SPEC §9) or the status the test declared with cg.expect_exit(), and no sanitizer report
+    in its stderr. That covers a citegate a test stopped itself, and one that died during
+    the class, even if a test reported it already. The class fails otherwise.
+
+    A subclass that has its own tearDownClass calls super().tearDownClass() (first, so that
+    citegate stops before the mocks it talks to). Whatever a tearDownClass left unchecked,
+    or a setUpClass that raised (no tearDownClass then), is checked by doClassCleanups."""
+
+    @classmethod
+    def tearDownClass(cls):
+        check_daemons()
+
+    @classmethod
+    def doClassCleanups(cls):
+        cls.addClassCleanup(check_daemons)
+        super().doClassCleanups()
 
 
 def process_state(pid):

@@ -38,7 +38,7 @@ def big_stream():
     return "".join(out).encode()
 
 
-class SlowClient(unittest.TestCase):
+class SlowClient(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         cls.fixtures = tempfile.mkdtemp(prefix="cg-big-")
@@ -50,11 +50,11 @@ class SlowClient(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.cg.stop()
-        cls.cg.cleanup()
-        cls.mock.stop()
-        cls.mock.cleanup()
-        shutil.rmtree(cls.fixtures, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            shutil.rmtree(cls.fixtures, ignore_errors=True)
 
     def test_paused_client_bounds_memory_and_loses_nothing(self):
         base = rss_kib(self.cg.proc.pid)
@@ -92,7 +92,7 @@ def backpressure_metrics(cg):
             value(fams, "citegate_client_disconnects_total"))
 
 
-class Stalls(unittest.TestCase):
+class Stalls(H.DaemonCase):
     """The two backpressure series, on every way a paused stream can end."""
 
     @classmethod
@@ -106,8 +106,11 @@ class Stalls(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.mock.cleanup()
-        shutil.rmtree(cls.fixtures, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            shutil.rmtree(cls.fixtures, ignore_errors=True)
 
     def citegate(self, env=None):
         cg = H.Citegate(upstream=self.mock.url, env=env).start()

@@ -11,7 +11,7 @@ import harness as H
 import client_view
 
 
-class ClientTLS(unittest.TestCase):
+class ClientTLS(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="cg-ctls-")
@@ -23,11 +23,11 @@ class ClientTLS(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.cg.stop()
-        cls.cg.cleanup()
-        cls.mock.stop()
-        cls.mock.cleanup()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            shutil.rmtree(cls.dir, ignore_errors=True)
 
     def exchange(self, sock, fixture, stream):
         body = json.dumps({"stream": stream, "messages": [{"role": "user", "content": "q"}]})

@@ -96,14 +96,7 @@ def token_counts(usage):
 
 def stop_clean(cgs):
     """Stops every citegate; each must exit 0 with no sanitizer report (ASan builds)."""
-    problems = []
-    for cg in cgs:
-        rc = cg.stop()
-        reports = cg.sanitizer_reports()
-        cg.cleanup()
-        if rc != 0 or reports:
-            problems.append(f"citegate exited with {rc}: {reports}")
-    assert not problems, problems
+    H.check_daemons(cgs)
 
 
 def h2_post(port, path, body, hdrs, timeout=15):
@@ -114,7 +107,7 @@ def h2_post(port, path, body, hdrs, timeout=15):
         return st.status, bytes(st.body)
 
 
-class DialectCase(unittest.TestCase):
+class DialectCase(H.DaemonCase):
     """One citegate per dialect in front of one upstream (set up by subclasses)."""
 
     @classmethod
@@ -128,7 +121,7 @@ class DialectCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         try:
-            stop_clean(getattr(cls, "cg", {}).values())
+            super().tearDownClass()
         finally:
             cls.up.cleanup()
 
@@ -661,14 +654,10 @@ DEMO_SOURCES["gemini"] = DEMO_SOURCES["vertex"] = DEMO_SOURCES["anthropic"]
 QUESTION = {"model": "citegate-demo", "messages": [{"role": "user", "content": "How do I charge the X100?"}]}
 
 
-class DemoCase(unittest.TestCase):
+class DemoCase(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         cls.cg = {d: H.Citegate(env={"CITEGATE_UPSTREAM_DIALECT": d}).start() for d in DIALECTS}
-
-    @classmethod
-    def tearDownClass(cls):
-        stop_clean(cls.cg.values())
 
 
 class DemoRefusal(DemoCase):

@@ -103,7 +103,7 @@ def set_embeddings(mock, **settings):
     return json.loads(body)
 
 
-class Base(unittest.TestCase):
+class Base(H.DaemonCase):
     """Shared helpers: a daemon per test against the class's mocks, chat, recall."""
 
     def start(self, upstream, embeddings=True, env=None):
@@ -197,10 +197,13 @@ class Embeddings(Base):
 
     @classmethod
     def tearDownClass(cls):
-        cls.mock.cleanup()
-        cls.emb.cleanup()
-        TT.FX_DIRS.remove(cls.fx)
-        shutil.rmtree(cls.fx, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            cls.emb.cleanup()
+            TT.FX_DIRS.remove(cls.fx)
+            shutil.rmtree(cls.fx, ignore_errors=True)
 
     def setUp(self):
         self.mock.reset()  # also the embeddings settings: mode ok, dim 64, no delay
@@ -497,9 +500,12 @@ class EmbeddingsTls(Base):
 
     @classmethod
     def tearDownClass(cls):
-        cls.mock.cleanup()
-        cls.emb.cleanup()
-        shutil.rmtree(cls.certdir, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            cls.emb.cleanup()
+            shutil.rmtree(cls.certdir, ignore_errors=True)
 
     def setUp(self):
         self.mock.reset()
@@ -556,8 +562,11 @@ class EmbeddingsH2(Base):
 
     @classmethod
     def tearDownClass(cls):
-        cls.mock.cleanup()
-        shutil.rmtree(cls.fx, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            shutil.rmtree(cls.fx, ignore_errors=True)
 
     def test_calls_share_the_h2_upstream_connection(self):
         """A pattern's call and a recall's call go to /v1/embeddings on the h2 upstream,
@@ -596,8 +605,11 @@ class Bounds(Base):
 
     @classmethod
     def tearDownClass(cls):
-        cls.mock.cleanup()
-        cls.emb.cleanup()
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            cls.emb.cleanup()
 
     def burst(self, cg, n, tag):
         """n non-streaming chat answers over THREADS keep-alive connections at once;
@@ -705,8 +717,11 @@ class EmbeddingsPostgres(Base):
 
     @classmethod
     def tearDownClass(cls):
-        cls.mock.cleanup()
-        cls.pg.cleanup()
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            cls.pg.cleanup()
 
     def test_paraphrase_recalled_through_another_replica(self):
         """Two replicas on one database: questions answered through one are recalled by a

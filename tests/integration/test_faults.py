@@ -159,7 +159,7 @@ def describe(failed):
 
 # --------------------------------------------------------------------------- the test
 
-class Faults(unittest.TestCase):
+class Faults(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         if not fault_build():
@@ -186,18 +186,19 @@ class Faults(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for line in getattr(cls, "summary", []):
-            print(line)
-        if getattr(cls, "back", None):
-            cls.back.cleanup()
-        for m in (getattr(cls, "mock", None), getattr(cls, "tls_mock", None)):
-            if m:
-                m.cleanup()
-        if getattr(cls, "h2mock", None):
-            cls.h2mock.terminate()
-            cls.h2mock.wait(timeout=5)
-            cls.h2mock_log.close()
-        shutil.rmtree(getattr(cls, "dir", ""), ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            for line in getattr(cls, "summary", []):
+                print(line)
+            for m in (getattr(cls, "mock", None), getattr(cls, "tls_mock", None)):
+                if m:
+                    m.cleanup()
+            if getattr(cls, "h2mock", None):
+                cls.h2mock.terminate()
+                cls.h2mock.wait(timeout=5)
+                cls.h2mock_log.close()
+            shutil.rmtree(getattr(cls, "dir", ""), ignore_errors=True)
 
     # --- configurations -----------------------------------------------------------
     def citegate(self, config, fault_env):

@@ -32,7 +32,7 @@ def echo_methods(test, port):
                 test.assertEqual(e["body"], (body or b"").decode())
 
 
-class H2Clients(unittest.TestCase):
+class H2Clients(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="cg-h2-")
@@ -49,12 +49,11 @@ class H2Clients(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for p in (cls.plain, cls.tls):
-            p.stop()
-            p.cleanup()
-        cls.mock.stop()
-        cls.mock.cleanup()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            shutil.rmtree(cls.dir, ignore_errors=True)
 
     def nghttp(self, url, *headers):
         cmd = ["nghttp", "-d", self.req]

@@ -52,7 +52,7 @@ def same_content(profile, got, want):
     return True
 
 
-class H2ProfileMatrix(unittest.TestCase):
+class H2ProfileMatrix(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="cg-h2prof-")
@@ -81,12 +81,11 @@ class H2ProfileMatrix(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for p in cls.procs:
-            p.stop()
-            p.cleanup()
-        cls.mock.stop()
-        cls.mock.cleanup()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            shutil.rmtree(cls.dir, ignore_errors=True)
 
     def cases(self):
         for path in EXPECTED:

@@ -17,17 +17,16 @@ from test_h2 import echo_methods
 BODY = b'{"stream":true,"messages":[{"role":"user","content":"q"}]}'
 
 
-class Chain(unittest.TestCase):
+class Chain(H.DaemonCase):
     """front citegate -> back citegate (h2 server) -> mock; subclasses set them up."""
 
     @classmethod
     def tearDownClass(cls):
-        for p in (cls.front, cls.back):
-            p.stop()
-            p.cleanup()
-        cls.mock.stop()
-        cls.mock.cleanup()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        try:
+            super().tearDownClass()  # the latest started first: front, then back
+        finally:
+            cls.mock.cleanup()
+            shutil.rmtree(cls.dir, ignore_errors=True)
 
 
 class H2Upstream(Chain):
@@ -155,13 +154,6 @@ class H2UpstreamGoaway(Chain):
         cls.front = H.Citegate(upstream=f"http://127.0.0.1:{cls.back.port}",
                                env={"CITEGATE_UPSTREAM_PROTOCOL": "h2"}).start()
         cls.back2 = None
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.back2:
-            cls.back2.stop()
-            cls.back2.cleanup()
-        super().tearDownClass()
 
     def test_goaway_moves_new_streams_to_a_new_connection(self):
         c, r = None, None

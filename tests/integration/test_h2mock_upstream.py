@@ -19,7 +19,7 @@ BODY = b'{"stream":true,"messages":[{"role":"user","content":"q"}]}'
 H2MOCK = os.environ.get("H2MOCK_BIN", os.path.join(H.ROOT, "build", "tests", "h2mock"))
 
 
-class H2Mock(unittest.TestCase):
+class H2Mock(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="cg-h2mock-")
@@ -41,11 +41,12 @@ class H2Mock(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.cg.stop()
-        cls.cg.cleanup()
-        cls.mock.terminate()
-        cls.mock.wait(timeout=5)
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.terminate()
+            cls.mock.wait(timeout=5)
+            shutil.rmtree(cls.dir, ignore_errors=True)
 
     def connections(self):
         with open(self.stats) as f:
@@ -137,7 +138,7 @@ class H2Mock(unittest.TestCase):
         self.assertLess(delays[-1], 50.0, delays)  # and no outlier on a loaded 2-core CI
 
 
-class H2MockGoaway(unittest.TestCase):
+class H2MockGoaway(H.DaemonCase):
     """GOAWAY injected by the independent mock after 4 streams per connection: the
     streams in flight finish, new ones go to new connections, nothing is lost."""
 

@@ -94,7 +94,7 @@ def garbage(stub, c):
     c.sendall(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
 
 
-class Health(unittest.TestCase):
+class Health(H.DaemonCase):
     def assert_unhealthy(self, result, needle):
         rc, out, err, _ = result
         self.assertEqual(rc, 1, err)

@@ -95,7 +95,7 @@ class Neighbour:
         self.thread.join(10)
 
 
-class Attacks(unittest.TestCase):
+class Attacks(H.DaemonCase):
     """One citegate (embedded demo upstream) for a class of attacks, and how to measure
     a neighbour during one."""
     env = {}
@@ -103,14 +103,6 @@ class Attacks(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.cg = H.Citegate(upstream=None, env={"CITEGATE_LOG_LEVEL": "error", **cls.env}).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.cg.stop()
-        err = cls.cg.stderr()
-        cls.cg.cleanup()
-        if rc != 0:
-            raise AssertionError(f"citegate exited {H.describe_exit(rc)}: {err[-2000:]}")
 
     def attacked(self, attack, rounds):
         """Runs attack() `rounds` times while the neighbour is measured; returns the

@@ -129,10 +129,12 @@ def split_responses(raw, methods):
     return out
 
 
-class CitegateCase(unittest.TestCase):
+class CitegateCase(H.DaemonCase):
     """Starts one citegate for the class with `env`. upstream: 'plain' (http mock), 'tls'
     (https://127.0.0.1:PORT), 'tls-localhost' (https://localhost:PORT), 'down' (a closed port)
-    or None (no CITEGATE_UPSTREAM: embedded demo)."""
+    or None (no CITEGATE_UPSTREAM: embedded demo). At the end of the class, every citegate it
+    started must have exited 0 after SIGTERM (SPEC §9), without a sanitizer report
+    (H.DaemonCase)."""
 
     upstream = "plain"
     env = {}
@@ -162,26 +164,11 @@ class CitegateCase(unittest.TestCase):
         cls.cg = H.Citegate(upstream=cls.upstream_url(), env=cls.extra_env())
         cls.cg.start()
 
-    @classmethod
-    def tearDownClass(cls):
-        cg = getattr(cls, "cg", None)
-        if not cg:
-            return
-        already = cg.proc is not None and cg.proc.poll() is not None
-        rc = cg.stop()
-        err = cg.stderr()
-        if not os.environ.get("CG_KEEP"):
-            cg.cleanup()
-        # SIGTERM must end in exit status 0 (SPEC §9); under ASan this also reports leaks.
-        # (A citegate that already died was reported by the test it died in.)
-        if rc not in (0, None) and not already:
-            raise AssertionError(f"citegate {H.describe_exit(rc)} after SIGTERM; stderr tail: {err[-3000:]}")
-
     def setUp(self):
         self.mock.reset()
         if self.cg.proc is not None and self.cg.proc.poll() is not None:
-            # died in an earlier test (reported there): start a fresh one so that
-            # one crash does not fail every later test of the class
+            # died in an earlier test (reported there, and again when the class ends):
+            # start a fresh one so that one crash does not fail every later test of the class
             type(self).cg = self.cg.restarted()
 
     def tearDown(self):

@@ -113,7 +113,7 @@ def value(fams, family, sample=None, **labels):
     return total
 
 
-class WithMock(unittest.TestCase):
+class WithMock(H.DaemonCase):
     """One citegate in front of one mock upstream for the whole class."""
 
     @classmethod
@@ -123,10 +123,10 @@ class WithMock(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.cg.stop()
-        cls.cg.cleanup()
-        cls.mock.stop()
-        cls.mock.cleanup()
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
 
 
 class Metrics(WithMock):

@@ -84,21 +84,13 @@ class Neighbour:
         return worst
 
 
-class Case(unittest.TestCase):
+class Case(H.DaemonCase):
     env = {}
     upstream = True
 
     @classmethod
     def setUpClass(cls):
         cls.cg = H.Citegate(upstream=MOCK.url if cls.upstream else None, env=dict(cls.env)).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.cg.stop()
-        err = cls.cg.stderr()
-        cls.cg.cleanup()
-        if rc != 0:
-            raise AssertionError(f"citegate exited {H.describe_exit(rc)}: {err[-2000:]}")
 
 
 class QueueFull(Case):
@@ -500,7 +492,7 @@ class Cors(Case):
         self.assertEqual(MOCK.requests(), [])
 
 
-class OwnFixtures(unittest.TestCase):
+class OwnFixtures(H.DaemonCase):
     """A case with its own mock upstream serving the answers fixtures()
     returns ({file name: bytes}) and its own citegate with env."""
     env = {}
@@ -521,13 +513,12 @@ class OwnFixtures(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        rc = cls.cg.stop()
-        cls.cg.cleanup()
-        cls.mock.cleanup()
-        import shutil
-        shutil.rmtree(cls.dir, ignore_errors=True)
-        if rc != 0:
-            raise AssertionError(f"citegate exited {H.describe_exit(rc)}")
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            import shutil
+            shutil.rmtree(cls.dir, ignore_errors=True)
 
 
 class OversizedEvent(OwnFixtures):

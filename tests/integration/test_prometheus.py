@@ -128,7 +128,7 @@ class Tokenizer(unittest.TestCase):
             self.assertEqual(metric_names(expr), want, expr)
 
 
-class Rules(unittest.TestCase):
+class Rules(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         cls.rules = load_rules()
@@ -247,7 +247,7 @@ class Rules(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
 
-class Dashboard(unittest.TestCase):
+class Dashboard(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         with open(DASHBOARD) as f:
@@ -437,7 +437,7 @@ class Prometheus:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class RealServer(unittest.TestCase):
+class RealServer(H.DaemonCase):
     ANSWERS = 24
     REFUSALS = 7
     UPSTREAM_500 = 1
@@ -466,11 +466,11 @@ class RealServer(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.prom.cleanup()
-        rc = cls.cg.stop()
-        cls.cg.cleanup()
-        cls.mock.cleanup()
-        assert rc == 0, f"citegate exited with {rc}"
+        cls.prom.cleanup()  # first: it scrapes citegate
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
 
     def workers_serving_scrapes(self):
         """Worker pids that hold a connection from Prometheus to the admin port now."""

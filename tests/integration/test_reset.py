@@ -91,7 +91,7 @@ def rst_close(sock):
         pass
 
 
-class ResetCase(unittest.TestCase):
+class ResetCase(H.DaemonCase):
     """One citegate per test; subclasses pick the upstream."""
     upstream = "demo"
 
@@ -106,12 +106,15 @@ class ResetCase(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        if cls.mock:
-            cls.mock.cleanup()
-        if cls.h2mock:
-            cls.h2mock.terminate()
-            cls.h2mock.wait(timeout=5)
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            if cls.mock:
+                cls.mock.cleanup()
+            if cls.h2mock:
+                cls.h2mock.terminate()
+                cls.h2mock.wait(timeout=5)
+            shutil.rmtree(cls.dir, ignore_errors=True)
 
     # --- citegate -------------------------------------------------------------
     def citegate(self):

@@ -11,7 +11,7 @@ import harness as H
 SDK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sdk")
 
 
-class OpenAISDK(unittest.TestCase):
+class OpenAISDK(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         H.ensure_npm(SDK)
@@ -20,10 +20,10 @@ class OpenAISDK(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.cg.stop()
-        cls.cg.cleanup()
-        cls.mock.stop()
-        cls.mock.cleanup()
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
 
     def test_sdk_sees_the_spec_result(self):
         p = subprocess.run(["node", os.path.join(SDK, "sdk_check.mjs"), str(self.cg.port)],

@@ -55,7 +55,7 @@ def linked(exp):
     return [(url, title) for _, url, title in sorted(out)]
 
 
-class SDKsOnDialects(unittest.TestCase):
+class SDKsOnDialects(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         H.ensure_npm(SDK)
@@ -90,9 +90,12 @@ class SDKsOnDialects(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.mock.cleanup()
-        cls.h2mock.cleanup()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            cls.h2mock.cleanup()
+            shutil.rmtree(cls.dir, ignore_errors=True)
 
     def cases(self):
         """(key of the run, dialect, stream fixture, body fixture) of every run."""

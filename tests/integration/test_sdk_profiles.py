@@ -81,7 +81,7 @@ def upstream_stream_view(fixture):
 ANNOT_SLICE = re.compile(r"^\[\[(?:doc)?[0-9]{1,4}\]\]\((\S+)\)$")
 
 
-class SDKProfiles(unittest.TestCase):
+class SDKProfiles(H.DaemonCase):
     maxDiff = None
 
     @classmethod
@@ -120,12 +120,13 @@ class SDKProfiles(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for obj in (getattr(cls, "cg", None), getattr(cls, "mock", None)):
-            if obj is not None:
-                obj.stop()
-                obj.cleanup()
-        import shutil
-        shutil.rmtree(getattr(cls, "tmp", "/nonexistent"), ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            if getattr(cls, "mock", None) is not None:
+                cls.mock.cleanup()
+            import shutil
+            shutil.rmtree(getattr(cls, "tmp", "/nonexistent"), ignore_errors=True)
 
     # ------------------------------------------------------------------ helpers
     def run_of(self, name):

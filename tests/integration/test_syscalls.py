@@ -19,7 +19,7 @@ import tempfile
 import time
 import unittest
 
-from harness import Citegate, wait_for
+from harness import Citegate, DaemonCase, wait_for
 
 STREAMS = 20
 EVENTS = 8
@@ -42,7 +42,7 @@ def strace_counts(text):
     return counts
 
 
-class SyscallsPerStream(unittest.TestCase):
+class SyscallsPerStream(DaemonCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="cg-syscalls-")
         self.addCleanup(shutil.rmtree, self.dir, True)

@@ -80,7 +80,7 @@ def chunk(content, finish=None):
                                                              "finish_reason": finish}]}) + "\n\n"
 
 
-class Tracking(unittest.TestCase):
+class Tracking(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         cls.fx = tempfile.mkdtemp(prefix="cg-track-fx-")
@@ -96,9 +96,12 @@ class Tracking(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.mock.stop()
-        cls.mock.cleanup()
-        shutil.rmtree(cls.fx, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.stop()
+            cls.mock.cleanup()
+            shutil.rmtree(cls.fx, ignore_errors=True)
 
     def start(self, env=None):
         cg = H.Citegate(upstream=self.mock.url, env=env).start()

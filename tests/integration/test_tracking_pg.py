@@ -37,7 +37,7 @@ STREAM = "azure_oyd_stream.sse"
 WITHIN = 2.0  # SPEC §8: fleet stats at most 2 s behind; a 503 after at most 2 s
 
 
-class TrackingPostgres(unittest.TestCase):
+class TrackingPostgres(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
         cls.pg = pgserver.PostgresServer().start()
@@ -55,10 +55,13 @@ class TrackingPostgres(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.mock.cleanup()
-        cls.pg.cleanup()
-        TT.FX_DIRS.remove(cls.fx)
-        shutil.rmtree(cls.fx, ignore_errors=True)
+        try:
+            super().tearDownClass()
+        finally:
+            cls.mock.cleanup()
+            cls.pg.cleanup()
+            TT.FX_DIRS.remove(cls.fx)
+            shutil.rmtree(cls.fx, ignore_errors=True)
 
     def setUp(self):
         if self.pg.proc is None:  # a test stopped it and failed before starting it again
