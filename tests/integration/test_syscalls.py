@@ -6,8 +6,10 @@ and tear-down cost no more than libuv needs.
 
 Streams start one at a time (a ramp), where each one's own calls show. The
 bench's pacing upstream and client (bench/versus_upstream, versus_client)
-drive them; the bounds are upper bounds, so events that share a read only
-help."""
+drive them. The upper bounds hold whatever the timing (events that share a
+read only help); the lower bounds fail a count that measured nothing or too
+little: a strace table that did not parse, a thread that was not the loop, a
+count that missed streams."""
 
 import json
 import os
@@ -32,14 +34,28 @@ def bench_bin(name):
     return path
 
 
+ROW = re.compile(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:(\d+)\s+)?(\w+)\s*$")
+
+
+def strace_table(text):
+    """({system call: (calls, errors)}, the total row's calls or None) from `strace -c`
+    output."""
+    rows, total = {}, None
+    for line in text.splitlines():
+        m = ROW.match(line)
+        if not m:
+            continue
+        calls, errors = int(m.group(1)), int(m.group(2) or 0)
+        if m.group(3) == "total":
+            total = calls
+        else:
+            rows[m.group(3)] = (calls, errors)
+    return rows, total
+
+
 def strace_counts(text):
     """calls per system call from `strace -c` output."""
-    counts = {}
-    for line in text.splitlines():
-        m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:(\d+)\s+)?(\w+)\s*$", line)
-        if m and m.group(3) != "total":
-            counts[m.group(3)] = int(m.group(1))
-    return counts
+    return {name: calls for name, (calls, _) in strace_table(text)[0].items()}
 
 
 class SyscallsPerStream(DaemonCase):
@@ -88,6 +104,13 @@ class SyscallsPerStream(DaemonCase):
 
     def test_http1_floor(self):
         calls, text = self.count()
+        # The table was read: rows, a total row, and rows that add up to it (a row the
+        # pattern missed would be calls counted nowhere).
+        rows, total = strace_table(text)
+        self.assertTrue(calls, "no system call row in the strace -c output:\n" + text)
+        self.assertIsNotNone(total, "no total row in the strace -c output:\n" + text)
+        self.assertGreater(total, 0, text)
+        self.assertEqual(sum(calls.values()), total, text)
         per = {k: v / STREAMS for k, v in calls.items()}
         writes = per.get("writev", 0) + per.get("write", 0)
         # One write per event: the head goes with the first, the terminator with the last.
@@ -99,6 +122,24 @@ class SyscallsPerStream(DaemonCase):
         self.assertLessEqual(per.get("getsockopt", 0), 1, text)
         # Reads: the request and the client's EOF, one per event upstream.
         self.assertLessEqual(per.get("read", 0), EVENTS + 2, text)
+
+        # Lower bounds. Each stream is a connection of its own (versus_client), and every
+        # one answered in full (count()): this thread accepted it and added it to epoll.
+        accepted = sum(c - e for name, (c, e) in rows.items() if name in ("accept", "accept4"))
+        self.assertGreaterEqual(accepted, STREAMS, text)
+        self.assertGreaterEqual(calls.get("epoll_ctl", 0), STREAMS, text)
+        self.assertGreater(calls.get("epoll_wait", 0), 0, text)
+        self.assertGreater(calls.get("connect", 0), 0, text)  # the upstream pool's
+        # A read per event: each stream's request, and its events from upstream.
+        reads = calls.get("read", 0)
+        self.assertGreaterEqual(reads, STREAMS * EVENTS, text)
+        # A writev per event. The upstream paces on a schedule and catches up after a
+        # stall, and a loop thread that was off the CPU finds two events waiting: such
+        # events come in one read and leave in one writev, and each of those reads is one
+        # fewer than EVENTS + 2 per stream. So: one write per read beside the request and
+        # the client's EOF, which is STREAMS * EVENTS when no events shared a read.
+        writes = calls.get("writev", 0) + calls.get("write", 0)
+        self.assertGreaterEqual(writes, reads - 2 * STREAMS, text)
 
 
 if __name__ == "__main__":
