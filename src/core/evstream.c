@@ -8,6 +8,9 @@
 /* What the straddle buffer may keep between messages: Bedrock's are a few
  * hundred bytes, so the steady state reuses it; a large one is given back. */
 #define EVS_KEEP 4096
+/* The straddle buffer's first size: one allocation holds a usual message
+ * (Bedrock's are a few hundred bytes), not four as it doubles. */
+#define EVS_FIRST_BUF 1024
 
 /* --- CRC-32 ----------------------------------------------------------------
  *
@@ -121,16 +124,14 @@ static bool next_header(const uint8_t **s, const uint8_t *end, header_t *h)
     return true;
 }
 
+#define KNOWN(lit, member) {lit, sizeof(lit) - 1, offsetof(cg_evs_msg_t, member)}
 static const struct {
     const char *name;
-    size_t off;
+    size_t len, off;
 } known[] = {
-    {":message-type", offsetof(cg_evs_msg_t, message_type)},
-    {":event-type", offsetof(cg_evs_msg_t, event_type)},
-    {":exception-type", offsetof(cg_evs_msg_t, exception_type)},
-    {":error-code", offsetof(cg_evs_msg_t, error_code)},
-    {":error-message", offsetof(cg_evs_msg_t, error_message)},
-    {":content-type", offsetof(cg_evs_msg_t, content_type)},
+    KNOWN(":message-type", message_type),     KNOWN(":event-type", event_type),
+    KNOWN(":exception-type", exception_type), KNOWN(":error-code", error_code),
+    KNOWN(":error-message", error_message),   KNOWN(":content-type", content_type),
 };
 
 static void note_header(cg_evs_msg_t *m, const header_t *h)
@@ -138,7 +139,7 @@ static void note_header(cg_evs_msg_t *m, const header_t *h)
     if (h->value.type != 7 || h->name.n < 2 || h->name.p[0] != ':')
         return;
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
-        if (strlen(known[i].name) == h->name.n && memcmp(known[i].name, h->name.p, h->name.n) == 0) {
+        if (known[i].len == h->name.n && memcmp(known[i].name, h->name.p, h->name.n) == 0) {
             cg_span_t *slot = (cg_span_t *)((char *)m + known[i].off);
             if (slot->p == NULL)
                 *slot = h->value.v;
@@ -150,7 +151,9 @@ static void note_header(cg_evs_msg_t *m, const header_t *h)
 /* A whole message of `total` bytes at p, its prelude checked. */
 static int read_message(const char *p, uint32_t total, cg_evs_msg_t *m)
 {
-    if (cg_crc32(0, p, total - 4) != be32(p + total - 4))
+    /* The prelude's CRC, checked already, is the CRC of its first 8 bytes:
+     * the message's goes on from it. */
+    if (cg_crc32(be32(p + 8), p + 8, total - 12) != be32(p + total - 4))
         return CG_EVS_E_CRC;
     uint32_t hlen = be32(p + 4);
     memset(m, 0, sizeof(*m));
@@ -217,6 +220,8 @@ static void clear_delivered(cg_evs_t *r)
 static ssize_t gather(cg_evs_t *r, const char *in, size_t len, cg_evs_msg_t *m)
 {
     size_t used = 0;
+    if (r->buf.cap == 0 && len > 0) /* once: a usual message fits, and never grows it */
+        cg_buf_reserve(&r->buf, EVS_FIRST_BUF);
     if (r->buf.len < CG_EVS_PRELUDE) {
         used = CG_EVS_PRELUDE - r->buf.len < len ? CG_EVS_PRELUDE - r->buf.len : len;
         cg_buf_put(&r->buf, in, used);
