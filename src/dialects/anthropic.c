@@ -44,7 +44,7 @@
  * State per stream, bounded (the tokens of an upstream event are the
  * call's, borrowed while it is read): at most CG_CITE_MAX sources (a URL key is kept to
  * CG_CITE_MAX_FIELD bytes; further sources are not cited); at most
- * BLOCK_REFS distinct sources per text block (further ones get no
+ * CG_VIEW_BLOCK_REFS distinct sources per text block (further ones get no
  * reference); a text_delta template of at most TPL_MAX bytes; decoded
  * strings of one citation. The steady path (one text_delta after another)
  * allocates nothing: it matches the previous text_delta's bytes around the
@@ -52,16 +52,12 @@
  * (cg__xform_content) rather than as a chunk to parse back.
  */
 #include "chatreq.h"
-#include "core/emit.h"
-#include "core/xform_int.h"
+#include "view.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-#define BLOCK_REFS 128
-#define TPL_MAX    512
+#define TPL_MAX 512
 
 typedef enum key_kind {
     KEY_DOCUMENT,
@@ -78,9 +74,8 @@ typedef struct source {
 } source_t;
 
 typedef struct state {
-    cg_json_t json; /* the upstream event being read (x->json is the chunks') */
-    cg_buf_t data;  /* an event's data of several lines, LF -> space */
-    cg_buf_t strs;  /* decoded strings of one citation */
+    cg_view_json_t in; /* the upstream event being read (x->json is the chunks') */
+    cg_buf_t strs;     /* decoded strings of one citation */
 
     cg_buf_t tpl;   /* a text_delta event's data around its text */
     size_t tpl_pre; /* tpl[0..tpl_pre) precedes the text */
@@ -89,9 +84,8 @@ typedef struct state {
     source_t *src;
     size_t nsrc, src_cap;
 
-    bool in_text; /* a text block is open */
-    unsigned block[BLOCK_REFS];
-    size_t nblock;
+    bool in_text;         /* a text block is open */
+    cg_view_refs_t block; /* the sources it cites */
 
     bool started;   /* the role chunk went out */
     bool finished;  /* a finish_reason went out */
@@ -103,69 +97,12 @@ typedef struct state {
 static void state_free(void *p)
 {
     state_t *s = p;
-    cg_json_free(&s->json);
-    cg_buf_free(&s->data);
+    cg__view_json_free(&s->in);
     cg_buf_free(&s->strs);
     cg_buf_free(&s->tpl);
     for (size_t i = 0; i < s->nsrc; i++)
         free(s->src[i].url);
     free(s->src);
-}
-
-/* --- Reading the upstream's JSON -------------------------------------------- */
-
-static bool is(const cg_json_t *j, int tok, const char *lit)
-{
-    return cg_json_is_str(j, tok) && cg_span_eq(cg_json_raw(j, tok), lit);
-}
-
-/* A string token as its whole JSON value, quotes included. */
-static cg_span_t raw_value(const cg_json_t *j, int tok)
-{
-    size_t b = cg_json_begin(j, tok);
-    return cg_span(j->js + b, cg_json_end(j, tok) - b);
-}
-
-/* A non-negative whole number token (a count or an index), else dflt. */
-static double count(const cg_json_t *j, int tok, double dflt)
-{
-    double v;
-    if (cg_json_type(j, tok) == JSMN_PRIMITIVE && cg_json_number(j, tok, &v) && v >= 0 &&
-        v < 1e15 && v == (double)(uint64_t)v)
-        return v;
-    return dflt;
-}
-
-/* Parses an event's data into s->json, with tokens borrowed until
- * give_back(); false when it is not a JSON object. */
-static bool parse(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
-{
-    if (s->json.max == 0)
-        cg_json_init(&s->json, CG_XFORM_MAX_TOKENS);
-    cg_json_borrow(&s->json, cg__xform_view_tokens(x));
-    return cg__xform_parse_data(&s->json, ev, &s->data);
-}
-
-static void give_back(cg_xform_t *x, state_t *s)
-{
-    cg_json_give_back(&s->json, cg__xform_view_tokens(x));
-}
-
-/* --- Writing chunks of our own ---------------------------------------------- */
-
-static void put_open(cg_xform_t *x, cg_buf_t *b)
-{
-    cg_buf_putc(b, '{');
-    cg__xform_chunk_meta(x, b);
-}
-
-static void put_role(cg_xform_t *x)
-{
-    cg_buf_t *b = cg__xform_chunk_begin(x);
-    put_open(x, b);
-    cg_buf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
-                   "\"finish_reason\":null}]}");
-    cg__xform_chunk_end(x);
 }
 
 static const char *finish_reason(cg_span_t stop)
@@ -179,76 +116,21 @@ static const char *finish_reason(cg_span_t stop)
     return "stop";
 }
 
-static void put_finish(cg_xform_t *x, const char *reason)
+static cg_view_usage_t usage_of(const state_t *s)
 {
-    cg_buf_t *b = cg__xform_chunk_begin(x);
-    put_open(x, b);
-    cg_buf_printf(b, ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"%s\"}]}", reason);
-    cg__xform_chunk_end(x);
-}
-
-static void put_usage_members(cg_buf_t *b, double in, double out)
-{
-    cg_buf_printf(
-        b, "\"usage\":{\"prompt_tokens\":%.0f,\"completion_tokens\":%.0f,\"total_tokens\":%.0f}",
-        in, out, in + out);
+    return (cg_view_usage_t){s->in_tokens, s->out_tokens, s->in_tokens + s->out_tokens};
 }
 
 static void put_usage(cg_xform_t *x, state_t *s)
 {
-    if (s->usage_out || x->dreq == NULL || !x->dreq->include_usage)
+    if (s->usage_out)
         return;
     s->usage_out = true;
-    cg_buf_t *b = cg__xform_chunk_begin(x);
-    put_open(x, b);
-    cg_buf_puts(b, ",\"choices\":[],");
-    put_usage_members(b, s->in_tokens, s->out_tokens);
-    cg_buf_putc(b, '}');
-    cg__xform_chunk_end(x);
-}
-
-static void put_done(cg_xform_t *x)
-{
-    cg_buf_puts(cg__xform_chunk_begin(x), "[DONE]");
-    cg__xform_chunk_end(x);
-}
-
-/* An SSE comment goes straight out: it carries nothing to rewrite or hold. */
-static void put_ping(cg_xform_t *x)
-{
-    cg__emit_str(x->out, ": ping\n\n");
-    x->stats.events_out++;
-}
-
-/* Appends one `[N]` per source of the block, in order of first citation. */
-static void put_refs(cg_buf_t *b, const state_t *s)
-{
-    for (size_t i = 0; i < s->nblock; i++)
-        cg_buf_printf(b, "[%u]", s->block[i]);
+    cg_view_usage_t u = usage_of(s);
+    cg__view_usage(x, &u);
 }
 
 /* --- Sources ------------------------------------------------------------------ */
-
-/* Appends the decoded string token to s->strs; returns its offset and
- * length (0 when the token is not a string). */
-static size_t decode(state_t *s, int tok, size_t *len)
-{
-    size_t at = s->strs.len;
-    *len = 0;
-    if (!cg_json_is_str(&s->json, tok))
-        return at;
-    cg_span_t raw = cg_json_raw(&s->json, tok);
-    char *dst = cg_buf_reserve(&s->strs, raw.n + 1);
-    *len = cg_json_unescape(raw.p, raw.n, dst);
-    s->strs.len += *len;
-    return at;
-}
-
-static bool absolute_url(const char *p, size_t n)
-{
-    return (n >= 7 && strncasecmp(p, "http://", 7) == 0) ||
-           (n >= 8 && strncasecmp(p, "https://", 8) == 0);
-}
 
 static source_t *find_source(state_t *s, key_kind_t kind, double index, const char *url,
                              size_t url_len)
@@ -268,7 +150,7 @@ static source_t *find_source(state_t *s, key_kind_t kind, double index, const ch
  * <source> id, or a new citation made of what the upstream says of it. */
 static unsigned new_citation(cg_xform_t *x, state_t *s, int c, key_kind_t kind, double index)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     cg_cite_in_t in = {0};
     if (kind == KEY_DOCUMENT && x->dreq && index < (double)x->dreq->ndocs)
         in.id = x->dreq->doc_ids[(size_t)index];
@@ -276,10 +158,10 @@ static unsigned new_citation(cg_xform_t *x, state_t *s, int c, key_kind_t kind, 
     int url = cg_json_get(j, c, "url");
     int source = cg_json_get(j, c, "source");
     size_t tn, un, cn;
-    size_t t = decode(s, title, &tn);
-    size_t u = decode(s, url >= 0 ? url : source, &un);
-    size_t k = decode(s, cg_json_get(j, c, "cited_text"), &cn);
-    if (url < 0 && !absolute_url(s->strs.p + u, un))
+    size_t t = cg__view_decode(&s->strs, j, title, &tn);
+    size_t u = cg__view_decode(&s->strs, j, url >= 0 ? url : source, &un);
+    size_t k = cg__view_decode(&s->strs, j, cg_json_get(j, c, "cited_text"), &cn);
+    if (url < 0 && !cg__view_absolute_url(s->strs.p + u, un))
         un = 0; /* a search result's `source` is its url only when absolute */
     in.title = cg_span(s->strs.p + t, tn);
     in.url = cg_span(s->strs.p + u, un);
@@ -290,15 +172,15 @@ static unsigned new_citation(cg_xform_t *x, state_t *s, int c, key_kind_t kind, 
 /* The number of the source that citation object c names, or 0. */
 static unsigned source_of(cg_xform_t *x, state_t *s, int c)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     if (cg_json_type(j, c) != JSMN_OBJECT)
         return 0;
     key_kind_t kind;
-    double index = count(j, cg_json_get(j, c, "document_index"), -1);
+    double index = cg__view_count(j, cg_json_get(j, c, "document_index"), -1);
     int url = -1;
     if (index >= 0) {
         kind = KEY_DOCUMENT;
-    } else if ((index = count(j, cg_json_get(j, c, "search_result_index"), -1)) >= 0) {
+    } else if ((index = cg__view_count(j, cg_json_get(j, c, "search_result_index"), -1)) >= 0) {
         kind = KEY_SEARCH_RESULT;
     } else if (cg_json_is_str(j, url = cg_json_get(j, c, "url"))) {
         kind = KEY_URL;
@@ -307,7 +189,7 @@ static unsigned source_of(cg_xform_t *x, state_t *s, int c)
     }
     s->strs.len = 0;
     cg_buf_reserve(&s->strs, 1); /* spans into it are taken even when nothing is decoded */
-    size_t un = 0, u = kind == KEY_URL ? decode(s, url, &un) : 0;
+    size_t un = 0, u = kind == KEY_URL ? cg__view_decode(&s->strs, j, url, &un) : 0;
     if (un > CG_CITE_MAX_FIELD)
         un = CG_CITE_MAX_FIELD;
     source_t *o = find_source(s, kind, index, s->strs.p + u, un);
@@ -329,19 +211,12 @@ static unsigned source_of(cg_xform_t *x, state_t *s, int c)
 /* A text block cites citation object c: its source joins the block's list. */
 static void cite(cg_xform_t *x, state_t *s, int c)
 {
-    unsigned n = source_of(x, s, c);
-    if (n == 0)
-        return;
-    for (size_t i = 0; i < s->nblock; i++)
-        if (s->block[i] == n)
-            return;
-    if (s->nblock < BLOCK_REFS)
-        s->block[s->nblock++] = n;
+    cg__view_refs_add(&s->block, source_of(x, s, c));
 }
 
 static void cite_all(cg_xform_t *x, state_t *s, int citations)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     if (cg_json_type(j, citations) != JSMN_ARRAY)
         return;
     int n = j->tok[citations].size;
@@ -355,7 +230,7 @@ static void cite_all(cg_xform_t *x, state_t *s, int citations)
  * same bytes around its text needs no parse (see fast_text). */
 static void save_template(state_t *s, const cg_sse_event_t *ev, int text)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     size_t start = (size_t)j->tok[text].start, end = (size_t)j->tok[text].end;
     s->tpl_ok = false;
     if (ev->ndata != 1 || start + (j->len - end) > TPL_MAX)
@@ -365,27 +240,6 @@ static void save_template(state_t *s, const cg_sse_event_t *ev, int text)
     cg_buf_put(&s->tpl, j->js + end, j->len - end);
     s->tpl_pre = start;
     s->tpl_ok = true;
-}
-
-/* Are s[0..n) the bytes of a JSON string without its quotes, as the parser
- * takes them? Plain runs are skipped eight bytes at a time; each stop must
- * be a whole escape. */
-static bool string_bytes(const char *s, size_t n)
-{
-    for (size_t i = cg_json_plain_len(s, n); i < n; i += cg_json_plain_len(s + i, n - i)) {
-        if (s[i] != '\\' || ++i == n)
-            return false; /* a quote, a raw control byte, or an escape cut short */
-        if (s[i] == 'u') {
-            for (int k = 1; k <= 4; k++)
-                if (i + k >= n || cg_hex_digit(s[i + k]) < 0)
-                    return false;
-            i += 4;
-        } else if (strchr("\"\\/bfnrt", s[i]) == NULL || s[i] == '\0') {
-            return false;
-        }
-        i++;
-    }
-    return true;
 }
 
 /*
@@ -402,7 +256,7 @@ static bool fast_text(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
         memcmp(d.p + d.n - post, s->tpl.p + pre, post) != 0)
         return false;
     cg_span_t text = cg_span(d.p + pre, d.n - pre - post);
-    if (!string_bytes(text.p, text.n))
+    if (cg__view_string_len(text.p, d.n - pre) != text.n)
         return false;
     if (text.n)
         cg__xform_content(x, 0, text);
@@ -411,26 +265,22 @@ static bool fast_text(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
 
 static void on_message_start(cg_xform_t *x, state_t *s)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     int msg = cg_json_get(j, 0, "message");
     int id = cg_json_get(j, msg, "id"), model = cg_json_get(j, msg, "model");
     int usage = cg_json_get(j, msg, "usage");
-    cg__xform_meta(x, cg_json_is_str(j, id) ? raw_value(j, id) : cg_span(NULL, 0),
-                   cg_json_is_str(j, model) ? raw_value(j, model) : cg_span(NULL, 0));
-    s->in_tokens = count(j, cg_json_get(j, usage, "input_tokens"), s->in_tokens);
-    s->out_tokens = count(j, cg_json_get(j, usage, "output_tokens"), s->out_tokens);
-    if (!s->started) {
-        s->started = true;
-        put_role(x);
-    }
+    cg__view_meta(x, j, id, model);
+    s->in_tokens = cg__view_count(j, cg_json_get(j, usage, "input_tokens"), s->in_tokens);
+    s->out_tokens = cg__view_count(j, cg_json_get(j, usage, "output_tokens"), s->out_tokens);
+    cg__view_role(x, &s->started);
 }
 
 static void on_block_start(cg_xform_t *x, state_t *s)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     int block = cg_json_get(j, 0, "content_block");
-    s->in_text = is(j, cg_json_get(j, block, "type"), "text");
-    s->nblock = 0;
+    s->in_text = cg__view_is(j, cg_json_get(j, block, "type"), "text");
+    s->block.len = 0;
     if (!s->in_text)
         return;
     cite_all(x, s, cg_json_get(j, block, "citations"));
@@ -441,17 +291,17 @@ static void on_block_start(cg_xform_t *x, state_t *s)
 
 static void on_block_delta(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     int delta = cg_json_get(j, 0, "delta");
     int type = cg_json_get(j, delta, "type");
-    if (is(j, type, "text_delta")) {
+    if (cg__view_is(j, type, "text_delta")) {
         int text = cg_json_get(j, delta, "text");
         if (!cg_json_is_str(j, text))
             return;
         save_template(s, ev, text);
         if (cg_json_raw(j, text).n)
             cg__xform_content(x, 0, cg_json_raw(j, text));
-    } else if (is(j, type, "citations_delta") && s->in_text) {
+    } else if (cg__view_is(j, type, "citations_delta") && s->in_text) {
         cite(x, s, cg_json_get(j, delta, "citation"));
     }
 }
@@ -461,38 +311,35 @@ static void on_block_stop(cg_xform_t *x, state_t *s)
     if (!s->in_text)
         return;
     s->in_text = false;
-    if (s->nblock == 0)
+    if (s->block.len == 0)
         return;
     s->strs.len = 0;
-    put_refs(&s->strs, s);
-    s->nblock = 0;
+    cg__view_put_refs(&s->strs, s->block.n, s->block.len);
+    s->block.len = 0;
     cg__xform_content(x, 0, cg_span(s->strs.p, s->strs.len));
 }
 
 static void on_message_delta(cg_xform_t *x, state_t *s)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     int usage = cg_json_get(j, 0, "usage");
     /* Counts there are cumulative: the last one wins. */
-    s->in_tokens = count(j, cg_json_get(j, usage, "input_tokens"), s->in_tokens);
-    s->out_tokens = count(j, cg_json_get(j, usage, "output_tokens"), s->out_tokens);
+    s->in_tokens = cg__view_count(j, cg_json_get(j, usage, "input_tokens"), s->in_tokens);
+    s->out_tokens = cg__view_count(j, cg_json_get(j, usage, "output_tokens"), s->out_tokens);
     int stop = cg_json_get(j, cg_json_get(j, 0, "delta"), "stop_reason");
     if (cg_json_is_str(j, stop) && !s->finished) {
         s->finished = true;
-        put_finish(x, finish_reason(cg_json_raw(j, stop)));
+        cg__view_finish(x, finish_reason(cg_json_raw(j, stop)));
     }
 }
 
 static void on_error(cg_xform_t *x, state_t *s)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     int err = cg_json_get(j, 0, "error");
     int msg = cg_json_get(j, err, "message"), type = cg_json_get(j, err, "type");
-    cg__xform_error(x,
-                    cg_json_is_str(j, msg) ? raw_value(j, msg)
-                                           : CG_SPAN_LIT("\"upstream sent an error event\""),
-                    cg_json_is_str(j, type) ? raw_value(j, type)
-                                            : CG_SPAN_LIT("\"upstream_error\""));
+    cg__xform_error(x, cg__view_str(j, msg, "\"upstream sent an error event\""),
+                    cg__view_str(j, type, "\"upstream_error\""));
 }
 
 static void dispatch(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev, cg_span_t type)
@@ -509,13 +356,13 @@ static void dispatch(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev, cg_spa
         on_message_delta(x, s);
     } else if (cg_span_eq(type, "message_stop")) {
         put_usage(x, s);
-        put_done(x);
+        cg__view_done(x);
         s->over = true;
     } else if (cg_span_eq(type, "error")) {
         on_error(x, s);
         s->over = true;
     } else if (cg_span_eq(type, "ping")) {
-        put_ping(x);
+        cg__view_ping(x);
     }
 }
 
@@ -526,18 +373,19 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
         return; /* a holding profile has not ended the stream yet; the answer has */
     if (ev->ndata == 0) {
         if (ev->nother)
-            put_ping(x);
+            cg__view_ping(x);
         return;
     }
     if (fast_text(x, s, ev))
         return;
-    if (parse(x, s, ev)) {
-        int type = cg_json_get(&s->json, 0, "type");
-        dispatch(x, s, ev, cg_json_is_str(&s->json, type) ? cg_json_raw(&s->json, type) : ev->type);
+    if (cg__view_parse(x, &s->in, ev)) {
+        const cg_json_t *j = &s->in.json;
+        int type = cg_json_get(j, 0, "type");
+        dispatch(x, s, ev, cg_json_is_str(j, type) ? cg_json_raw(j, type) : ev->type);
     } else {
         x->stats.malformed++;
     }
-    give_back(x, s);
+    cg__view_give_back(x, &s->in);
 }
 
 /* The upstream ended without message_stop. After a stop_reason the stream
@@ -557,121 +405,46 @@ static void on_end(cg_xform_t *x, void *state, cg_span_t pending)
  * each followed by the references of its sources. */
 static void body_text(cg_xform_t *x, state_t *s, int content, cg_buf_t *out)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     if (cg_json_type(j, content) != JSMN_ARRAY)
         return;
     int n = j->tok[content].size;
     for (int k = 0, b = content + 1; k < n; k++, b = cg_json_skip(j, b)) {
         int text = cg_json_get(j, b, "text");
-        if (!is(j, cg_json_get(j, b, "type"), "text") || !cg_json_is_str(j, text))
+        if (!cg__view_is(j, cg_json_get(j, b, "type"), "text") || !cg_json_is_str(j, text))
             continue;
-        s->nblock = 0;
+        s->block.len = 0;
         cite_all(x, s, cg_json_get(j, b, "citations"));
         cg_span_t raw = cg_json_raw(j, text);
         cg_buf_put(out, raw.p, raw.n);
-        put_refs(out, s);
+        cg__view_put_refs(out, s->block.n, s->block.len);
     }
-    s->nblock = 0;
-}
-
-static void put_raw_or(cg_buf_t *b, const cg_buf_t *v, const char *dflt)
-{
-    if (v->len)
-        cg_buf_put(b, v->p, v->len);
-    else
-        cg_buf_puts(b, dflt);
+    s->block.len = 0;
 }
 
 static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_buf_t *chat)
 {
     state_t *s = state;
-    cg_sse_event_t ev = {0};
-    ev.data = cg_span(body, len);
-    ev.ndata = 1;
-    if (!parse(x, s, &ev) || !is(&s->json, cg_json_get(&s->json, 0, "type"), "message")) {
-        give_back(x, s);
+    const cg_json_t *j = &s->in.json;
+    if (!cg__view_parse_bytes(x, &s->in, body, len) ||
+        !cg__view_is(j, cg_json_get(j, 0, "type"), "message")) {
+        cg__view_give_back(x, &s->in);
         return -1;
     }
-    const cg_json_t *j = &s->json;
-    int id = cg_json_get(j, 0, "id"), model = cg_json_get(j, 0, "model");
-    cg__xform_meta(x, cg_json_is_str(j, id) ? raw_value(j, id) : cg_span(NULL, 0),
-                   cg_json_is_str(j, model) ? raw_value(j, model) : cg_span(NULL, 0));
-    cg_buf_puts(chat, "{\"id\":");
-    put_raw_or(chat, &x->meta_id, "\"\"");
-    cg_buf_puts(chat, ",\"object\":\"chat.completion\",\"created\":");
-    put_raw_or(chat, &x->meta_created, "0");
-    cg_buf_puts(chat, ",\"model\":");
-    put_raw_or(chat, &x->meta_model, "\"\"");
-    cg_buf_puts(chat,
-                ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"");
+    cg__view_meta(x, j, cg_json_get(j, 0, "id"), cg_json_get(j, 0, "model"));
+    cg__view_body_open(x, chat);
     body_text(x, s, cg_json_get(j, 0, "content"), chat);
-    cg_buf_puts(chat, "\"},\"finish_reason\":");
-    int stop = cg_json_get(j, 0, "stop_reason");
-    if (cg_json_is_str(j, stop))
-        cg_buf_printf(chat, "\"%s\"", finish_reason(cg_json_raw(j, stop)));
-    else
-        cg_buf_puts(chat, "null");
-    cg_buf_puts(chat, "}]");
-    int usage = cg_json_get(j, 0, "usage");
-    if (cg_json_type(j, usage) == JSMN_OBJECT) {
-        cg_buf_putc(chat, ',');
-        put_usage_members(chat, count(j, cg_json_get(j, usage, "input_tokens"), 0),
-                          count(j, cg_json_get(j, usage, "output_tokens"), 0));
-    }
-    cg_buf_putc(chat, '}');
-    give_back(x, s);
+    int stop = cg_json_get(j, 0, "stop_reason"), usage = cg_json_get(j, 0, "usage");
+    cg_view_usage_t u = {cg__view_count(j, cg_json_get(j, usage, "input_tokens"), 0),
+                         cg__view_count(j, cg_json_get(j, usage, "output_tokens"), 0), 0};
+    u.total = u.prompt + u.completion;
+    cg__view_body_end(chat, cg_json_is_str(j, stop) ? finish_reason(cg_json_raw(j, stop)) : NULL,
+                      cg_json_type(j, usage) == JSMN_OBJECT ? &u : NULL);
+    cg__view_give_back(x, &s->in);
     return 0;
 }
 
-static const cg_dialect_view_t view = {
-    .state_size = sizeof(state_t),
-    .state_free = state_free,
-    .event = on_event,
-    .end = on_end,
-    .body = on_body,
-};
-
 /* --- The request ------------------------------------------------------------- */
-
-static int by_id(const void *a, const void *b)
-{
-    unsigned x = (*(const cg_citation_t *const *)a)->id, y = (*(const cg_citation_t *const *)b)->id;
-    return (x > y) - (x < y);
-}
-
-/* The request-side sources that become document blocks, in id order. */
-typedef struct docs {
-    cg_request_t full; /* <source> tags with their whole text */
-    const cg_citation_t **v;
-    size_t n;
-} docs_t;
-
-/* The <source> tags that become document blocks. The client's request
- * names them; their text is read again from the same body without the
- * max_doc_bytes cut (that cut is for citations shown to the client, and the
- * model must see the whole source). Same body, same reader: the same
- * sources. */
-static void find_documents(cg_chatreq_t *c, docs_t *d)
-{
-    const cg_request_t *req = c->in->req;
-    if (req == NULL || req->sources.n == 0 || c->last_user < 0)
-        return;
-    cg_cite_opts_t whole = {SIZE_MAX, false};
-    cg_request_parse(&d->full, c->body, c->len, &whole);
-    d->v = cg_xmalloc(req->sources.n * sizeof(*d->v));
-    for (size_t i = 0; i < req->sources.n; i++) {
-        const cg_citation_t *s = cg_cites_find(&d->full.sources, req->sources.v[i].id);
-        if (s && s->content[0] != '\0')
-            d->v[d->n++] = s;
-    }
-    qsort(d->v, d->n, sizeof(*d->v), by_id);
-    if (d->n == 0)
-        return;
-    c->dreq->doc_ids = cg_xmalloc(d->n * sizeof(unsigned));
-    for (size_t i = 0; i < d->n; i++)
-        c->dreq->doc_ids[i] = d->v[i]->id;
-    c->dreq->ndocs = d->n;
-}
 
 static void put_document(cg_buf_t *o, const cg_citation_t *s)
 {
@@ -684,61 +457,34 @@ static void put_document(cg_buf_t *o, const cg_citation_t *s)
     cg_buf_puts(o, ",\"citations\":{\"enabled\":true}}");
 }
 
-/* The last user message with documents: the documents, then its text as a
- * text block unless that is empty. */
-static void put_documents_then_text(cg_chatreq_t *c, const docs_t *d, int msg)
+/* A turn: its text as one string; the last user message with documents:
+ * the documents, then its text as a text block unless that is empty. */
+static void put_turn(cg_chatreq_t *c, int msg, cg_req_role_t role, void *ctx)
 {
+    const cg_req_docs_t *d = ctx;
     cg_buf_t *o = c->out;
-    cg_buf_putc(o, '[');
+    if (msg != c->last_user || d->n == 0) {
+        cg__req_put_role_turn(c, msg, role, NULL);
+        return;
+    }
+    cg_buf_puts(o, "{\"role\":\"user\",\"content\":[");
     for (size_t i = 0; i < d->n; i++)
         put_document(o, d->v[i]);
-    size_t mark = o->len;
-    cg_buf_puts(o, ",{\"type\":\"text\",\"text\":\"");
-    size_t text = o->len;
-    cg__req_put_content_text(c, msg);
-    if (o->len == text)
-        o->len = mark;
-    else
-        cg_buf_puts(o, "\"}");
-    cg_buf_putc(o, ']');
-}
-
-static void put_messages(cg_chatreq_t *c, const docs_t *d)
-{
-    cg_buf_t *o = c->out;
-    cg__req_key(o, "messages");
-    cg_buf_putc(o, '[');
-    int n, i = cg__req_messages(c, &n);
-    for (int k = 0; k < n; k++, i = cg_json_skip(c->j, i)) {
-        cg_req_role_t role = cg__req_role(c, i);
-        if (role != CG_ROLE_USER && role != CG_ROLE_ASSISTANT)
-            continue;
-        cg__req_sep(o);
-        cg_buf_puts(o, role == CG_ROLE_USER ? "{\"role\":\"user\",\"content\":"
-                                            : "{\"role\":\"assistant\",\"content\":");
-        if (i == c->last_user && d->n > 0) {
-            put_documents_then_text(c, d, i);
-        } else {
-            cg_buf_putc(o, '"');
-            cg__req_put_content_text(c, i);
-            cg_buf_putc(o, '"');
-        }
-        cg_buf_putc(o, '}');
-    }
-    cg_buf_putc(o, ']');
+    cg__req_put_text_block(c, msg, "{\"type\":\"text\",\"text\":\"", "\"}");
+    cg_buf_puts(o, "]}");
 }
 
 static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
 {
     if (cg__req_check_stop(c, err) != 0)
         return -1;
-    docs_t d = {0};
-    find_documents(c, &d);
+    cg_req_docs_t d;
+    cg__req_find_documents(c, &d);
     cg_buf_t *o = c->out;
     cg_buf_putc(o, '{');
     cg__req_put_model(c);
     cg__req_put_system(c, "\"system\":\"", "\"");
-    put_messages(c, &d);
+    cg__req_put_turns(c, "messages", put_turn, &d);
     int max = cg__req_max_tokens(c);
     cg__req_key(o, "max_tokens"); /* required there */
     if (max >= 0)
@@ -750,8 +496,7 @@ static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
     cg__req_put_stop_list(c, "stop_sequences");
     cg__req_put_kept(c, CG_REQ_STREAM, "stream");
     cg_buf_putc(o, '}');
-    cg_request_free(&d.full);
-    free(d.v);
+    cg__req_docs_free(&d);
     return 0;
 }
 
@@ -776,6 +521,14 @@ static void headers(const cg_dialect_hdrs_t *h)
     if (key.p)
         h->add(h->ctx, CG_SPAN_LIT("x-api-key"), key);
 }
+
+static const cg_dialect_view_t view = {
+    .state_size = sizeof(state_t),
+    .state_free = state_free,
+    .event = on_event,
+    .end = on_end,
+    .body = on_body,
+};
 
 const cg_dialect_t cg__dialect_anthropic = {
     .name = "anthropic",

@@ -48,16 +48,14 @@
  * array at all.
  */
 #include "chatreq.h"
-#include "core/emit.h"
-#include "core/xform_int.h"
+#include "view.h"
 
-#include <ctype.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-#define BLOCK_CITES 128
+/* A block's citations: as many as its distinct sources may be, so each
+ * can get its reference. */
+#define BLOCK_CITES CG_VIEW_BLOCK_REFS
 
 typedef enum key_kind {
     KEY_URL,
@@ -84,9 +82,8 @@ typedef struct source {
 } source_t;
 
 typedef struct state {
-    cg_json_t json; /* the upstream message's payload being read */
-    cg_buf_t data;  /* scratch of cg__xform_parse_data */
-    cg_buf_t strs;  /* decoded strings, the block's references */
+    cg_view_json_t in; /* the upstream message's payload being read */
+    cg_buf_t strs;     /* decoded strings, the block's references */
 
     pending_t *block; /* grown as a block cites, kept for the next block */
     size_t nblock, block_cap;
@@ -112,8 +109,7 @@ static void clear_block(state_t *s)
 static void state_free(void *p)
 {
     state_t *s = p;
-    cg_json_free(&s->json);
-    cg_buf_free(&s->data);
+    cg__view_json_free(&s->in);
     cg_buf_free(&s->strs);
     for (size_t i = 0; i < s->block_cap; i++) {
         cg_buf_free(&s->block[i].key);
@@ -129,71 +125,19 @@ static void state_free(void *p)
 
 /* --- Reading the upstream's JSON -------------------------------------------- */
 
-static cg_span_t raw_value(const cg_json_t *j, int tok)
-{
-    size_t b = cg_json_begin(j, tok);
-    return cg_span(j->js + b, cg_json_end(j, tok) - b);
-}
-
-/* A non-negative whole number token, else dflt. */
-static double count(const cg_json_t *j, int tok, double dflt)
-{
-    double v;
-    if (cg_json_type(j, tok) == JSMN_PRIMITIVE && cg_json_number(j, tok, &v) && v >= 0 &&
-        v < 1e15 && v == (double)(uint64_t)v)
-        return v;
-    return dflt;
-}
-
-/* Parses p[0..n) into s->json with tokens borrowed until give_back();
- * false when it is not a JSON object. */
-static bool parse(cg_xform_t *x, state_t *s, cg_span_t p)
-{
-    if (s->json.max == 0)
-        cg_json_init(&s->json, CG_XFORM_MAX_TOKENS);
-    cg_json_borrow(&s->json, cg__xform_view_tokens(x));
-    cg_sse_event_t ev = {.data = p, .ndata = 1};
-    return cg__xform_parse_data(&s->json, &ev, &s->data);
-}
-
-static void give_back(cg_xform_t *x, state_t *s)
-{
-    cg_json_give_back(&s->json, cg__xform_view_tokens(x));
-}
-
 /* Appends string token tok, decoded, to b (at most CG_CITE_MAX_FIELD
  * bytes in all); nothing when it is not a string. */
 static void put_decoded(const cg_json_t *j, int tok, cg_buf_t *b)
 {
-    if (!cg_json_is_str(j, tok) || b->len >= CG_CITE_MAX_FIELD)
+    size_t n;
+    if (b->len >= CG_CITE_MAX_FIELD)
         return;
-    cg_span_t raw = cg_json_raw(j, tok);
-    char *dst = cg_buf_reserve(b, raw.n + 1);
-    size_t n = cg_json_unescape(raw.p, raw.n, dst);
-    b->len += n;
+    cg__view_decode(b, j, tok, &n);
     if (b->len > CG_CITE_MAX_FIELD)
         b->len = CG_CITE_MAX_FIELD;
 }
 
 /* --- Writing chunks of our own ---------------------------------------------- */
-
-static void put_open(cg_xform_t *x, cg_buf_t *b)
-{
-    cg_buf_putc(b, '{');
-    cg__xform_chunk_meta(x, b);
-}
-
-static void put_role(cg_xform_t *x, state_t *s)
-{
-    if (s->started)
-        return;
-    s->started = true;
-    cg_buf_t *b = cg__xform_chunk_begin(x);
-    put_open(x, b);
-    cg_buf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
-                   "\"finish_reason\":null}]}");
-    cg__xform_chunk_end(x);
-}
 
 static const char *finish_reason(cg_span_t stop)
 {
@@ -204,41 +148,21 @@ static const char *finish_reason(cg_span_t stop)
     return "stop"; /* end_turn, stop_sequence, and anything else */
 }
 
-static void put_finish(cg_xform_t *x, const char *reason)
+static cg_view_usage_t usage_of(const state_t *s)
 {
-    cg_buf_t *b = cg__xform_chunk_begin(x);
-    put_open(x, b);
-    cg_buf_printf(b, ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"%s\"}]}", reason);
-    cg__xform_chunk_end(x);
-}
-
-static void put_usage_members(cg_buf_t *b, double in, double out, double total)
-{
-    cg_buf_printf(
-        b, "\"usage\":{\"prompt_tokens\":%.0f,\"completion_tokens\":%.0f,\"total_tokens\":%.0f}",
-        in, out, total);
+    return (cg_view_usage_t){s->in_tokens, s->out_tokens, s->total_tokens};
 }
 
 static void put_usage(cg_xform_t *x, state_t *s)
 {
-    if (s->usage_out || !s->usage_seen || x->dreq == NULL || !x->dreq->include_usage)
+    if (s->usage_out || !s->usage_seen)
         return;
     s->usage_out = true;
-    cg_buf_t *b = cg__xform_chunk_begin(x);
-    put_open(x, b);
-    cg_buf_puts(b, ",\"choices\":[],");
-    put_usage_members(b, s->in_tokens, s->out_tokens, s->total_tokens);
-    cg_buf_putc(b, '}');
-    cg__xform_chunk_end(x);
+    cg_view_usage_t u = usage_of(s);
+    cg__view_usage(x, &u);
 }
 
 /* --- Citations and sources ---------------------------------------------------- */
-
-static bool absolute_url(const char *p, size_t n)
-{
-    return (n >= 7 && strncasecmp(p, "http://", 7) == 0) ||
-           (n >= 8 && strncasecmp(p, "https://", 8) == 0);
-}
 
 /* The document or search result location inside `location`, and its index. */
 static bool location_index(const cg_json_t *j, int loc, key_kind_t *kind, double *index)
@@ -247,14 +171,14 @@ static bool location_index(const cg_json_t *j, int loc, key_kind_t *kind, double
     for (int i = 0; i < 3; i++) {
         int d = cg_json_get(j, loc, docs[i]);
         if (cg_json_type(j, d) == JSMN_OBJECT &&
-            (*index = count(j, cg_json_get(j, d, "documentIndex"), -1)) >= 0) {
+            (*index = cg__view_count(j, cg_json_get(j, d, "documentIndex"), -1)) >= 0) {
             *kind = KEY_DOCUMENT;
             return true;
         }
     }
     int r = cg_json_get(j, loc, "searchResultLocation");
     if (cg_json_type(j, r) == JSMN_OBJECT &&
-        (*index = count(j, cg_json_get(j, r, "searchResultIndex"), -1)) >= 0) {
+        (*index = cg__view_count(j, cg_json_get(j, r, "searchResultIndex"), -1)) >= 0) {
         *kind = KEY_SEARCH_RESULT;
         return true;
     }
@@ -298,7 +222,7 @@ static bool read_citation(const cg_json_t *j, int c, pending_t *p)
         put_decoded(j, cg_json_get(j, web, "domain"), &p->title);
     if (p->url.len == 0 && cg_json_is_str(j, source)) {
         put_decoded(j, source, &p->url);
-        if (!absolute_url(p->url.p, p->url.len))
+        if (!cg__view_absolute_url(p->url.p, p->url.len))
             p->url.len = 0;
     }
     put_source_content(j, cg_json_get(j, c, "sourceContent"), &p->snippet);
@@ -379,18 +303,11 @@ static unsigned source_of(cg_xform_t *x, state_t *s, const pending_t *p)
  * source to out, in the order of first citation, and clears the block. */
 static void put_block_refs(cg_xform_t *x, state_t *s, cg_buf_t *out)
 {
-    unsigned seen[BLOCK_CITES];
-    size_t nseen = 0;
-    for (size_t i = 0; i < s->nblock; i++) {
-        unsigned n = source_of(x, s, &s->block[i]);
-        bool dup = n == 0;
-        for (size_t k = 0; k < nseen && !dup; k++)
-            dup = seen[k] == n;
-        if (dup)
-            continue;
-        seen[nseen++] = n;
-        cg_buf_printf(out, "[%u]", n);
-    }
+    cg_view_refs_t refs;
+    refs.len = 0;
+    for (size_t i = 0; i < s->nblock; i++)
+        cg__view_refs_add(&refs, source_of(x, s, &s->block[i]));
+    cg__view_put_refs(out, refs.n, refs.len);
     clear_block(s);
 }
 
@@ -398,11 +315,11 @@ static void put_block_refs(cg_xform_t *x, state_t *s, cg_buf_t *out)
 
 static void on_block_delta(cg_xform_t *x, state_t *s)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     int delta = cg_json_get(j, 0, "delta");
     int text = cg_json_get(j, delta, "text");
     if (cg_json_is_str(j, text)) {
-        put_role(x, s);
+        cg__view_role(x, &s->started);
         if (cg_json_raw(j, text).n)
             cg__xform_content(x, 0, cg_json_raw(j, text));
         return;
@@ -418,7 +335,7 @@ static void on_block_stop(cg_xform_t *x, state_t *s)
         clear_block(s);
         return;
     }
-    put_role(x, s);
+    cg__view_role(x, &s->started);
     s->strs.len = 0;
     put_block_refs(x, s, &s->strs);
     if (s->strs.len)
@@ -427,25 +344,26 @@ static void on_block_stop(cg_xform_t *x, state_t *s)
 
 static void on_message_stop(cg_xform_t *x, state_t *s)
 {
-    int stop = cg_json_get(&s->json, 0, "stopReason");
-    put_role(x, s);
+    const cg_json_t *j = &s->in.json;
+    int stop = cg_json_get(j, 0, "stopReason");
+    cg__view_role(x, &s->started);
     if (s->finished)
         return;
     s->finished = true;
-    put_finish(x, finish_reason(cg_json_is_str(&s->json, stop) ? cg_json_raw(&s->json, stop)
-                                                              : cg_span("", 0)));
+    cg__view_finish(x,
+                    finish_reason(cg_json_is_str(j, stop) ? cg_json_raw(j, stop) : cg_span("", 0)));
 }
 
 static void read_usage(state_t *s, int usage)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     if (cg_json_type(j, usage) != JSMN_OBJECT)
         return;
     s->usage_seen = true;
-    s->in_tokens = count(j, cg_json_get(j, usage, "inputTokens"), 0);
-    s->out_tokens = count(j, cg_json_get(j, usage, "outputTokens"), 0);
+    s->in_tokens = cg__view_count(j, cg_json_get(j, usage, "inputTokens"), 0);
+    s->out_tokens = cg__view_count(j, cg_json_get(j, usage, "outputTokens"), 0);
     s->total_tokens =
-        count(j, cg_json_get(j, usage, "totalTokens"), s->in_tokens + s->out_tokens);
+        cg__view_count(j, cg_json_get(j, usage, "totalTokens"), s->in_tokens + s->out_tokens);
 }
 
 static void on_event(cg_xform_t *x, state_t *s, cg_span_t type)
@@ -455,11 +373,11 @@ static void on_event(cg_xform_t *x, state_t *s, cg_span_t type)
     } else if (cg_span_eq(type, "contentBlockStop")) {
         on_block_stop(x, s);
     } else if (cg_span_eq(type, "messageStart")) {
-        put_role(x, s);
+        cg__view_role(x, &s->started);
     } else if (cg_span_eq(type, "messageStop")) {
         on_message_stop(x, s);
     } else if (cg_span_eq(type, "metadata")) {
-        read_usage(s, cg_json_get(&s->json, 0, "usage"));
+        read_usage(s, cg_json_get(&s->in.json, 0, "usage"));
         if (s->finished)
             put_usage(x, s);
     }
@@ -473,9 +391,10 @@ static void on_failure(cg_xform_t *x, state_t *s, const cg_evs_msg_t *m, bool pa
     cg_span_t code = exception ? m->exception_type : m->error_code;
     cg_buf_t *b = &s->strs;
     b->len = 0;
-    int msg = parsed ? cg_json_get(&s->json, 0, "message") : -1;
-    if (exception && cg_json_is_str(&s->json, msg))
-        cg_buf_put(b, raw_value(&s->json, msg).p, raw_value(&s->json, msg).n);
+    int msg = parsed ? cg_json_get(&s->in.json, 0, "message") : -1;
+    cg_span_t text = cg__view_str(&s->in.json, msg, NULL);
+    if (exception && text.p)
+        cg_buf_put(b, text.p, text.n);
     else if (!exception && m->error_message.n)
         cg_json_put_str(b, m->error_message.p, m->error_message.n);
     else
@@ -490,7 +409,7 @@ static void on_failure(cg_xform_t *x, state_t *s, const cg_evs_msg_t *m, bool pa
 }
 
 /* Bedrock names no answer id; the model is the one the path named (its
- * bytes need no escape: read_model allowed none that do). */
+ * bytes need no escape: cg__req_read_model allowed none that do). */
 static void set_meta(cg_xform_t *x, state_t *s)
 {
     if (s->meta || x->dreq == NULL || x->dreq->model.len == 0)
@@ -509,7 +428,7 @@ static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
     if (s->over)
         return;
     set_meta(x, s);
-    bool parsed = parse(x, s, m->payload);
+    bool parsed = cg__view_parse_bytes(x, &s->in, m->payload.p, m->payload.n);
     if (cg_span_eq(m->message_type, "exception") || cg_span_eq(m->message_type, "error"))
         on_failure(x, s, m, parsed);
     else if (!cg_span_eq(m->message_type, "event"))
@@ -518,7 +437,7 @@ static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
         on_event(x, s, m->event_type);
     else
         x->stats.malformed++;
-    give_back(x, s);
+    cg__view_give_back(x, &s->in);
 }
 
 /* The upstream ended: after messageStop the answer is whole, and the usage
@@ -549,7 +468,7 @@ static void put_texts(const cg_json_t *j, int content, cg_buf_t *out)
 /* The message's content blocks: text, then a citing block's references. */
 static void body_text(cg_xform_t *x, state_t *s, int content, cg_buf_t *out)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     if (cg_json_type(j, content) != JSMN_ARRAY)
         return;
     int n = j->tok[content].size;
@@ -573,128 +492,32 @@ static void body_text(cg_xform_t *x, state_t *s, int content, cg_buf_t *out)
     }
 }
 
-static void put_raw_or(cg_buf_t *b, const cg_buf_t *v, const char *dflt)
-{
-    if (v->len)
-        cg_buf_put(b, v->p, v->len);
-    else
-        cg_buf_puts(b, dflt);
-}
-
 static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_buf_t *chat)
 {
     state_t *s = state;
+    const cg_json_t *j = &s->in.json;
     int msg = -1;
     set_meta(x, s);
-    if (parse(x, s, cg_span(body, len)))
-        msg = cg_json_get(&s->json, cg_json_get(&s->json, 0, "output"), "message");
-    if (cg_json_type(&s->json, msg) != JSMN_OBJECT) {
-        give_back(x, s);
+    if (cg__view_parse_bytes(x, &s->in, body, len))
+        msg = cg_json_get(j, cg_json_get(j, 0, "output"), "message");
+    if (cg_json_type(j, msg) != JSMN_OBJECT) {
+        cg__view_give_back(x, &s->in);
         return -1;
     }
-    const cg_json_t *j = &s->json;
-    cg_buf_puts(chat, "{\"id\":");
-    put_raw_or(chat, &x->meta_id, "\"\"");
-    cg_buf_puts(chat, ",\"object\":\"chat.completion\",\"created\":");
-    put_raw_or(chat, &x->meta_created, "0");
-    cg_buf_puts(chat, ",\"model\":");
-    put_raw_or(chat, &x->meta_model, "\"\"");
-    cg_buf_puts(chat,
-                ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"");
+    cg__view_body_open(x, chat);
     body_text(x, s, cg_json_get(j, msg, "content"), chat);
-    cg_buf_puts(chat, "\"},\"finish_reason\":");
     int stop = cg_json_get(j, 0, "stopReason");
-    if (cg_json_is_str(j, stop))
-        cg_buf_printf(chat, "\"%s\"", finish_reason(cg_json_raw(j, stop)));
-    else
-        cg_buf_puts(chat, "null");
-    cg_buf_puts(chat, "}]");
     read_usage(s, cg_json_get(j, 0, "usage"));
-    if (s->usage_seen) {
-        cg_buf_putc(chat, ',');
-        put_usage_members(chat, s->in_tokens, s->out_tokens, s->total_tokens);
-    }
-    cg_buf_putc(chat, '}');
-    give_back(x, s);
+    cg_view_usage_t u = usage_of(s);
+    cg__view_body_end(chat, cg_json_is_str(j, stop) ? finish_reason(cg_json_raw(j, stop)) : NULL,
+                      s->usage_seen ? &u : NULL);
+    cg__view_give_back(x, &s->in);
     return 0;
 }
 
-static const cg_dialect_view_t view = {
-    .state_size = sizeof(state_t),
-    .state_free = state_free,
-    .end = on_end,
-    .body = on_body,
-    .message = on_message,
-};
-
 /* --- The request ---------------------------------------------------------------- */
 
-static bool model_byte(char c)
-{
-    return isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-' || c == ':' || c == '/';
-}
-
-/* The model the path names: the Azure route's deployment, else the body's
- * model, decoded. */
-static int read_model(cg_chatreq_t *c, cg_dialect_err_t *e)
-{
-    cg_buf_t *m = &c->dreq->model;
-    cg_span_t deployment = c->in->deployment;
-    int tok = c->r[CG_REQ_MODEL];
-    if (deployment.p) {
-        cg_buf_put(m, deployment.p, deployment.n);
-    } else if (cg_json_is_str(c->j, tok)) {
-        cg_span_t raw = cg_json_raw(c->j, tok);
-        char *t = cg_buf_reserve(m, raw.n + 1);
-        m->len = cg_json_unescape(raw.p, raw.n, t);
-    }
-    bool ok = m->len > 0 && memmem(m->p, m->len, "..", 2) == NULL;
-    for (size_t i = 0; ok && i < m->len; i++)
-        ok = model_byte(m->p[i]);
-    if (ok)
-        return 0;
-    return cg__req_fail(e, "invalid_request", "model",
-                        "model must be a model id, inference profile or ARN of A-Z, a-z, 0-9, "
-                        "'.', '_', '-', ':' and '/' (it becomes part of the bedrock upstream path)");
-}
-
-static int by_id(const void *a, const void *b)
-{
-    unsigned x = (*(const cg_citation_t *const *)a)->id, y = (*(const cg_citation_t *const *)b)->id;
-    return (x > y) - (x < y);
-}
-
-typedef struct docs {
-    cg_request_t full; /* <source> tags with their whole text */
-    const cg_citation_t **v;
-    size_t n;
-} docs_t;
-
-/* The <source> tags with text that become documents, in id order, read
- * again without the max_doc_bytes cut (the model sees the whole source). */
-static void find_documents(cg_chatreq_t *c, docs_t *d)
-{
-    const cg_request_t *req = c->in->req;
-    if (req == NULL || req->sources.n == 0 || c->last_user < 0)
-        return;
-    cg_cite_opts_t whole = {SIZE_MAX, false};
-    cg_request_parse(&d->full, c->body, c->len, &whole);
-    d->v = cg_xmalloc(req->sources.n * sizeof(*d->v));
-    for (size_t i = 0; i < req->sources.n; i++) {
-        const cg_citation_t *s = cg_cites_find(&d->full.sources, req->sources.v[i].id);
-        if (s && s->content[0] != '\0')
-            d->v[d->n++] = s;
-    }
-    qsort(d->v, d->n, sizeof(*d->v), by_id);
-    if (d->n == 0)
-        return;
-    c->dreq->doc_ids = cg_xmalloc(d->n * sizeof(unsigned));
-    for (size_t i = 0; i < d->n; i++)
-        c->dreq->doc_ids[i] = d->v[i]->id;
-    c->dreq->ndocs = d->n;
-}
-
-static void put_documents(cg_buf_t *o, const docs_t *d)
+static void put_documents(cg_buf_t *o, const cg_req_docs_t *d)
 {
     for (size_t i = 0; i < d->n; i++) {
         cg__req_sep(o);
@@ -706,24 +529,9 @@ static void put_documents(cg_buf_t *o, const docs_t *d)
     }
 }
 
-/* A text block of message msg's text, left out when empty. */
-static void put_text_block(cg_chatreq_t *c, int msg)
-{
-    cg_buf_t *o = c->out;
-    size_t mark = o->len;
-    cg__req_sep(o);
-    cg_buf_puts(o, "{\"text\":\"");
-    size_t text = o->len;
-    cg__req_put_content_text(c, msg);
-    if (o->len == text)
-        o->len = mark;
-    else
-        cg_buf_puts(o, "\"}");
-}
-
 /* User and assistant messages, a turn per run of one role; a message with
  * no block is as if absent. */
-static void put_messages(cg_chatreq_t *c, const docs_t *d)
+static void put_messages(cg_chatreq_t *c, const cg_req_docs_t *d)
 {
     cg_buf_t *o = c->out;
     cg__req_key(o, "messages");
@@ -745,7 +553,7 @@ static void put_messages(cg_chatreq_t *c, const docs_t *d)
         size_t blocks = o->len;
         if (i == c->last_user)
             put_documents(o, d);
-        put_text_block(c, i);
+        cg__req_put_text_block(c, i, "{\"text\":\"", "\"}"); /* left out when empty */
         if (o->len == blocks)
             o->len = mark;
         else
@@ -756,46 +564,26 @@ static void put_messages(cg_chatreq_t *c, const docs_t *d)
     cg_buf_putc(o, ']');
 }
 
-/* inferenceConfig, left out when it would be empty. */
-static void put_inference_config(cg_chatreq_t *c)
-{
-    cg_buf_t *o = c->out;
-    size_t start = o->len;
-    cg__req_key(o, "inferenceConfig");
-    cg_buf_putc(o, '{');
-    size_t open = o->len;
-    int max = cg__req_max_tokens(c);
-    if (max >= 0) {
-        cg__req_key(o, "maxTokens");
-        cg__req_put_raw(c, max);
-    }
-    cg__req_put_kept(c, CG_REQ_TEMPERATURE, "temperature");
-    cg__req_put_kept(c, CG_REQ_TOP_P, "topP");
-    cg__req_put_stop_list(c, "stopSequences");
-    if (o->len == open)
-        o->len = start;
-    else
-        cg_buf_putc(o, '}');
-}
-
 static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
 {
-    if (cg__req_check_stop(c, err) != 0 || read_model(c, err) != 0)
+    if (cg__req_check_stop(c, err) != 0 ||
+        cg__req_read_model(c, err, ":/",
+                           "a model id, inference profile or ARN of A-Z, a-z, 0-9, '.', '_', "
+                           "'-', ':' and '/'") != 0)
         return -1;
-    docs_t d = {0};
-    find_documents(c, &d);
+    cg_req_docs_t d;
+    cg__req_find_documents(c, &d);
     cg_buf_t *o = c->out;
     cg_buf_putc(o, '{');
     put_messages(c, &d);
     cg__req_put_system(c, "\"system\":[{\"text\":\"", "\"}]");
-    put_inference_config(c);
+    cg__req_put_sampling(c, "inferenceConfig", "maxTokens");
     if (c->in->tool_config) {
         cg__req_key(o, "toolConfig");
         cg_buf_puts(o, c->in->tool_config);
     }
     cg_buf_putc(o, '}');
-    cg_request_free(&d.full);
-    free(d.v);
+    cg__req_docs_free(&d);
     return 0;
 }
 
@@ -837,6 +625,14 @@ static void headers(const cg_dialect_hdrs_t *h)
     h->add(h->ctx, CG_SPAN_LIT("Authorization"), cg_span(v, key.n + 7));
     free(v);
 }
+
+static const cg_dialect_view_t view = {
+    .state_size = sizeof(state_t),
+    .state_free = state_free,
+    .end = on_end,
+    .body = on_body,
+    .message = on_message,
+};
 
 const cg_dialect_t cg__dialect_bedrock = {
     .name = "bedrock",

@@ -65,6 +65,30 @@ int cg__req_messages(const cg_chatreq_t *c, int *n);
 /* max_completion_tokens when present, else max_tokens, else -1. */
 int cg__req_max_tokens(const cg_chatreq_t *c);
 
+/* The request-side <source> tags with text that a dialect sends as
+ * documents (anthropic, bedrock), in id order; none without a user
+ * message. Their text is read again from the same body without the
+ * max_doc_bytes cut (that cut is for citations shown to the client; the
+ * model must see the whole source): same body, same reader, the same
+ * sources. Fills c->dreq->doc_ids, so that the answer side knows which
+ * source a document index is. */
+typedef struct cg_req_docs {
+    cg_request_t full; /* the <source> tags with their whole text */
+    const cg_citation_t **v;
+    size_t n;
+} cg_req_docs_t;
+
+void cg__req_find_documents(cg_chatreq_t *c, cg_req_docs_t *d);
+void cg__req_docs_free(cg_req_docs_t *d);
+
+/* The model the upstream path names (gemini, vertex, bedrock): the Azure
+ * route's deployment, else the body's model, decoded, into c->dreq->model.
+ * It must be non-empty, hold no "..", and be made of A-Z a-z 0-9 . _ - and
+ * the bytes of `extra`; else the request is refused (invalid_request,
+ * param model, "model must be WHAT (it becomes part of the … upstream
+ * path)"). Returns 0 or -1. */
+int cg__req_read_model(cg_chatreq_t *c, cg_dialect_err_t *e, const char *extra, const char *what);
+
 /* --- Refusing ---------------------------------------------------------------- */
 
 int cg__req_fail(cg_dialect_err_t *e, const char *code, const char *param, const char *fmt, ...)
@@ -86,6 +110,21 @@ void cg__req_put_raw(cg_chatreq_t *c, int i);
 /* The text of a (checked) message: a string, or its text parts joined by
  * "\n"; nothing for null. No quotes. */
 void cg__req_put_content_text(cg_chatreq_t *c, int msg);
+/* `open`, the text of message msg, `close` (written after a comma when one
+ * is needed); nothing at all when the text is empty. */
+void cg__req_put_text_block(cg_chatreq_t *c, int msg, const char *open, const char *close);
+/* The user and assistant messages in order, as the array member `name`:
+ * each after a comma when one is needed, written by put (ctx is the
+ * caller's). */
+void cg__req_put_turns(cg_chatreq_t *c, const char *name,
+                       void (*put)(cg_chatreq_t *c, int msg, cg_req_role_t role, void *ctx),
+                       void *ctx);
+/* open, the text of message msg, close: a turn whose content is its text. */
+void cg__req_put_turn_text(cg_chatreq_t *c, int msg, const char *open, const char *close);
+/* {"role":"user"|"assistant","content":TEXT}: a turn as chat completions,
+ * Messages and Responses all write it (a put for cg__req_put_turns; ctx
+ * unused). */
+void cg__req_put_role_turn(cg_chatreq_t *c, int msg, cg_req_role_t role, void *ctx);
 /* The non-empty system and developer texts joined by a blank line, between
  * `open` and `close` (written after a comma when one is needed); nothing at
  * all when there is no such text. */
@@ -97,6 +136,11 @@ void cg__req_put_model(cg_chatreq_t *c);
 /* stop (a checked string or list of strings) as a JSON list under `name`,
  * when not null. */
 void cg__req_put_stop_list(cg_chatreq_t *c, const char *name);
+/* The sampling settings as object member `name` (gemini's
+ * generationConfig, bedrock's inferenceConfig): the token limit under
+ * `max_name`, temperature, topP and stopSequences; left out when it would
+ * be empty. */
+void cg__req_put_sampling(cg_chatreq_t *c, const char *name, const char *max_name);
 
 /* --- Header fields ----------------------------------------------------------- */
 

@@ -75,11 +75,8 @@
  * supports and chunks of one grounding.
  */
 #include "gemini.h"
+#include "view.h"
 
-#include "core/emit.h"
-#include "core/xform_int.h"
-
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,86 +89,26 @@
 
 /* --- The request ------------------------------------------------------------- */
 
-static bool model_byte(char c)
+/* A turn: roles user and model, its text as one part. */
+static void put_turn(cg_chatreq_t *c, int msg, cg_req_role_t role, void *ctx)
 {
-    return isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-';
-}
-
-/* The model the path names: the Azure route's deployment, else the body's
- * model, decoded. */
-static int read_model(cg_chatreq_t *c, cg_dialect_err_t *e)
-{
-    cg_buf_t *m = &c->dreq->model;
-    cg_span_t deployment = c->in->deployment;
-    int tok = c->r[CG_REQ_MODEL];
-    if (deployment.p) {
-        cg_buf_put(m, deployment.p, deployment.n);
-    } else if (cg_json_is_str(c->j, tok)) {
-        cg_span_t raw = cg_json_raw(c->j, tok);
-        char *t = cg_buf_reserve(m, raw.n + 1);
-        m->len = cg_json_unescape(raw.p, raw.n, t);
-    }
-    bool ok = m->len > 0 && memmem(m->p, m->len, "..", 2) == NULL;
-    for (size_t i = 0; ok && i < m->len; i++)
-        ok = model_byte(m->p[i]);
-    if (ok)
-        return 0;
-    return cg__req_fail(e, "invalid_request", "model",
-                        "model must be a model name of A-Z, a-z, 0-9, '.', '_' and '-' (it "
-                        "becomes part of the %s upstream path)",
-                        c->d->name);
-}
-
-static void put_contents(cg_chatreq_t *c)
-{
-    cg_buf_t *o = c->out;
-    cg__req_key(o, "contents");
-    cg_buf_putc(o, '[');
-    int n, i = cg__req_messages(c, &n);
-    for (int k = 0; k < n; k++, i = cg_json_skip(c->j, i)) {
-        cg_req_role_t role = cg__req_role(c, i);
-        if (role != CG_ROLE_USER && role != CG_ROLE_ASSISTANT)
-            continue;
-        cg__req_sep(o);
-        cg_buf_puts(o, role == CG_ROLE_USER ? "{\"role\":\"user\",\"parts\":[{\"text\":\""
-                                            : "{\"role\":\"model\",\"parts\":[{\"text\":\"");
-        cg__req_put_content_text(c, i);
-        cg_buf_puts(o, "\"}]}");
-    }
-    cg_buf_putc(o, ']');
-}
-
-/* generationConfig, left out when it would be empty. */
-static void put_generation_config(cg_chatreq_t *c)
-{
-    cg_buf_t *o = c->out;
-    size_t start = o->len;
-    cg__req_key(o, "generationConfig");
-    cg_buf_putc(o, '{');
-    size_t open = o->len;
-    int max = cg__req_max_tokens(c);
-    if (max >= 0) {
-        cg__req_key(o, "maxOutputTokens");
-        cg__req_put_raw(c, max);
-    }
-    cg__req_put_kept(c, CG_REQ_TEMPERATURE, "temperature");
-    cg__req_put_kept(c, CG_REQ_TOP_P, "topP");
-    cg__req_put_stop_list(c, "stopSequences");
-    if (o->len == open)
-        o->len = start;
-    else
-        cg_buf_putc(o, '}');
+    (void)ctx;
+    cg__req_put_turn_text(c, msg,
+                          role == CG_ROLE_USER ? "{\"role\":\"user\",\"parts\":[{\"text\":\""
+                                               : "{\"role\":\"model\",\"parts\":[{\"text\":\"",
+                          "\"}]}");
 }
 
 int cg__gemini_request(cg_chatreq_t *c, cg_dialect_err_t *err)
 {
-    if (cg__req_check_stop(c, err) != 0 || read_model(c, err) != 0)
+    if (cg__req_check_stop(c, err) != 0 ||
+        cg__req_read_model(c, err, "", "a model name of A-Z, a-z, 0-9, '.', '_' and '-'") != 0)
         return -1;
     cg_buf_t *o = c->out;
     cg_buf_putc(o, '{');
     cg__req_put_system(c, "\"systemInstruction\":{\"parts\":[{\"text\":\"", "\"}]}");
-    put_contents(c);
-    put_generation_config(c);
+    cg__req_put_turns(c, "contents", put_turn, NULL);
+    cg__req_put_sampling(c, "generationConfig", "maxOutputTokens");
     if (c->in->tools) {
         cg__req_key(o, "tools");
         cg_buf_puts(o, c->in->tools);
@@ -187,9 +124,13 @@ void cg__gemini_path(const cg_dialect_req_t *r, cg_buf_t *out)
     cg_buf_puts(out, r->stream ? ":streamGenerateContent?alt=sse" : ":generateContent");
 }
 
-cg_span_t cg__gemini_own_key(const cg_dialect_hdrs_t *h)
+void cg__gemini_send_key(const cg_dialect_hdrs_t *h, cg_span_t otherwise)
 {
-    return cg_dialect_api_key(h->get(h->ctx, "x-goog-api-key"), cg_span(NULL, 0));
+    cg_span_t key = cg_dialect_api_key(h->get(h->ctx, "x-goog-api-key"), cg_span(NULL, 0));
+    if (key.p == NULL)
+        key = otherwise;
+    if (key.p)
+        h->add(h->ctx, CG_SPAN_LIT("x-goog-api-key"), key);
 }
 
 /* The key goes as x-goog-api-key, citegate's, once. */
@@ -201,11 +142,8 @@ static bool forwards(cg_span_t name)
 
 static void headers(const cg_dialect_hdrs_t *h)
 {
-    cg_span_t key = cg__gemini_own_key(h);
-    if (key.p == NULL)
-        key = cg_dialect_api_key(h->get(h->ctx, "api-key"), h->get(h->ctx, "authorization"));
-    if (key.p)
-        h->add(h->ctx, CG_SPAN_LIT("x-goog-api-key"), key);
+    cg__gemini_send_key(
+        h, cg_dialect_api_key(h->get(h->ctx, "api-key"), h->get(h->ctx, "authorization")));
 }
 
 /* --- The answer: state ------------------------------------------------------- */
@@ -258,9 +196,8 @@ typedef struct skeleton {
 } skeleton_t;
 
 typedef struct gm {
-    cg_json_t json; /* the upstream event being read (x->json is the chunks') */
+    cg_view_json_t in; /* the upstream event being read (x->json is the chunks') */
     skeleton_t skel;
-    cg_buf_t data; /* an event's data of several lines, LF -> space */
     cg_buf_t strs; /* decoded strings of one source */
     cg_buf_t text; /* decoded text: one part (stream), all of it (body) */
 
@@ -296,8 +233,7 @@ typedef struct gm {
 static void state_free(void *p)
 {
     gm_t *s = p;
-    cg_json_free(&s->json);
-    cg_buf_free(&s->data);
+    cg__view_json_free(&s->in);
     cg_buf_free(&s->strs);
     cg_buf_free(&s->text);
     cg_buf_free(&s->ground);
@@ -312,56 +248,9 @@ static void state_free(void *p)
     free(s->stamp);
 }
 
-/* --- Reading the upstream's JSON -------------------------------------------- */
-
-static bool is(const cg_json_t *j, int tok, const char *lit)
-{
-    return cg_json_is_str(j, tok) && cg_span_eq(cg_json_raw(j, tok), lit);
-}
-
 static bool is_object(const cg_json_t *j, int tok)
 {
     return cg_json_type(j, tok) == JSMN_OBJECT;
-}
-
-/* A string token as its whole JSON value, quotes included. */
-static cg_span_t raw_value(const cg_json_t *j, int tok)
-{
-    size_t b = cg_json_begin(j, tok);
-    return cg_span(j->js + b, cg_json_end(j, tok) - b);
-}
-
-/* A non-negative whole number token (a count or an offset), else dflt. */
-static double count(const cg_json_t *j, int tok, double dflt)
-{
-    double v;
-    if (cg_json_type(j, tok) == JSMN_PRIMITIVE && cg_json_number(j, tok, &v) && v >= 0 &&
-        v < 1e15 && v == (double)(uint64_t)v)
-        return v;
-    return dflt;
-}
-
-/* Parses data into s->json, with tokens borrowed until give_back(); false
- * when it is not a JSON object. */
-static bool parse(cg_xform_t *x, gm_t *s, const cg_sse_event_t *ev)
-{
-    if (s->json.max == 0)
-        cg_json_init(&s->json, CG_XFORM_MAX_TOKENS);
-    cg_json_borrow(&s->json, cg__xform_view_tokens(x));
-    return cg__xform_parse_data(&s->json, ev, &s->data);
-}
-
-static bool parse_bytes(cg_xform_t *x, gm_t *s, const char *p, size_t n)
-{
-    cg_sse_event_t ev = {0};
-    ev.data = cg_span(p, n);
-    ev.ndata = 1;
-    return parse(x, s, &ev);
-}
-
-static void give_back(cg_xform_t *x, gm_t *s)
-{
-    cg_json_give_back(&s->json, cg__xform_view_tokens(x));
 }
 
 /* --- Visible text: its length and character boundaries ---------------------- */
@@ -422,30 +311,11 @@ static bool on_boundary(const gm_t *s, uint64_t at)
 
 /* --- Writing chunks of our own ---------------------------------------------- */
 
-static void put_open(cg_xform_t *x, cg_buf_t *b)
+/* The last usageMetadata: completion = total - prompt (the total counts
+ * thoughts and tool use too). */
+static cg_view_usage_t usage_of(const gm_t *s)
 {
-    cg_buf_putc(b, '{');
-    cg__xform_chunk_meta(x, b);
-}
-
-static void put_role(cg_xform_t *x, gm_t *s)
-{
-    if (s->started)
-        return;
-    s->started = true;
-    cg_buf_t *b = cg__xform_chunk_begin(x);
-    put_open(x, b);
-    cg_buf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
-                   "\"finish_reason\":null}]}");
-    cg__xform_chunk_end(x);
-}
-
-static void put_usage_members(cg_buf_t *b, double prompt, double total)
-{
-    double completion = total > prompt ? total - prompt : 0;
-    cg_buf_printf(
-        b, "\"usage\":{\"prompt_tokens\":%.0f,\"completion_tokens\":%.0f,\"total_tokens\":%.0f}",
-        prompt, completion, total);
+    return (cg_view_usage_t){s->prompt, s->total > s->prompt ? s->total - s->prompt : 0, s->total};
 }
 
 /* The held finish chunk, then the usage chunk when the client asked. */
@@ -453,27 +323,10 @@ static void put_finish(cg_xform_t *x, gm_t *s)
 {
     if (s->finish == NULL)
         return;
-    cg_buf_t *b = cg__xform_chunk_begin(x);
-    put_open(x, b);
-    cg_buf_printf(b, ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"%s\"}]}",
-                  s->finish);
-    cg__xform_chunk_end(x);
+    cg__view_finish(x, s->finish);
     s->finish = NULL;
-    if (x->dreq == NULL || !x->dreq->include_usage)
-        return;
-    b = cg__xform_chunk_begin(x);
-    put_open(x, b);
-    cg_buf_puts(b, ",\"choices\":[],");
-    put_usage_members(b, s->prompt, s->total);
-    cg_buf_putc(b, '}');
-    cg__xform_chunk_end(x);
-}
-
-/* An SSE comment goes straight out: it carries nothing to rewrite or hold. */
-static void put_ping(cg_xform_t *x)
-{
-    cg__emit_str(x->out, ": ping\n\n");
-    x->stats.events_out++;
+    cg_view_usage_t u = usage_of(s);
+    cg__view_usage(x, &u);
 }
 
 static const char *finish_reason(const cg_json_t *j, int tok)
@@ -510,7 +363,7 @@ static int source_url(const cg_json_t *j, int ctx)
         return -1;
     int n = j->tok[md].size;
     for (int k = 0, e = md + 1; k < n; k++, e = cg_json_skip(j, e))
-        if (is(j, cg_json_get(j, e, "key"), "source_url"))
+        if (cg__view_is(j, cg_json_get(j, e, "key"), "source_url"))
             return cg_json_get(j, e, "stringValue");
     return -1;
 }
@@ -544,11 +397,11 @@ static bool read_support(gm_t *s, const cg_json_t *j, int p, uint32_t order)
     if (cg_json_type(j, indices) != JSMN_ARRAY)
         return false;
     int at = cg_json_get(j, cg_json_get(j, p, "segment"), "endIndex");
-    double end = at < 0 ? 0 : count(j, at, -1);
+    double end = at < 0 ? 0 : cg__view_count(j, at, -1);
     support_t u = {end < 0 ? NO_END : (uint64_t)end, order, (uint32_t)s->nidx, 0};
     int n = j->tok[indices].size;
     for (int k = 0, t = indices + 1; k < n; k++, t = cg_json_skip(j, t)) {
-        double i = count(j, t, -1);
+        double i = cg__view_count(j, t, -1);
         s->idx = cg_grow(s->idx, s->nidx, &s->idx_cap, 64, sizeof(uint32_t));
         s->idx[s->nidx++] = i >= 0 && i < (double)s->nchunk ? (uint32_t)i : NO_CHUNK;
         u.n++;
@@ -583,10 +436,8 @@ static void keep_grounding(gm_t *s, const cg_json_t *j, int gm)
  * returns its offset there (s->strs may move), its length in *len. */
 static size_t decode(gm_t *s, place_t pl, size_t *len)
 {
-    size_t at = s->strs.len;
-    char *dst = cg_buf_reserve(&s->strs, pl.len + 1);
-    *len = cg_json_unescape(s->ground.p + pl.off, pl.len, dst);
-    s->strs.len += *len;
+    size_t at = cg__view_unescape(&s->strs, s->ground.p + pl.off, pl.len);
+    *len = s->strs.len - at;
     return at;
 }
 
@@ -672,8 +523,7 @@ static void put_refs(cg_xform_t *x, gm_t *s)
     qsort(s->num, n, sizeof(unsigned), by_number);
     s->strs.len = 0;
     cg_buf_putc(&s->strs, ' ');
-    for (size_t i = 0; i < n; i++)
-        cg_buf_printf(&s->strs, "[%u]", s->num[i]);
+    cg__view_put_refs(&s->strs, s->num, n);
     cg__xform_content(x, 0, cg_span(s->strs.p, s->strs.len));
 }
 
@@ -732,10 +582,10 @@ static uint32_t changed(const skeleton_t *k, const cg_json_t *j, const int *tok,
     return vary;
 }
 
-/* Keeps a plain event (s->json, one data line) as the skeleton. */
+/* Keeps a plain event (s->in, one data line) as the skeleton. */
 static void save_skeleton(gm_t *s)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     skeleton_t *k = &s->skel;
     int text = plain_text(j), tok[SKEL_NUMBERS];
     size_t n = 0;
@@ -772,62 +622,14 @@ static void save_skeleton(gm_t *s)
     k->nnum = n;
     k->vary = vary;
     k->usage = is_object(j, usage);
-    k->prompt = count(j, prompt, 0);
-    k->total = count(j, total, 0);
+    k->prompt = cg__view_count(j, prompt, 0);
+    k->total = cg__view_count(j, total, 0);
     k->bytes.len = 0;
     cg_buf_put(&k->bytes, j->js, j->len);
     k->ok = true;
 }
 
-/* The length of JSON string bytes at p[0..n) up to the closing quote, or
- * n + 1 when they are not well formed or not closed. */
-static size_t string_len(const char *p, size_t n)
-{
-    size_t i = cg_json_plain_len(p, n);
-    while (i < n && p[i] == '\\') {
-        if (++i == n)
-            return n + 1;
-        if (p[i] == 'u') {
-            for (int k = 1; k <= 4; k++)
-                if (i + k >= n || cg_hex_digit(p[i + k]) < 0)
-                    return n + 1;
-            i += 4;
-        } else if (p[i] == '\0' || strchr("\"\\/bfnrt", p[i]) == NULL) {
-            return n + 1;
-        }
-        i++;
-        i += cg_json_plain_len(p + i, n - i);
-    }
-    return i < n && p[i] == '"' ? i : n + 1;
-}
-
-/* The length of a JSON number at p[0..n), or 0. */
-static size_t number_len(const char *p, size_t n)
-{
-    size_t i = n > 0 && p[0] == '-' ? 1 : 0;
-    if (i == n || p[i] < '0' || p[i] > '9')
-        return 0;
-    if (p[i++] != '0')
-        while (i < n && p[i] >= '0' && p[i] <= '9')
-            i++;
-    if (i < n && p[i] == '.') {
-        if (++i == n || p[i] < '0' || p[i] > '9')
-            return 0;
-        while (i < n && p[i] >= '0' && p[i] <= '9')
-            i++;
-    }
-    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
-        if (++i < n && (p[i] == '+' || p[i] == '-'))
-            i++;
-        if (i == n || p[i] < '0' || p[i] > '9')
-            return 0;
-        while (i < n && p[i] >= '0' && p[i] <= '9')
-            i++;
-    }
-    return i;
-}
-
-/* A count as the full read takes it (count(), default 0): digits only here,
+/* A count as the full read takes it (cg__view_count(), default 0): digits only here,
  * anything else is left to the full read (-1). */
 static double digits(const char *p, size_t n)
 {
@@ -859,10 +661,10 @@ static bool fast_event(cg_xform_t *x, gm_t *s, const cg_sse_event_t *ev)
         di += lit;
         ti = k->hole[h].end;
         if (k->hole[h].kind == H_TEXT) {
-            if ((n = string_len(d + di, dn - di)) > dn - di)
+            if ((n = cg__view_string_len(d + di, dn - di)) > dn - di)
                 return false;
             text = cg_span(d + di, n);
-        } else if ((n = number_len(d + di, dn - di)) == 0) {
+        } else if ((n = cg__view_number_len(d + di, dn - di)) == 0) {
             return false;
         } else if (k->hole[h].kind != H_NUMBER) {
             double v = digits(d + di, n);
@@ -887,6 +689,12 @@ static bool fast_event(cg_xform_t *x, gm_t *s, const cg_sse_event_t *ev)
 
 /* --- Stream events --------------------------------------------------------- */
 
+/* An error object's status, the code SPEC §6a names, when it has one. */
+static bool has_status(const cg_json_t *j, int status)
+{
+    return cg_json_is_str(j, status) && cg_json_raw(j, status).n > 0;
+}
+
 /* SPEC §6's error event, with what came before it first. */
 static void fail(cg_xform_t *x, gm_t *s, const cg_json_t *j, int err)
 {
@@ -895,26 +703,32 @@ static void fail(cg_xform_t *x, gm_t *s, const cg_json_t *j, int err)
     char num[32];
     cg_span_t c = CG_SPAN_LIT("\"upstream_error\"");
     double v;
-    if (cg_json_is_str(j, status) && cg_json_raw(j, status).n > 0) {
-        c = raw_value(j, status);
+    if (has_status(j, status)) {
+        c = cg__view_str(j, status, NULL);
     } else if (cg_json_type(j, code) == JSMN_PRIMITIVE && cg_json_number(j, code, &v) &&
                v == (double)(int64_t)v && v > -1e15 && v < 1e15) {
         c = cg_span(num, (size_t)snprintf(num, sizeof(num), "\"%lld\"", (long long)v));
     }
-    cg_span_t m = cg_json_is_str(j, msg) ? raw_value(j, msg)
-                                         : CG_SPAN_LIT("\"the upstream reported an error\"");
+    cg_span_t m = cg__view_str(j, msg, "\"the upstream reported an error\"");
     s->over = true;
-    /* The object's strings are in s->json's text, which the references
+    /* The object's strings are in s->in's text, which the references
      * and the finish chunk below do not touch: they parse s->ground. */
     cg_buf_t copy = {0};
     cg_buf_put(&copy, m.p, m.n);
     size_t mn = copy.len;
     cg_buf_put(&copy, c.p, c.n);
-    give_back(x, s);
+    cg__view_give_back(x, &s->in);
     put_refs(x, s);
     put_finish(x, s);
     cg__xform_error(x, cg_span(copy.p, mn), cg_span(copy.p + mn, copy.len - mn));
     cg_buf_free(&copy);
+}
+
+/* A part with "thought": true: a thought summary, not visible text. */
+static bool is_thought(const cg_json_t *j, int part)
+{
+    int t = cg_json_get(j, part, "thought");
+    return cg_json_type(j, t) == JSMN_PRIMITIVE && j->js[j->tok[t].start] == 't';
 }
 
 /* The visible text parts of content token `content`: each to the client,
@@ -927,10 +741,7 @@ static void put_parts(cg_xform_t *x, gm_t *s, const cg_json_t *j, int content)
     int n = j->tok[parts].size;
     for (int k = 0, p = parts + 1; k < n; k++, p = cg_json_skip(j, p)) {
         int text = cg_json_get(j, p, "text");
-        if (!cg_json_is_str(j, text) || cg_json_raw(j, text).n == 0)
-            continue;
-        int thought = cg_json_get(j, p, "thought");
-        if (cg_json_type(j, thought) == JSMN_PRIMITIVE && j->js[j->tok[thought].start] == 't')
+        if (!cg_json_is_str(j, text) || cg_json_raw(j, text).n == 0 || is_thought(j, p))
             continue;
         cg_span_t raw = cg_json_raw(j, text);
         note_text(s, raw, false);
@@ -944,21 +755,19 @@ static void take_usage(gm_t *s, const cg_json_t *j)
     if (!is_object(j, u))
         return;
     /* Zero counts are left out: absent is 0. */
-    s->prompt = count(j, cg_json_get(j, u, "promptTokenCount"), 0);
-    s->total = count(j, cg_json_get(j, u, "totalTokenCount"), 0);
+    s->prompt = cg__view_count(j, cg_json_get(j, u, "promptTokenCount"), 0);
+    s->total = cg__view_count(j, cg_json_get(j, u, "totalTokenCount"), 0);
 }
 
 static void take_meta(cg_xform_t *x, const cg_json_t *j)
 {
-    int id = cg_json_get(j, 0, "responseId"), model = cg_json_get(j, 0, "modelVersion");
-    cg__xform_meta(x, cg_json_is_str(j, id) ? raw_value(j, id) : cg_span(NULL, 0),
-                   cg_json_is_str(j, model) ? raw_value(j, model) : cg_span(NULL, 0));
+    cg__view_meta(x, j, cg_json_get(j, 0, "responseId"), cg_json_get(j, 0, "modelVersion"));
 }
 
 /* One GenerateContentResponse of a stream. */
 static void on_response(cg_xform_t *x, gm_t *s)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     int err = cg_json_get(j, 0, "error");
     if (is_object(j, err)) {
         fail(x, s, j, err);
@@ -966,7 +775,7 @@ static void on_response(cg_xform_t *x, gm_t *s)
     }
     take_meta(x, j);
     take_usage(s, j);
-    put_role(x, s);
+    cg__view_role(x, &s->started);
     int cands = cg_json_get(j, 0, "candidates");
     if (cg_json_type(j, cands) != JSMN_ARRAY || j->tok[cands].size == 0) {
         int block = cg_json_get(j, cg_json_get(j, 0, "promptFeedback"), "blockReason");
@@ -1015,11 +824,11 @@ static void try_raw(cg_xform_t *x, gm_t *s)
 {
     if (s->raw.len == 0)
         return;
-    if (parse_bytes(x, s, s->raw.p, s->raw.len)) {
-        int err = cg_json_get(&s->json, 0, "error");
+    if (cg__view_parse_bytes(x, &s->in, s->raw.p, s->raw.len)) {
+        int err = cg_json_get(&s->in.json, 0, "error");
         s->raw.len = 0;
-        if (is_object(&s->json, err)) {
-            fail(x, s, &s->json, err);
+        if (is_object(&s->in.json, err)) {
+            fail(x, s, &s->in.json, err);
             return;
         }
         x->stats.malformed++;
@@ -1027,7 +836,7 @@ static void try_raw(cg_xform_t *x, gm_t *s)
         s->raw.len = 0;
         x->stats.malformed++;
     }
-    give_back(x, s);
+    cg__view_give_back(x, &s->in);
 }
 
 static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
@@ -1041,7 +850,7 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
             s->raw.len = 0;
         }
         if (!fast_event(x, s, ev)) {
-            if (parse(x, s, ev)) {
+            if (cg__view_parse(x, &s->in, ev)) {
                 on_response(x, s);
                 if (!s->over && ev->ndata == 1)
                     save_skeleton(s);
@@ -1049,7 +858,7 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
                 x->stats.malformed++;
             }
             if (!s->over)
-                give_back(x, s);
+                cg__view_give_back(x, &s->in);
         }
     }
     if (s->over || ev->nother == 0)
@@ -1057,7 +866,7 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
     if (json_lines(s, ev->raw.p + ev->lead, ev->raw.n - ev->lead))
         try_raw(x, s);
     else if (ev->ndata == 0)
-        put_ping(x); /* a comment, a keep-alive: the client sees traffic */
+        cg__view_ping(x); /* a comment, a keep-alive: the client sees traffic */
 }
 
 /* The end of the body: an error object on its last lines, or the normal
@@ -1082,14 +891,6 @@ static void on_end(cg_xform_t *x, void *state, cg_span_t pending)
 }
 
 /* --- Non-streaming bodies ------------------------------------------------------ */
-
-static void put_raw_or(cg_buf_t *b, const cg_buf_t *v, const char *dflt)
-{
-    if (v->len)
-        cg_buf_put(b, v->p, v->len);
-    else
-        cg_buf_puts(b, dflt);
-}
 
 /* Appends the references of support u that offset group g has not
  * inserted yet: a number once at an offset (each chunk has its own). */
@@ -1131,10 +932,8 @@ static void body_text(gm_t *s, const cg_json_t *j, int cand)
         return;
     int n = j->tok[parts].size;
     for (int k = 0, p = parts + 1; k < n; k++, p = cg_json_skip(j, p)) {
-        int text = cg_json_get(j, p, "text"), thought = cg_json_get(j, p, "thought");
-        bool is_thought =
-            cg_json_type(j, thought) == JSMN_PRIMITIVE && j->js[j->tok[thought].start] == 't';
-        if (cg_json_is_str(j, text) && !is_thought)
+        int text = cg_json_get(j, p, "text");
+        if (cg_json_is_str(j, text) && !is_thought(j, p))
             note_text(s, cg_json_raw(j, text), true);
     }
 }
@@ -1143,31 +942,16 @@ static void body_text(gm_t *s, const cg_json_t *j, int cand)
 static void put_error(const cg_json_t *j, int err, cg_buf_t *chat)
 {
     int msg = cg_json_get(j, err, "message"), status = cg_json_get(j, err, "status");
-    cg_buf_puts(chat, "{\"error\":{\"message\":");
-    if (cg_json_is_str(j, msg))
-        cg_buf_put(chat, raw_value(j, msg).p, raw_value(j, msg).n);
-    else
-        cg_buf_puts(chat, "\"the upstream reported an error\"");
-    cg_buf_puts(chat, ",\"type\":\"upstream_error\",\"code\":");
-    if (cg_json_is_str(j, status) && cg_json_raw(j, status).n > 0)
-        cg_buf_put(chat, raw_value(j, status).p, raw_value(j, status).n);
-    else
-        cg_buf_puts(chat, "\"upstream_error\"");
-    cg_buf_puts(chat, "}}");
+    cg__view_error_body(chat, cg__view_str(j, msg, "\"the upstream reported an error\""),
+                        has_status(j, status) ? cg__view_str(j, status, NULL)
+                                              : CG_SPAN_LIT("\"upstream_error\""));
 }
 
 static void put_body(cg_xform_t *x, gm_t *s, cg_buf_t *chat)
 {
-    const cg_json_t *j = &s->json;
+    const cg_json_t *j = &s->in.json;
     take_meta(x, j);
-    cg_buf_puts(chat, "{\"id\":");
-    put_raw_or(chat, &x->meta_id, "\"\"");
-    cg_buf_puts(chat, ",\"object\":\"chat.completion\",\"created\":");
-    put_raw_or(chat, &x->meta_created, "0");
-    cg_buf_puts(chat, ",\"model\":");
-    put_raw_or(chat, &x->meta_model, "\"\"");
-    cg_buf_puts(chat,
-                ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"");
+    cg__view_body_open(x, chat);
     const char *finish = NULL;
     int cands = cg_json_get(j, 0, "candidates");
     if (cg_json_type(j, cands) == JSMN_ARRAY && j->tok[cands].size > 0) {
@@ -1183,33 +967,25 @@ static void put_body(cg_xform_t *x, gm_t *s, cg_buf_t *chat)
                               cg_json_get(j, cg_json_get(j, 0, "promptFeedback"), "blockReason"))) {
         finish = "content_filter";
     }
-    cg_buf_puts(chat, "\"},\"finish_reason\":");
-    if (finish)
-        cg_buf_printf(chat, "\"%s\"", finish);
-    else
-        cg_buf_puts(chat, "null");
-    cg_buf_puts(chat, "}]");
-    if (is_object(j, cg_json_get(j, 0, "usageMetadata"))) {
-        take_usage(s, j);
-        cg_buf_putc(chat, ',');
-        put_usage_members(chat, s->prompt, s->total);
-    }
-    cg_buf_putc(chat, '}');
+    bool usage = is_object(j, cg_json_get(j, 0, "usageMetadata"));
+    take_usage(s, j);
+    cg_view_usage_t u = usage_of(s);
+    cg__view_body_end(chat, finish, usage ? &u : NULL);
 }
 
 static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_buf_t *chat)
 {
     gm_t *s = state;
-    if (!parse_bytes(x, s, body, len)) {
-        give_back(x, s);
+    if (!cg__view_parse_bytes(x, &s->in, body, len)) {
+        cg__view_give_back(x, &s->in);
         return -1;
     }
-    int err = cg_json_get(&s->json, 0, "error");
-    if (is_object(&s->json, err))
-        put_error(&s->json, err, chat);
+    int err = cg_json_get(&s->in.json, 0, "error");
+    if (is_object(&s->in.json, err))
+        put_error(&s->in.json, err, chat);
     else
         put_body(x, s, chat);
-    give_back(x, s);
+    cg__view_give_back(x, &s->in);
     return 0;
 }
 

@@ -13,6 +13,7 @@
 
 #include <ctype.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,41 @@ int cg__req_max_tokens(const cg_chatreq_t *c)
     if (present(c->j, c->r[CG_REQ_MAX_COMPLETION_TOKENS]))
         return c->r[CG_REQ_MAX_COMPLETION_TOKENS];
     return present(c->j, c->r[CG_REQ_MAX_TOKENS]) ? c->r[CG_REQ_MAX_TOKENS] : -1;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    unsigned x = (*(const cg_citation_t *const *)a)->id, y = (*(const cg_citation_t *const *)b)->id;
+    return (x > y) - (x < y);
+}
+
+void cg__req_find_documents(cg_chatreq_t *c, cg_req_docs_t *d)
+{
+    const cg_request_t *req = c->in->req;
+    memset(d, 0, sizeof(*d));
+    if (req == NULL || req->sources.n == 0 || c->last_user < 0)
+        return;
+    cg_cite_opts_t whole = {SIZE_MAX, false};
+    cg_request_parse(&d->full, c->body, c->len, &whole);
+    d->v = cg_xmalloc(req->sources.n * sizeof(*d->v));
+    for (size_t i = 0; i < req->sources.n; i++) {
+        const cg_citation_t *s = cg_cites_find(&d->full.sources, req->sources.v[i].id);
+        if (s && s->content[0] != '\0')
+            d->v[d->n++] = s;
+    }
+    qsort(d->v, d->n, sizeof(*d->v), by_id);
+    if (d->n == 0)
+        return;
+    c->dreq->doc_ids = cg_xmalloc(d->n * sizeof(unsigned));
+    for (size_t i = 0; i < d->n; i++)
+        c->dreq->doc_ids[i] = d->v[i]->id;
+    c->dreq->ndocs = d->n;
+}
+
+void cg__req_docs_free(cg_req_docs_t *d)
+{
+    cg_request_free(&d->full);
+    free(d->v);
 }
 
 /* --- refusing ------------------------------------------------------------------ */
@@ -305,6 +341,34 @@ int cg__req_check_stop(const cg_chatreq_t *c, cg_dialect_err_t *e)
                       e);
 }
 
+static bool model_byte(char ch, const char *extra)
+{
+    return isalnum((unsigned char)ch) || ch == '.' || ch == '_' || ch == '-' ||
+           (ch != '\0' && strchr(extra, ch) != NULL);
+}
+
+int cg__req_read_model(cg_chatreq_t *c, cg_dialect_err_t *e, const char *extra, const char *what)
+{
+    cg_buf_t *m = &c->dreq->model;
+    cg_span_t deployment = c->in->deployment;
+    int tok = c->r[CG_REQ_MODEL];
+    if (deployment.p) {
+        cg_buf_put(m, deployment.p, deployment.n);
+    } else if (cg_json_is_str(c->j, tok)) {
+        cg_span_t raw = cg_json_raw(c->j, tok);
+        char *t = cg_buf_reserve(m, raw.n + 1);
+        m->len = cg_json_unescape(raw.p, raw.n, t);
+    }
+    bool ok = m->len > 0 && memmem(m->p, m->len, "..", 2) == NULL;
+    for (size_t i = 0; ok && i < m->len; i++)
+        ok = model_byte(m->p[i], extra);
+    if (ok)
+        return 0;
+    return cg__req_fail(e, "invalid_request", "model",
+                        "model must be %s (it becomes part of the %s upstream path)", what,
+                        c->d->name);
+}
+
 static int check_root(const cg_chatreq_t *c, cg_dialect_err_t *e)
 {
     const cg_json_t *j = c->j;
@@ -390,6 +454,54 @@ void cg__req_put_content_text(cg_chatreq_t *c, int msg)
     }
 }
 
+void cg__req_put_text_block(cg_chatreq_t *c, int msg, const char *open, const char *close)
+{
+    cg_buf_t *o = c->out;
+    size_t mark = o->len;
+    cg__req_sep(o);
+    cg_buf_puts(o, open);
+    size_t text = o->len;
+    cg__req_put_content_text(c, msg);
+    if (o->len == text)
+        o->len = mark;
+    else
+        cg_buf_puts(o, close);
+}
+
+void cg__req_put_turns(cg_chatreq_t *c, const char *name,
+                       void (*put)(cg_chatreq_t *c, int msg, cg_req_role_t role, void *ctx),
+                       void *ctx)
+{
+    cg_buf_t *o = c->out;
+    cg__req_key(o, name);
+    cg_buf_putc(o, '[');
+    int n, i = cg__req_messages(c, &n);
+    for (int k = 0; k < n; k++, i = cg_json_skip(c->j, i)) {
+        cg_req_role_t role = cg__req_role(c, i);
+        if (role != CG_ROLE_USER && role != CG_ROLE_ASSISTANT)
+            continue;
+        cg__req_sep(o);
+        put(c, i, role, ctx);
+    }
+    cg_buf_putc(o, ']');
+}
+
+void cg__req_put_turn_text(cg_chatreq_t *c, int msg, const char *open, const char *close)
+{
+    cg_buf_puts(c->out, open);
+    cg__req_put_content_text(c, msg);
+    cg_buf_puts(c->out, close);
+}
+
+void cg__req_put_role_turn(cg_chatreq_t *c, int msg, cg_req_role_t role, void *ctx)
+{
+    (void)ctx;
+    cg__req_put_turn_text(c, msg,
+                          role == CG_ROLE_USER ? "{\"role\":\"user\",\"content\":\""
+                                               : "{\"role\":\"assistant\",\"content\":\"",
+                          "\"}");
+}
+
 void cg__req_put_system(cg_chatreq_t *c, const char *open, const char *close)
 {
     cg_buf_t *o = c->out;
@@ -453,6 +565,27 @@ void cg__req_put_stop_list(cg_chatreq_t *c, const char *name)
         }
     }
     cg_buf_putc(c->out, ']');
+}
+
+void cg__req_put_sampling(cg_chatreq_t *c, const char *name, const char *max_name)
+{
+    cg_buf_t *o = c->out;
+    size_t start = o->len;
+    cg__req_key(o, name);
+    cg_buf_putc(o, '{');
+    size_t open = o->len;
+    int max = cg__req_max_tokens(c);
+    if (max >= 0) {
+        cg__req_key(o, max_name);
+        cg__req_put_raw(c, max);
+    }
+    cg__req_put_kept(c, CG_REQ_TEMPERATURE, "temperature");
+    cg__req_put_kept(c, CG_REQ_TOP_P, "topP");
+    cg__req_put_stop_list(c, "stopSequences");
+    if (o->len == open)
+        o->len = start;
+    else
+        cg_buf_putc(o, '}');
 }
 
 /* --- keys ------------------------------------------------------------------------------- */

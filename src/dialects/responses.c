@@ -66,9 +66,8 @@
  * would share a number. A steady delta event allocates nothing.
  */
 #include "chatreq.h"
-#include "core/xform_int.h"
+#include "view.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,8 +118,7 @@ typedef struct skeleton {
 enum { IDLE, LEAD1, LEAD2, INSIDE };
 
 typedef struct rs {
-    cg_json_t json;
-    bool json_ready;
+    cg_view_json_t in;
     skeleton_t skel;
     bool role_sent;
     bool done; /* the stream ended (finish and [DONE], or an error) */
@@ -144,7 +142,6 @@ typedef struct rs {
     cg_buf_t text;    /* content released by the current event (body: all of it) */
     cg_buf_t anns;    /* body: the forwarded annotations */
     cg_buf_t scratch; /* decoded strings */
-    cg_buf_t lines;   /* an event's data lines joined on one line (LF -> space) */
     keyed_t *keys;
     size_t nkeys, keys_cap;
     uint64_t *seen;
@@ -154,45 +151,14 @@ typedef struct rs {
 static void state_free(void *state)
 {
     rs_t *s = state;
-    cg_json_free(&s->json);
+    cg__view_json_free(&s->in);
     cg_buf_free(&s->skel.bytes);
     cg_buf_free(&s->hold);
     cg_buf_free(&s->text);
     cg_buf_free(&s->anns);
     cg_buf_free(&s->scratch);
-    cg_buf_free(&s->lines);
     free(s->keys);
     free(s->seen);
-}
-
-/* s->json, with tokens borrowed from the call until give_back(). */
-static cg_json_t *json_of(cg_xform_t *x, rs_t *s)
-{
-    if (!s->json_ready) {
-        cg_json_init(&s->json, CG_XFORM_MAX_TOKENS);
-        s->json_ready = true;
-    }
-    cg_json_borrow(&s->json, cg__xform_view_tokens(x));
-    return &s->json;
-}
-
-static void give_back(cg_xform_t *x, rs_t *s)
-{
-    cg_json_give_back(&s->json, cg__xform_view_tokens(x));
-}
-
-static bool str_is(const cg_json_t *j, int tok, const char *lit)
-{
-    return cg_json_is_str(j, tok) && cg_span_eq(cg_json_raw(j, tok), lit);
-}
-
-/* A member's whole JSON text (a string with its quotes), or `dflt`. */
-static cg_span_t value_or(const cg_json_t *j, int tok, const char *dflt)
-{
-    if (tok < 0)
-        return cg_span(dflt, strlen(dflt));
-    size_t b = cg_json_begin(j, tok);
-    return cg_span(j->js + b, cg_json_end(j, tok) - b);
 }
 
 /* A non-negative integer index, or -1. */
@@ -207,32 +173,12 @@ static int64_t index_at(const cg_json_t *j, int tok)
 
 /* --- Chunks of our own ------------------------------------------------------ */
 
-static cg_buf_t *begin_chunk(cg_xform_t *x)
-{
-    cg_buf_t *b = cg__xform_chunk_begin(x);
-    cg_buf_putc(b, '{');
-    cg__xform_chunk_meta(x, b);
-    return b;
-}
-
-/* The chunk that names the role, once, before every other of ours. */
-static void send_role(cg_xform_t *x, rs_t *s)
-{
-    if (s->role_sent)
-        return;
-    s->role_sent = true;
-    cg_buf_puts(begin_chunk(x), ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
-                                "\"content\":\"\"},\"finish_reason\":null}]}");
-    cg__xform_chunk_end(x);
-}
-
+/* A chunk of ours after the role chunk, which goes before every other. */
 static cg_buf_t *open_chunk(cg_xform_t *x, rs_t *s)
 {
-    send_role(x, s);
-    return begin_chunk(x);
+    cg__view_role(x, &s->role_sent);
+    return cg__view_chunk(x);
 }
-
-#define PUT_LIT(b, lit) cg_buf_put(b, lit, sizeof(lit) - 1)
 
 /* The content this event released, as one chunk (a body keeps it), through
  * the transformer's content path: no chunk of ours to write and parse back. */
@@ -240,7 +186,7 @@ static void flush_text(cg_xform_t *x, rs_t *s)
 {
     if (s->body || s->text.len == 0)
         return;
-    send_role(x, s);
+    cg__view_role(x, &s->role_sent);
     cg__xform_content(x, 0, cg_span(s->text.p, s->text.len));
     s->text.len = 0;
 }
@@ -572,8 +518,8 @@ static bool offset_at(const cg_json_t *j, int tok, uint64_t *out)
 static bool read_annotation(const cg_json_t *j, int a, ann_t *an)
 {
     int type = cg_json_get(j, a, "type");
-    an->url = str_is(j, type, "url_citation");
-    if (!an->url && !str_is(j, type, "file_citation"))
+    an->url = cg__view_is(j, type, "url_citation");
+    if (!an->url && !cg__view_is(j, type, "file_citation"))
         return false;
     const char *key = an->url ? "url" : "file_id", *title = an->url ? "title" : "filename";
     an->key = cg_json_get(j, a, key);
@@ -596,16 +542,6 @@ static bool read_annotation(const cg_json_t *j, int a, ann_t *an)
     return true;
 }
 
-/* Decodes string token tok into scratch at its end; returns where it went. */
-static size_t decode(rs_t *s, const cg_json_t *j, int tok)
-{
-    cg_span_t raw = cg_json_raw(j, tok);
-    size_t at = s->scratch.len;
-    char *dst = cg_buf_reserve(&s->scratch, raw.n);
-    s->scratch.len += cg_json_unescape(raw.p, raw.n, dst);
-    return at;
-}
-
 /* The number of an annotation's citation, whose decoded key is scratch
  * [0, key_len) and hashes to h (adding the citation when new); 0 when the
  * table is full. */
@@ -615,9 +551,9 @@ static unsigned cite_of(cg_xform_t *x, rs_t *s, const cg_json_t *j, const ann_t 
     for (size_t i = 0; i < s->nkeys; i++)
         if (s->keys[i].hash == h)
             return s->keys[i].n;
-    size_t title_at = an->title >= 0 ? decode(s, j, an->title) : s->scratch.len;
+    size_t title_len, title_at = cg__view_decode(&s->scratch, j, an->title, &title_len);
     cg_cite_in_t in = {0};
-    in.title = cg_span(s->scratch.p + title_at, s->scratch.len - title_at);
+    in.title = cg_span(s->scratch.p + title_at, title_len);
     if (an->url)
         in.url = cg_span(s->scratch.p, key_len);
     else
@@ -673,10 +609,10 @@ static bool cover(rs_t *s, const ann_t *an, int64_t out, int64_t content, unsign
 static void put_chat_annotation(cg_buf_t *b, const cg_json_t *j, const ann_t *an)
 {
     cg_buf_puts(b, "{\"type\":\"url_citation\",\"url_citation\":{\"url\":");
-    cg_span_t v = value_or(j, an->key, "\"\"");
+    cg_span_t v = cg__view_str(j, an->key, "\"\"");
     cg_buf_put(b, v.p, v.n);
     cg_buf_puts(b, ",\"title\":");
-    v = value_or(j, an->title, "\"\"");
+    v = cg__view_str(j, an->title, "\"\"");
     if (v.n > FORWARD_TITLE_MAX + 2) {
         cg_buf_put(b, v.p, 1 + cg_json_safe_cut(v.p + 1, v.n - 2, FORWARD_TITLE_MAX));
         cg_buf_puts(b, "\xE2\x80\xA6\"");
@@ -691,7 +627,7 @@ static void put_chat_annotation(cg_buf_t *b, const cg_json_t *j, const ann_t *an
 
 static void forward(cg_xform_t *x, rs_t *s, const cg_json_t *j, const ann_t *an)
 {
-    if (value_or(j, an->key, "\"\"").n > FORWARD_URL_MAX)
+    if (cg__view_str(j, an->key, "\"\"").n > FORWARD_URL_MAX)
         return;
     if (s->body) {
         if (s->anns.len)
@@ -714,9 +650,9 @@ static void take_annotation(cg_xform_t *x, rs_t *s, const cg_json_t *j, int a, i
     ann_t an;
     if (!read_annotation(j, a, &an))
         return;
+    size_t key_len;
     s->scratch.len = 0;
-    decode(s, j, an.key);
-    size_t key_len = s->scratch.len;
+    cg__view_decode(&s->scratch, j, an.key, &key_len);
     uint64_t key = fnv(fnv(FNV_START, an.url ? "u" : "f", 1), s->scratch.p, key_len);
     int64_t where[5] = {out, content, an.ranged, (int64_t)an.start, (int64_t)an.end};
     bool seen = seen_before(s, fnv(key, where, sizeof(where)), final);
@@ -751,12 +687,12 @@ static void take_list(cg_xform_t *x, rs_t *s, const cg_json_t *j, int list, int6
 static void take_item(cg_xform_t *x, rs_t *s, const cg_json_t *j, int item, int64_t out)
 {
     int content = cg_json_get(j, item, "content");
-    if (!str_is(j, cg_json_get(j, item, "type"), "message") ||
+    if (!cg__view_is(j, cg_json_get(j, item, "type"), "message") ||
         cg_json_type(j, content) != JSMN_ARRAY)
         return;
     int n = j->tok[content].size;
     for (int k = 0, c = content + 1; k < n; k++, c = cg_json_skip(j, c))
-        if (str_is(j, cg_json_get(j, c, "type"), "output_text"))
+        if (cg__view_is(j, cg_json_get(j, c, "type"), "output_text"))
             take_list(x, s, j, cg_json_get(j, c, "annotations"), out, k);
 }
 
@@ -786,7 +722,7 @@ static size_t plain_delta(cg_xform_t *x, rs_t *s, cg_span_t delta)
     if (n < delta.n || s->body) {
         put_text(s, delta.p, n);
     } else if (n) {
-        send_role(x, s);
+        cg__view_role(x, &s->role_sent);
         cg__xform_content(x, 0, delta);
     }
     return n;
@@ -818,9 +754,7 @@ static int64_t index_of(const cg_json_t *j, const char *key)
 
 static void meta_of(cg_xform_t *x, const cg_json_t *j, int resp)
 {
-    int id = cg_json_get(j, resp, "id"), model = cg_json_get(j, resp, "model");
-    cg__xform_meta(x, cg_json_is_str(j, id) ? value_or(j, id, "") : cg_span(NULL, 0),
-                   cg_json_is_str(j, model) ? value_or(j, model, "") : cg_span(NULL, 0));
+    cg__view_meta(x, j, cg_json_get(j, resp, "id"), cg_json_get(j, resp, "model"));
 }
 
 /* Usage, as chat completions name it; false when the upstream gave none. */
@@ -845,12 +779,12 @@ static bool put_usage(cg_buf_t *b, const cg_json_t *j, int resp)
 static const char *finish_reason(const cg_json_t *j, int resp)
 {
     int status = cg_json_get(j, resp, "status");
-    if (str_is(j, status, "completed"))
+    if (cg__view_is(j, status, "completed"))
         return "stop";
-    if (!str_is(j, status, "incomplete"))
+    if (!cg__view_is(j, status, "incomplete"))
         return NULL;
     int why = cg_json_get(j, cg_json_get(j, resp, "incomplete_details"), "reason");
-    return str_is(j, why, "content_filter") ? "content_filter" : "length";
+    return cg__view_is(j, why, "content_filter") ? "content_filter" : "length";
 }
 
 static void finish(cg_xform_t *x, rs_t *s, const cg_json_t *j, const char *reason)
@@ -859,11 +793,10 @@ static void finish(cg_xform_t *x, rs_t *s, const cg_json_t *j, const char *reaso
     meta_of(x, j, resp);
     take_output(x, s, j, resp);
     boundary(x, s);
-    cg_buf_t *b = open_chunk(x, s);
-    cg_buf_printf(b, ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"%s\"}]}", reason);
-    cg__xform_chunk_end(x);
+    cg__view_role(x, &s->role_sent);
+    cg__view_finish(x, reason);
     if (x->dreq && x->dreq->include_usage) {
-        b = begin_chunk(x);
+        cg_buf_t *b = cg__view_chunk(x);
         cg_buf_puts(b, ",\"choices\":[],");
         size_t mark = b->len;
         if (put_usage(b, j, resp)) {
@@ -873,8 +806,7 @@ static void finish(cg_xform_t *x, rs_t *s, const cg_json_t *j, const char *reaso
             b->len = mark;
         }
     }
-    cg_buf_puts(cg__xform_chunk_begin(x), "[DONE]");
-    cg__xform_chunk_end(x);
+    cg__view_done(x);
     s->done = true;
 }
 
@@ -883,26 +815,23 @@ static void fail(cg_xform_t *x, rs_t *s, const cg_json_t *j, int err)
 {
     boundary(x, s);
     int message = cg_json_get(j, err, "message"), code = cg_json_get(j, err, "code");
-    if (!cg_json_is_str(j, message))
-        message = -1;
-    if (!cg_json_is_str(j, code) && !cg_json_is_null(j, code))
-        code = -1;
-    cg__xform_error(x, value_or(j, message, "\"the upstream response failed\""),
-                    value_or(j, code, "null"));
+    /* A code that is no string, null included, is null. */
+    cg__xform_error(x, cg__view_str(j, message, "\"the upstream response failed\""),
+                    cg__view_str(j, code, "null"));
     s->done = true;
 }
 
 static void on_json_event(cg_xform_t *x, rs_t *s, const cg_json_t *j)
 {
     int type = cg_json_get(j, 0, "type");
-    if (str_is(j, type, "response.output_text.delta")) {
+    if (cg__view_is(j, type, "response.output_text.delta")) {
         int delta = cg_json_get(j, 0, "delta");
         on_delta(x, s, index_of(j, "output_index"), index_of(j, "content_index"),
                  cg_json_is_str(j, delta) ? cg_json_raw(j, delta) : cg_span("", 0));
         return;
     }
-    if (str_is(j, type, "response.output_text.annotation.added") ||
-        str_is(j, type, "response.output_text_annotation.added")) {
+    if (cg__view_is(j, type, "response.output_text.annotation.added") ||
+        cg__view_is(j, type, "response.output_text_annotation.added")) {
         take_annotation(x, s, j, cg_json_get(j, 0, "annotation"), index_of(j, "output_index"),
                         index_of(j, "content_index"), false);
         settle(s, true);
@@ -910,28 +839,29 @@ static void on_json_event(cg_xform_t *x, rs_t *s, const cg_json_t *j)
         return;
     }
     int64_t out = index_of(j, "output_index");
-    if (str_is(j, type, "response.created") || str_is(j, type, "response.in_progress")) {
+    if (cg__view_is(j, type, "response.created") || cg__view_is(j, type, "response.in_progress")) {
         meta_of(x, j, cg_json_get(j, 0, "response"));
         boundary(x, s);
-        send_role(x, s);
-    } else if (str_is(j, type, "response.output_text.done")) {
+        cg__view_role(x, &s->role_sent);
+    } else if (cg__view_is(j, type, "response.output_text.done")) {
         take_list(x, s, j, cg_json_get(j, 0, "annotations"), out, index_of(j, "content_index"));
-    } else if (str_is(j, type, "response.content_part.done")) {
+    } else if (cg__view_is(j, type, "response.content_part.done")) {
         int part = cg_json_get(j, 0, "part");
-        if (str_is(j, cg_json_get(j, part, "type"), "output_text"))
+        if (cg__view_is(j, cg_json_get(j, part, "type"), "output_text"))
             take_list(x, s, j, cg_json_get(j, part, "annotations"), out,
                       index_of(j, "content_index"));
-    } else if (str_is(j, type, "response.output_item.done")) {
+    } else if (cg__view_is(j, type, "response.output_item.done")) {
         take_item(x, s, j, cg_json_get(j, 0, "item"), out);
-    } else if (str_is(j, type, "response.completed") || str_is(j, type, "response.incomplete")) {
-        int resp = cg_json_get(j, 0, "response");
-        const char *reason = finish_reason(j, resp);
-        finish(x, s, j, reason ? reason : str_is(j, type, "response.completed") ? "stop" : "length");
+    } else if (cg__view_is(j, type, "response.completed") ||
+               cg__view_is(j, type, "response.incomplete")) {
+        bool completed = cg__view_is(j, type, "response.completed");
+        const char *reason = finish_reason(j, cg_json_get(j, 0, "response"));
+        finish(x, s, j, reason ? reason : completed ? "stop" : "length");
         return;
-    } else if (str_is(j, type, "response.failed")) {
+    } else if (cg__view_is(j, type, "response.failed")) {
         fail(x, s, j, cg_json_get(j, cg_json_get(j, 0, "response"), "error"));
         return;
-    } else if (str_is(j, type, "error")) {
+    } else if (cg__view_is(j, type, "error")) {
         int inner = cg_json_get(j, 0, "error");
         fail(x, s, j, cg_json_is_str(j, cg_json_get(j, 0, "message")) ? 0 : inner);
         return;
@@ -965,31 +895,12 @@ static const char *skip_ws(const char *p, const char *e)
     return p;
 }
 
-/* The first byte at or after p that stops a string scan, or e. */
-static const char *next_stop(const char *p, const char *e)
-{
-    return p + cg_json_plain_len(p, (size_t)(e - p));
-}
-
-/* Just past the string that opens at p, or NULL when it is not valid (a
- * raw control byte, NUL included, too). */
+/* Just past the string that opens at p (*p is its quote), or NULL when
+ * it is not valid (a raw control byte, NUL included, too). */
 static const char *string_end(const char *p, const char *e)
 {
-    for (p = next_stop(p + 1, e); p < e; p = next_stop(p + 1, e)) {
-        if (*p == '"')
-            return p + 1;
-        if (*p != '\\' || ++p == e)
-            return NULL;
-        if (*p == 'u') { /* p is at the letter after a backslash */
-            for (int k = 1; k <= 4; k++)
-                if (p + k >= e || !isxdigit((unsigned char)p[k]))
-                    return NULL;
-            p += 4;
-        } else if (*p == '\0' || !strchr("\"\\/bfnrt", *p)) {
-            return NULL;
-        }
-    }
-    return NULL;
+    size_t n = (size_t)(e - p) - 1, len = cg__view_string_len(p + 1, n);
+    return len > n ? NULL : p + len + 2;
 }
 
 static const char *digits_end(const char *p, const char *e)
@@ -1000,23 +911,12 @@ static const char *digits_end(const char *p, const char *e)
     return p > d ? p : NULL;
 }
 
-/* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+/* Just past the number at p, or NULL when there is none. A leading 0 is a
+ * whole integer part: what follows it then fails the caller's next test. */
 static const char *number_end(const char *p, const char *e)
 {
-    if (p < e && *p == '-')
-        p++;
-    const char *d = p;
-    if ((p = digits_end(p, e)) == NULL || (*d == '0' && p - d > 1))
-        return NULL;
-    if (p < e && *p == '.' && (p = digits_end(p + 1, e)) == NULL)
-        return NULL;
-    if (p < e && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < e && (*p == '+' || *p == '-'))
-            p++;
-        p = digits_end(p, e);
-    }
-    return p;
+    size_t n = cg__view_number_len(p, (size_t)(e - p));
+    return n ? p + n : NULL;
 }
 
 static const char *word_end(const char *p, const char *e, const char *w)
@@ -1199,7 +1099,7 @@ static bool match_skeleton(const rs_t *s, cg_span_t d, flat_t *f)
 /* Gives back what one large event grew, once it is no longer used. */
 static void trim(rs_t *s)
 {
-    cg_buf_t *bufs[] = {&s->hold, &s->text, &s->scratch, &s->lines};
+    cg_buf_t *bufs[] = {&s->hold, &s->text, &s->scratch, &s->in.lines};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (bufs[i]->len == 0 && bufs[i]->cap > BUF_KEEP)
             cg_buf_free(bufs[i]);
@@ -1220,12 +1120,11 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
         on_delta(x, s, f.out, f.content, f.delta.p ? f.delta : cg_span("", 0));
         return;
     }
-    cg_json_t *j = json_of(x, s);
-    if (!cg__xform_parse_data(j, ev, &s->lines))
+    if (!cg__view_parse(x, &s->in, ev))
         x->stats.malformed++;
     else
-        on_json_event(x, s, j);
-    give_back(x, s);
+        on_json_event(x, s, &s->in.json);
+    cg__view_give_back(x, &s->in);
     trim(s);
 }
 
@@ -1248,13 +1147,14 @@ static void read_parts(cg_xform_t *x, rs_t *s, const cg_json_t *j, int resp)
     int nout = cg_json_type(j, output) == JSMN_ARRAY ? j->tok[output].size : 0;
     for (int i = 0, item = output + 1; i < nout; i++, item = cg_json_skip(j, item)) {
         int content = cg_json_get(j, item, "content");
-        if (!str_is(j, cg_json_get(j, item, "type"), "message") ||
+        if (!cg__view_is(j, cg_json_get(j, item, "type"), "message") ||
             cg_json_type(j, content) != JSMN_ARRAY)
             continue;
         int nparts = j->tok[content].size;
         for (int k = 0, c = content + 1; k < nparts; k++, c = cg_json_skip(j, c)) {
             int text = cg_json_get(j, c, "text");
-            if (!str_is(j, cg_json_get(j, c, "type"), "output_text") || !cg_json_is_str(j, text))
+            if (!cg__view_is(j, cg_json_get(j, c, "type"), "output_text") ||
+                !cg_json_is_str(j, text))
                 continue;
             on_delta(x, s, i, k, cg_json_raw(j, text));
             int list = cg_json_get(j, c, "annotations");
@@ -1270,7 +1170,7 @@ static void read_parts(cg_xform_t *x, rs_t *s, const cg_json_t *j, int resp)
 
 static void put_meta_member(cg_buf_t *b, const char *name, const cg_json_t *j, int tok)
 {
-    cg_span_t v = cg_json_is_str(j, tok) ? value_or(j, tok, "") : cg_span("\"\"", 2);
+    cg_span_t v = cg__view_str(j, tok, "\"\"");
     cg_buf_printf(b, "\"%s\":", name);
     cg_buf_put(b, v.p, v.n);
 }
@@ -1306,25 +1206,18 @@ static void put_chat(const cg_xform_t *x, const rs_t *s, const cg_json_t *j, int
 static void put_error(const cg_json_t *j, int err, cg_buf_t *chat)
 {
     int message = cg_json_get(j, err, "message"), code = cg_json_get(j, err, "code");
-    cg_span_t m = value_or(j, cg_json_is_str(j, message) ? message : -1,
-                           "\"the upstream response failed\"");
-    cg_span_t c = value_or(j, cg_json_is_str(j, code) ? code : -1, "null");
-    cg_buf_puts(chat, "{\"error\":{\"message\":");
-    cg_buf_put(chat, m.p, m.n);
-    cg_buf_puts(chat, ",\"type\":\"upstream_error\",\"code\":");
-    cg_buf_put(chat, c.p, c.n);
-    cg_buf_puts(chat, "}}");
+    cg__view_error_body(chat, cg__view_str(j, message, "\"the upstream response failed\""),
+                        cg__view_str(j, code, "null"));
 }
 
-static int body_of(cg_xform_t *x, rs_t *s, cg_json_t *j, cg_buf_t *chat)
+static int body_of(cg_xform_t *x, rs_t *s, const cg_json_t *j, cg_buf_t *chat)
 {
-    if (j->ntok == 0 || j->tok[0].type != JSMN_OBJECT ||
-        !str_is(j, cg_json_get(j, 0, "object"), "response"))
+    if (!cg__view_is(j, cg_json_get(j, 0, "object"), "response"))
         return -1;
     s->body = true;
     s->text.len = s->anns.len = 0;
     meta_of(x, j, 0);
-    if (str_is(j, cg_json_get(j, 0, "status"), "failed")) {
+    if (cg__view_is(j, cg_json_get(j, 0, "status"), "failed")) {
         put_error(j, cg_json_get(j, 0, "error"), chat);
         return 0;
     }
@@ -1336,40 +1229,12 @@ static int body_of(cg_xform_t *x, rs_t *s, cg_json_t *j, cg_buf_t *chat)
 static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_buf_t *chat)
 {
     rs_t *s = state;
-    cg_json_t *j = json_of(x, s);
-    int rc = cg_json_parse(j, body, len) == CG_JSON_OK ? body_of(x, s, j, chat) : -1;
-    give_back(x, s);
+    int rc = cg__view_parse_bytes(x, &s->in, body, len) ? body_of(x, s, &s->in.json, chat) : -1;
+    cg__view_give_back(x, &s->in);
     return rc;
 }
 
-static const cg_dialect_view_t view = {
-    .state_size = sizeof(rs_t),
-    .state_free = state_free,
-    .event = on_event,
-    .end = on_end,
-    .body = on_body,
-};
-
 /* --- The request ------------------------------------------------------------- */
-
-static void put_input(cg_chatreq_t *c)
-{
-    cg_buf_t *o = c->out;
-    cg__req_key(o, "input");
-    cg_buf_putc(o, '[');
-    int n, i = cg__req_messages(c, &n);
-    for (int k = 0; k < n; k++, i = cg_json_skip(c->j, i)) {
-        cg_req_role_t role = cg__req_role(c, i);
-        if (role != CG_ROLE_USER && role != CG_ROLE_ASSISTANT)
-            continue;
-        cg__req_sep(o);
-        cg_buf_puts(o, role == CG_ROLE_USER ? "{\"role\":\"user\",\"content\":\""
-                                            : "{\"role\":\"assistant\",\"content\":\"");
-        cg__req_put_content_text(c, i);
-        cg_buf_puts(o, "\"}");
-    }
-    cg_buf_putc(o, ']');
-}
 
 static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
 {
@@ -1378,7 +1243,7 @@ static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
     cg_buf_putc(o, '{');
     cg__req_put_model(c);
     cg__req_put_system(c, "\"instructions\":\"", "\"");
-    put_input(c);
+    cg__req_put_turns(c, "input", cg__req_put_role_turn, NULL);
     int max = cg__req_max_tokens(c);
     if (max >= 0) {
         cg__req_key(o, "max_output_tokens");
@@ -1396,6 +1261,14 @@ static void path(const cg_dialect_req_t *r, cg_buf_t *out)
     (void)r;
     cg_buf_puts(out, "/v1/responses"); /* the client's query has no meaning there */
 }
+
+static const cg_dialect_view_t view = {
+    .state_size = sizeof(rs_t),
+    .state_free = state_free,
+    .event = on_event,
+    .end = on_end,
+    .body = on_body,
+};
 
 const cg_dialect_t cg__dialect_responses = {
     .name = "responses",

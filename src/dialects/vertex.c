@@ -16,11 +16,7 @@ static bool forwards(cg_span_t name)
 
 static void headers(const cg_dialect_hdrs_t *h)
 {
-    cg_span_t key = cg__gemini_own_key(h);
-    if (key.p == NULL)
-        key = cg_dialect_api_key(h->get(h->ctx, "api-key"), cg_span(NULL, 0));
-    if (key.p)
-        h->add(h->ctx, CG_SPAN_LIT("x-goog-api-key"), key);
+    cg__gemini_send_key(h, cg_dialect_api_key(h->get(h->ctx, "api-key"), cg_span(NULL, 0)));
 }
 
 const cg_dialect_t cg__dialect_vertex = {

@@ -1,0 +1,262 @@
+/*
+ * What the answer views of the dialects share (view.h): reading the
+ * upstream's JSON, and the chunks and bodies of our own around it.
+ */
+#include "view.h"
+
+#include "core/emit.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <strings.h>
+
+/* --- Reading the upstream's JSON -------------------------------------------- */
+
+void cg__view_json_free(cg_view_json_t *in)
+{
+    cg_json_free(&in->json);
+    cg_buf_free(&in->lines);
+}
+
+bool cg__view_parse(cg_xform_t *x, cg_view_json_t *in, const cg_sse_event_t *ev)
+{
+    if (in->json.max == 0)
+        cg_json_init(&in->json, CG_XFORM_MAX_TOKENS);
+    cg_json_borrow(&in->json, cg__xform_view_tokens(x));
+    return cg__xform_parse_data(&in->json, ev, &in->lines);
+}
+
+bool cg__view_parse_bytes(cg_xform_t *x, cg_view_json_t *in, const char *p, size_t n)
+{
+    cg_sse_event_t ev = {.data = cg_span(p, n), .ndata = 1};
+    return cg__view_parse(x, in, &ev);
+}
+
+void cg__view_give_back(cg_xform_t *x, cg_view_json_t *in)
+{
+    cg_json_give_back(&in->json, cg__xform_view_tokens(x));
+}
+
+bool cg__view_is(const cg_json_t *j, int tok, const char *lit)
+{
+    return cg_json_is_str(j, tok) && cg_span_eq(cg_json_raw(j, tok), lit);
+}
+
+cg_span_t cg__view_str(const cg_json_t *j, int tok, const char *dflt)
+{
+    if (!cg_json_is_str(j, tok))
+        return dflt ? cg_span(dflt, strlen(dflt)) : cg_span(NULL, 0);
+    size_t b = cg_json_begin(j, tok);
+    return cg_span(j->js + b, cg_json_end(j, tok) - b);
+}
+
+double cg__view_count(const cg_json_t *j, int tok, double dflt)
+{
+    double v;
+    if (cg_json_type(j, tok) == JSMN_PRIMITIVE && cg_json_number(j, tok, &v) && v >= 0 &&
+        v < 1e15 && v == (double)(uint64_t)v)
+        return v;
+    return dflt;
+}
+
+size_t cg__view_unescape(cg_buf_t *b, const char *p, size_t n)
+{
+    size_t at = b->len;
+    char *dst = cg_buf_reserve(b, n); /* decoding never grows a string */
+    b->len += cg_json_unescape(p, n, dst);
+    return at;
+}
+
+size_t cg__view_decode(cg_buf_t *b, const cg_json_t *j, int tok, size_t *len)
+{
+    if (!cg_json_is_str(j, tok)) {
+        *len = 0;
+        return b->len;
+    }
+    cg_span_t raw = cg_json_raw(j, tok);
+    size_t at = cg__view_unescape(b, raw.p, raw.n);
+    *len = b->len - at;
+    return at;
+}
+
+bool cg__view_absolute_url(const char *p, size_t n)
+{
+    return (n >= 7 && strncasecmp(p, "http://", 7) == 0) ||
+           (n >= 8 && strncasecmp(p, "https://", 8) == 0);
+}
+
+/* Plain runs are skipped eight bytes at a time; each stop must be the
+ * closing quote or a whole escape. */
+size_t cg__view_string_len(const char *p, size_t n)
+{
+    size_t i = cg_json_plain_len(p, n);
+    while (i < n && p[i] == '\\') {
+        if (++i == n)
+            return n + 1;
+        if (p[i] == 'u') {
+            for (int k = 1; k <= 4; k++)
+                if (i + k >= n || cg_hex_digit(p[i + k]) < 0)
+                    return n + 1;
+            i += 4;
+        } else if (p[i] == '\0' || strchr("\"\\/bfnrt", p[i]) == NULL) {
+            return n + 1;
+        }
+        i++;
+        i += cg_json_plain_len(p + i, n - i);
+    }
+    return i < n && p[i] == '"' ? i : n + 1;
+}
+
+static size_t digits_from(const char *p, size_t n, size_t i)
+{
+    while (i < n && p[i] >= '0' && p[i] <= '9')
+        i++;
+    return i;
+}
+
+/* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+size_t cg__view_number_len(const char *p, size_t n)
+{
+    size_t i = n > 0 && p[0] == '-' ? 1 : 0;
+    if (i == n || p[i] < '0' || p[i] > '9')
+        return 0;
+    i = p[i] == '0' ? i + 1 : digits_from(p, n, i);
+    if (i < n && p[i] == '.') {
+        if (++i == n || p[i] < '0' || p[i] > '9')
+            return 0;
+        i = digits_from(p, n, i);
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        if (++i < n && (p[i] == '+' || p[i] == '-'))
+            i++;
+        if (i == n || p[i] < '0' || p[i] > '9')
+            return 0;
+        i = digits_from(p, n, i);
+    }
+    return i;
+}
+
+/* --- Chunks of our own ------------------------------------------------------ */
+
+void cg__view_meta(cg_xform_t *x, const cg_json_t *j, int id, int model)
+{
+    cg__xform_meta(x, cg__view_str(j, id, NULL), cg__view_str(j, model, NULL));
+}
+
+cg_buf_t *cg__view_chunk(cg_xform_t *x)
+{
+    cg_buf_t *b = cg__xform_chunk_begin(x);
+    cg_buf_putc(b, '{');
+    cg__xform_chunk_meta(x, b);
+    return b;
+}
+
+void cg__view_role(cg_xform_t *x, bool *sent)
+{
+    if (*sent)
+        return;
+    *sent = true;
+    cg_buf_puts(cg__view_chunk(x), ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+                                   "\"content\":\"\"},\"finish_reason\":null}]}");
+    cg__xform_chunk_end(x);
+}
+
+void cg__view_finish(cg_xform_t *x, const char *reason)
+{
+    cg_buf_printf(cg__view_chunk(x),
+                  ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"%s\"}]}", reason);
+    cg__xform_chunk_end(x);
+}
+
+void cg__view_usage_members(cg_buf_t *b, const cg_view_usage_t *u)
+{
+    cg_buf_printf(
+        b, "\"usage\":{\"prompt_tokens\":%.0f,\"completion_tokens\":%.0f,\"total_tokens\":%.0f}",
+        u->prompt, u->completion, u->total);
+}
+
+void cg__view_usage(cg_xform_t *x, const cg_view_usage_t *u)
+{
+    if (x->dreq == NULL || !x->dreq->include_usage)
+        return;
+    cg_buf_t *b = cg__view_chunk(x);
+    cg_buf_puts(b, ",\"choices\":[],");
+    cg__view_usage_members(b, u);
+    cg_buf_putc(b, '}');
+    cg__xform_chunk_end(x);
+}
+
+void cg__view_done(cg_xform_t *x)
+{
+    cg_buf_puts(cg__xform_chunk_begin(x), "[DONE]");
+    cg__xform_chunk_end(x);
+}
+
+void cg__view_ping(cg_xform_t *x)
+{
+    cg__emit_str(x->out, ": ping\n\n");
+    x->stats.events_out++;
+}
+
+void cg__view_put_refs(cg_buf_t *b, const unsigned *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cg_buf_printf(b, "[%u]", v[i]);
+}
+
+void cg__view_refs_add(cg_view_refs_t *r, unsigned n)
+{
+    if (n == 0)
+        return;
+    for (size_t i = 0; i < r->len; i++)
+        if (r->n[i] == n)
+            return;
+    if (r->len < CG_VIEW_BLOCK_REFS)
+        r->n[r->len++] = n;
+}
+
+/* --- Non-streaming bodies ----------------------------------------------------- */
+
+static void put_raw_or(cg_buf_t *b, const cg_buf_t *v, const char *dflt)
+{
+    if (v->len)
+        cg_buf_put(b, v->p, v->len);
+    else
+        cg_buf_puts(b, dflt);
+}
+
+void cg__view_body_open(const cg_xform_t *x, cg_buf_t *chat)
+{
+    cg_buf_puts(chat, "{\"id\":");
+    put_raw_or(chat, &x->meta_id, "\"\"");
+    cg_buf_puts(chat, ",\"object\":\"chat.completion\",\"created\":");
+    put_raw_or(chat, &x->meta_created, "0");
+    cg_buf_puts(chat, ",\"model\":");
+    put_raw_or(chat, &x->meta_model, "\"\"");
+    cg_buf_puts(chat,
+                ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"");
+}
+
+void cg__view_body_end(cg_buf_t *chat, const char *reason, const cg_view_usage_t *u)
+{
+    cg_buf_puts(chat, "\"},\"finish_reason\":");
+    if (reason)
+        cg_buf_printf(chat, "\"%s\"", reason);
+    else
+        cg_buf_puts(chat, "null");
+    cg_buf_puts(chat, "}]");
+    if (u) {
+        cg_buf_putc(chat, ',');
+        cg__view_usage_members(chat, u);
+    }
+    cg_buf_putc(chat, '}');
+}
+
+void cg__view_error_body(cg_buf_t *chat, cg_span_t message, cg_span_t code)
+{
+    cg_buf_puts(chat, "{\"error\":{\"message\":");
+    cg_buf_put(chat, message.p, message.n);
+    cg_buf_puts(chat, ",\"type\":\"upstream_error\",\"code\":");
+    cg_buf_put(chat, code.p, code.n);
+    cg_buf_puts(chat, "}}");
+}

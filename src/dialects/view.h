@@ -1,0 +1,124 @@
+/*
+ * What the answer views of the dialects share (cg_dialect_view_t,
+ * include/citegate/dialect.h). Every view reads its upstream's JSON with
+ * tokens borrowed from the call, and writes the same chat-completion
+ * chunks and bodies of its own around what it reads (the role, the finish,
+ * the usage, [DONE], the body's frame, the error body, the references it
+ * appends where its upstream keeps citations apart from the text). Those
+ * are here, once, so that a view is its own logic only: which events it
+ * reads and what they mean, as a profile is (src/profiles).
+ *
+ * Everything here writes exactly what each view wrote before it was
+ * shared: the golden, split and shared-output tests hold the bytes.
+ */
+#ifndef CG_DIALECTS_VIEW_H
+#define CG_DIALECTS_VIEW_H
+
+#include "core/xform_int.h"
+
+/* --- Reading the upstream's JSON -------------------------------------------- */
+
+/* The upstream JSON a view reads, one event or body at a time. Its tokens
+ * are borrowed from the call (cg__xform_view_tokens) by cg__view_parse and
+ * given back by cg__view_give_back before the view's hook returns, so a
+ * stream keeps none between calls. */
+typedef struct cg_view_json {
+    cg_json_t json;
+    cg_buf_t lines; /* an event's data of several lines, LF -> space */
+} cg_view_json_t;
+
+void cg__view_json_free(cg_view_json_t *in);
+/* Parses an event's data into in->json; false when it is not a JSON
+ * object. Tokens are borrowed either way: give them back. */
+bool cg__view_parse(cg_xform_t *x, cg_view_json_t *in, const cg_sse_event_t *ev);
+/* The same for bytes p[0..n): a body, a message's payload, raw lines. */
+bool cg__view_parse_bytes(cg_xform_t *x, cg_view_json_t *in, const char *p, size_t n);
+void cg__view_give_back(cg_xform_t *x, cg_view_json_t *in);
+
+/* Is token tok a string whose bytes, as written, are lit? Upstreams write
+ * their own names and types plainly, so they are not decoded. */
+bool cg__view_is(const cg_json_t *j, int tok, const char *lit);
+/* String token tok as its whole JSON value, quotes included; else dflt, a
+ * JSON value as written (NULL: no value, {NULL, 0}). What a view passes on
+ * (an id, a model, a message) goes as the upstream escaped it. */
+cg_span_t cg__view_str(const cg_json_t *j, int tok, const char *dflt);
+/* A number token that is a whole number, 0 <= v < 1e15 (a count, an index,
+ * an offset), else dflt: so it prints as digits and indexes nothing odd. */
+double cg__view_count(const cg_json_t *j, int tok, double dflt);
+/* Appends string token tok, decoded, to b; returns where it starts in b,
+ * its length in *len (0, and nothing appended, when tok is no string).
+ * Offsets, not pointers: b may move with the next string. */
+size_t cg__view_decode(cg_buf_t *b, const cg_json_t *j, int tok, size_t *len);
+/* The same for the raw JSON string bytes p[0..n). */
+size_t cg__view_unescape(cg_buf_t *b, const char *p, size_t n);
+/* Is p[0..n) an absolute http:// or https:// URL (scheme in any case)? */
+bool cg__view_absolute_url(const char *p, size_t n);
+
+/* The steady paths read an event without a parse when its bytes match the
+ * last one's but for its text and numbers; these say where such a value
+ * ends, taking exactly what the parser takes.
+ *
+ * The length of JSON string bytes p[0..n) up to their closing quote, or
+ * n + 1 when they are not well formed (a raw control byte, an unknown or
+ * cut escape) or not closed. */
+size_t cg__view_string_len(const char *p, size_t n);
+/* The length of the JSON number that p[0..n) starts with (a leading 0 is
+ * a whole integer part), or 0 when none does. */
+size_t cg__view_number_len(const char *p, size_t n);
+
+/* --- Chunks of our own ------------------------------------------------------ */
+
+/* Sets the stream's id and model from string tokens id and model (another
+ * token, or -1: none); the first non-empty ones win (cg__xform_meta). */
+void cg__view_meta(cg_xform_t *x, const cg_json_t *j, int id, int model);
+/* Begins a chunk of our own: `{` and the stream's id, object, created and
+ * model. The view appends the rest, then calls cg__xform_chunk_end. */
+cg_buf_t *cg__view_chunk(cg_xform_t *x);
+/* The chunk that names the role, once: *sent says whether it went out. */
+void cg__view_role(cg_xform_t *x, bool *sent);
+/* A chunk with an empty delta and finish_reason `reason`. */
+void cg__view_finish(cg_xform_t *x, const char *reason);
+/* An answer's token counts, as chat completions name them. */
+typedef struct cg_view_usage {
+    double prompt, completion, total;
+} cg_view_usage_t;
+/* `"usage":{…}` with whole numbers (the counts are cg__view_count's). */
+void cg__view_usage_members(cg_buf_t *b, const cg_view_usage_t *u);
+/* The usage chunk ("choices":[]), when the client asked for one
+ * (stream_options.include_usage); nothing otherwise. */
+void cg__view_usage(cg_xform_t *x, const cg_view_usage_t *u);
+void cg__view_done(cg_xform_t *x);
+/* An SSE comment `: ping`, straight out: it carries nothing to rewrite or
+ * hold, but proxies between us and the client see traffic while the model
+ * thinks (some close idle streams). */
+void cg__view_ping(cg_xform_t *x);
+
+/* The references `[N]` of the numbers v[0..n), appended to b. An upstream
+ * that keeps its citations apart from the text (anthropic's and bedrock's
+ * blocks, Gemini's grounding) gets them written into the content as if the
+ * model had, so the profile rewrites them like any numeric reference. */
+void cg__view_put_refs(cg_buf_t *b, const unsigned *v, size_t n);
+
+/* The distinct sources a block of the answer cites, in the order of their
+ * first citation there, bounded: the references appended at its end. */
+#define CG_VIEW_BLOCK_REFS 128
+typedef struct cg_view_refs {
+    unsigned n[CG_VIEW_BLOCK_REFS];
+    size_t len;
+} cg_view_refs_t;
+/* Adds source number n, unless it is 0 (no source), already there, or the
+ * block has CG_VIEW_BLOCK_REFS already (further sources get no reference). */
+void cg__view_refs_add(cg_view_refs_t *r, unsigned n);
+
+/* --- Non-streaming bodies ----------------------------------------------------- */
+
+/* The chat completion a body amounts to, up to its content string's opening
+ * quote: the stream's id, created and model, the message's role. */
+void cg__view_body_open(const cg_xform_t *x, cg_buf_t *chat);
+/* After the content's JSON string bytes: its closing quote, finish_reason
+ * `reason` (NULL: null), the usage when u is not NULL, the end. */
+void cg__view_body_end(cg_buf_t *chat, const char *reason, const cg_view_usage_t *u);
+/* SPEC §6's error as a body: message and code are JSON values as written. */
+void cg__view_error_body(cg_buf_t *chat, cg_span_t message, cg_span_t code);
+
+#endif
