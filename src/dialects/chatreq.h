@@ -107,8 +107,9 @@ void cg__req_put_text(cg_chatreq_t *c, int i);
 void cg__req_put_string(cg_chatreq_t *c, int i);
 /* Token i as it is (a number or a boolean). */
 void cg__req_put_raw(cg_chatreq_t *c, int i);
-/* The text of a (checked) message: a string, or its text parts joined by
- * "\n"; nothing for null. No quotes. */
+/* The text of a (checked) message: a string, or its text parts one after
+ * the other, nothing added between them (SPEC §6a); nothing for null. No
+ * quotes. */
 void cg__req_put_content_text(cg_chatreq_t *c, int msg);
 /* `open`, the text of message msg, `close` (written after a comma when one
  * is needed); nothing at all when the text is empty. */

@@ -446,12 +446,10 @@ void cg__req_put_content_text(cg_chatreq_t *c, int msg)
     }
     if (cg_json_type(j, content) != JSMN_ARRAY)
         return;
+    /* SPEC §6a: nothing is added between the parts. */
     int n = j->tok[content].size;
-    for (int q = 0, i = content + 1; q < n; q++, i = cg_json_skip(j, i)) {
-        if (q > 0)
-            cg_buf_puts(c->out, "\\n");
+    for (int q = 0, i = content + 1; q < n; q++, i = cg_json_skip(j, i))
         cg__req_put_text(c, cg_json_get(j, i, "text"));
-    }
 }
 
 void cg__req_put_text_block(cg_chatreq_t *c, int msg, const char *open, const char *close)

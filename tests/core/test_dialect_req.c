@@ -2,7 +2,8 @@
  * Unit tests of the request side of the upstream dialects
  * (include/citegate/dialect.h, SPEC §6a): names and paths, the header rule
  * and the key fields, every mapping rule and refusal for anthropic,
- * responses, gemini and vertex, and the golden requests of
+ * responses, gemini and vertex, the text-part rule for every translating
+ * dialect (bedrock's other rules are test_bedrock's), and the golden requests of
  * tests/fixtures/dialects/ (compared as JSON values).
  */
 #include <setjmp.h>
@@ -30,6 +31,7 @@ static const cg_span_t no_model = {NULL, 0};
 #define R dialect_named("responses")
 #define G dialect_named("gemini")
 #define V dialect_named("vertex")
+#define B dialect_named("bedrock")
 
 /* The translating dialects, and every one. */
 static const char *const translating[] = {"anthropic", "responses", "gemini", "vertex"};
@@ -231,9 +233,9 @@ static void test_system_join(void **state)
                 "{\"type\":\"text\",\"text\":\"c\"}]},"
                 "{\"role\":\"user\",\"content\":\"q\"},"
                 "{\"role\":\"system\",\"content\":\"d\"}]}",
-                "{\"system\":\"a\\n\\nb\\nc\\n\\nd\",\"messages\":[{\"role\":\"user\","
+                "{\"system\":\"a\\n\\nbc\\n\\nd\",\"messages\":[{\"role\":\"user\","
                 "\"content\":\"q\"}],\"max_tokens\":4096}",
-                "{\"instructions\":\"a\\n\\nb\\nc\\n\\nd\",\"input\":[{\"role\":\"user\","
+                "{\"instructions\":\"a\\n\\nbc\\n\\nd\",\"input\":[{\"role\":\"user\","
                 "\"content\":\"q\"}]}");
     /* Empty ones add no blank line; none at all: no member. */
     expect_both("{\"messages\":[{\"role\":\"system\",\"content\":\"\"},"
@@ -248,29 +250,29 @@ static void test_system_join(void **state)
                 "{\"role\":\"user\",\"content\":\"q\"}]}",
                 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"max_tokens\":4096}",
                 "{\"input\":[{\"role\":\"user\",\"content\":\"q\"}]}");
-    /* Two empty text parts joined are one line break, which is not empty. */
+    /* Two empty text parts are an empty text: no instructions. */
     expect_body(
         R,
         "{\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"\"},"
         "{\"type\":\"text\",\"text\":\"\"}]},{\"role\":\"user\",\"content\":\"q\"}]}",
-        "{\"instructions\":\"\\n\",\"input\":[{\"role\":\"user\",\"content\":\"q\"}]}");
+        "{\"input\":[{\"role\":\"user\",\"content\":\"q\"}]}");
 }
 
 static void test_message_content(void **state)
 {
     (void)state;
-    /* Strings, text parts joined by "\n", null and absent content as "",
+    /* Strings, text parts one after the other, null and absent content as "",
      * empty strings kept, a final assistant message kept (anthropic: prefill). */
     expect_both("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
                 "{\"type\":\"text\",\"text\":\"\"},{\"type\":\"text\",\"text\":\"b\"}]},"
                 "{\"role\":\"assistant\",\"content\":null},{\"role\":\"user\",\"content\":\"\"},"
                 "{\"role\":\"assistant\"},{\"role\":\"user\",\"content\":[]},"
                 "{\"role\":\"assistant\",\"content\":\"The answer is\"}]}",
-                "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\n\\nb\"},"
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"ab\"},"
                 "{\"role\":\"assistant\",\"content\":\"\"},{\"role\":\"user\",\"content\":\"\"},"
                 "{\"role\":\"assistant\",\"content\":\"\"},{\"role\":\"user\",\"content\":\"\"},"
                 "{\"role\":\"assistant\",\"content\":\"The answer is\"}],\"max_tokens\":4096}",
-                "{\"input\":[{\"role\":\"user\",\"content\":\"a\\n\\nb\"},"
+                "{\"input\":[{\"role\":\"user\",\"content\":\"ab\"},"
                 "{\"role\":\"assistant\",\"content\":\"\"},{\"role\":\"user\",\"content\":\"\"},"
                 "{\"role\":\"assistant\",\"content\":\"\"},{\"role\":\"user\",\"content\":\"\"},"
                 "{\"role\":\"assistant\",\"content\":\"The answer is\"}]}");
@@ -779,7 +781,7 @@ static void test_gemini_body(void **state)
                   "\"max_completion_tokens\":9,\"temperature\":0.5,\"top_p\":1,\"stop\":\"X\"}",
                   "{\"systemInstruction\":{\"parts\":[{\"text\":\"a\\n\\nb\"}]},\"contents\":["
                   "{\"role\":\"user\",\"parts\":[{\"text\":\"q1\"}]},"
-                  "{\"role\":\"model\",\"parts\":[{\"text\":\"r\\ns\"}]},"
+                  "{\"role\":\"model\",\"parts\":[{\"text\":\"rs\"}]},"
                   "{\"role\":\"user\",\"parts\":[{\"text\":\"q2\"}]}],"
                   "\"generationConfig\":{\"maxOutputTokens\":9,\"temperature\":0.5,\"topP\":1,"
                   "\"stopSequences\":[\"X\"]}}");
@@ -797,6 +799,68 @@ static void test_gemini_body(void **state)
                   "</source> q\"}]}",
                   "{\"contents\":[{\"role\":\"user\",\"parts\":[{\"text\":\"<source id=\\\"1\\\">"
                   "One</source> q\"}]}]}");
+}
+
+/* ---- text parts (SPEC §6a): a message's text is its text parts in order with
+ * nothing added between them; only separate system and developer messages
+ * are joined, with a blank line. One test per translating dialect. ------------ */
+
+/* A system message and a developer message, a user message of parts "a"
+ * and "b", an assistant message of parts "c", "" and "d". */
+static const char text_parts[] =
+    "{\"model\":\"m\",\"messages\":["
+    "{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"s\"},"
+    "{\"type\":\"text\",\"text\":\"t\"}]},{\"role\":\"developer\",\"content\":\"u\"},"
+    "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+    "{\"type\":\"text\",\"text\":\"b\"}]},"
+    "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"c\"},"
+    "{\"type\":\"text\",\"text\":\"\"},{\"type\":\"text\",\"text\":\"d\"}]}]}";
+
+static void test_text_parts_anthropic(void **state)
+{
+    (void)state;
+    expect_body(A, text_parts,
+                "{\"model\":\"m\",\"system\":\"st\\n\\nu\",\"messages\":["
+                "{\"role\":\"user\",\"content\":\"ab\"},"
+                "{\"role\":\"assistant\",\"content\":\"cd\"}],\"max_tokens\":4096}");
+    /* The message that carries the documents: its text block too. */
+    expect_body(A,
+                "{\"messages\":[{\"role\":\"system\",\"content\":\"<source id=\\\"1\\\">One"
+                "</source>\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                "{\"type\":\"text\",\"text\":\"b\"}]}]}",
+                "{\"system\":\"<source id=\\\"1\\\">One</source>\",\"messages\":["
+                "{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":{\"type\":"
+                "\"text\",\"media_type\":\"text/plain\",\"data\":\"One\"},"
+                "\"title\":\"Unknown Document\","
+                "\"citations\":{\"enabled\":true}},{\"type\":\"text\",\"text\":\"ab\"}]}],"
+                "\"max_tokens\":4096}");
+}
+
+static void test_text_parts_responses(void **state)
+{
+    (void)state;
+    expect_body(R, text_parts,
+                "{\"model\":\"m\",\"instructions\":\"st\\n\\nu\",\"input\":["
+                "{\"role\":\"user\",\"content\":\"ab\"},"
+                "{\"role\":\"assistant\",\"content\":\"cd\"}]}");
+}
+
+static void test_text_parts_gemini(void **state)
+{
+    (void)state;
+    expect_gemini(text_parts, /* and vertex */
+                  "{\"systemInstruction\":{\"parts\":[{\"text\":\"st\\n\\nu\"}]},\"contents\":["
+                  "{\"role\":\"user\",\"parts\":[{\"text\":\"ab\"}]},"
+                  "{\"role\":\"model\",\"parts\":[{\"text\":\"cd\"}]}]}");
+}
+
+static void test_text_parts_bedrock(void **state)
+{
+    (void)state;
+    expect_body(B, text_parts,
+                "{\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"ab\"}]},"
+                "{\"role\":\"assistant\",\"content\":[{\"text\":\"cd\"}]}],"
+                "\"system\":[{\"text\":\"st\\n\\nu\"}]}");
 }
 
 static void test_gemini_tools(void **state)
@@ -1225,6 +1289,10 @@ int main(void)
         cmocka_unit_test(test_openai_unchanged),
         cmocka_unit_test(test_duplicate_keys),
         cmocka_unit_test(test_large),
+        cmocka_unit_test(test_text_parts_anthropic),
+        cmocka_unit_test(test_text_parts_responses),
+        cmocka_unit_test(test_text_parts_gemini),
+        cmocka_unit_test(test_text_parts_bedrock),
         cmocka_unit_test(test_gemini_body),
         cmocka_unit_test(test_gemini_tools),
         cmocka_unit_test(test_gemini_model),
