@@ -77,6 +77,10 @@ typedef struct cg_cite_in {
  * of request-side sources keeps its kind; an empty one becomes
  * CG_CITES_DIALECT. Returns the citation, or NULL when the table is full. */
 const cg_citation_t *cg_cites_add(cg_cites_t *c, const cg_cite_in_t *in, const cg_cite_opts_t *o);
+/* Appends more to the snippet of citation `id`, cut to o->max_doc_bytes
+ * at a UTF-8 boundary as a snippet is; nothing when there is no such
+ * citation. For an upstream that sends a citation's text in pieces. */
+void cg_cites_append_content(cg_cites_t *c, unsigned id, cg_span_t more, const cg_cite_opts_t *o);
 /* The largest id in the table (0 when empty). */
 unsigned cg_cites_max_id(const cg_cites_t *c);
 

@@ -449,6 +449,20 @@ const cg_citation_t *cg_cites_add(cg_cites_t *c, const cg_cite_in_t *in, const c
     return x;
 }
 
+void cg_cites_append_content(cg_cites_t *c, unsigned id, cg_span_t more, const cg_cite_opts_t *o)
+{
+    cg_citation_t *x = (cg_citation_t *)cg_cites_find(c, id);
+    size_t have = x ? strlen(x->content) : 0;
+    if (x == NULL || more.n == 0 || have >= o->max_doc_bytes)
+        return;
+    cg_buf_t b = {0};
+    cg_buf_put(&b, x->content, have);
+    cg_buf_put(&b, more.p, more.n);
+    free(x->content);
+    x->content = dup_cut(b.p, b.len, o->max_doc_bytes);
+    cg_buf_free(&b);
+}
+
 unsigned cg_cites_max_id(const cg_cites_t *c)
 {
     unsigned m = 0;

@@ -1721,6 +1721,13 @@ unsigned cg__xform_cite(cg_xform_t *x, cg_cite_in_t *in)
     return in->id;
 }
 
+void cg__xform_cite_more(cg_xform_t *x, unsigned n, cg_span_t content)
+{
+    cg_cite_opts_t o = {x->cfg.max_doc_bytes, x->cfg.scores};
+    if (x->cites_set)
+        cg_cites_append_content(&x->cites, n, content, &o);
+}
+
 void cg__xform_mention(cg_xform_t *x, size_t choice, unsigned n)
 {
     uint32_t code = (CG_REFREC_MENTION << 16) | n;

@@ -178,6 +178,9 @@ void cg__xform_meta(cg_xform_t *x, cg_span_t id, cg_span_t model);
  * every number used so far. Returns the citation's number, or 0 when the
  * table is full. */
 unsigned cg__xform_cite(cg_xform_t *x, cg_cite_in_t *in);
+/* More of the snippet of citation n, which the upstream sends in pieces
+ * (cg_cites_append_content). */
+void cg__xform_cite_more(cg_xform_t *x, unsigned n, cg_span_t content);
 /* Citation n counts as referenced once, here, with no text of its own (SPEC
  * §6, annotation-sourced citations), in the answer of choice `choice`; the
  * profile's mention hook hears of it. Later mentions of n add nothing. */

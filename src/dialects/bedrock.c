@@ -20,11 +20,13 @@
  * (citegate/evstream.h); this view gets each decoded message. messageStart
  * gives the role chunk; a contentBlockDelta's text a content chunk of the
  * upstream's JSON string bytes as they came; its citation a citation of
- * that block (a citation with no location, title or source continues the
- * block's previous one: its sourceContent text is appended); at
- * contentBlockStop the block's citations become sources, and one `[N]` per
- * distinct source, in the order of their first citation in the block, goes
- * out as content, rewritten like any numeric reference; messageStop gives
+ * that block, whose source is numbered as it comes (so an `[N]` the model
+ * writes after it links), and a citation with no location, title or
+ * source continues the block's previous one (its sourceContent text goes
+ * on that source's snippet, when that citation made the source); at
+ * contentBlockStop one `[N]` per distinct source of the block, in the order
+ * of their first citation there, goes out as content, rewritten like any
+ * numeric reference; messageStop gives
  * finish_reason, metadata the usage (a chunk when the client asked for it);
  * an exception or error message SPEC §6's error event. The end of the body
  * after messageStop is the normal end. Not streamed: the JSON body's
@@ -40,22 +42,16 @@
  * source; snippet = its first citation's sourceContent texts.
  *
  * State per stream, bounded: at most CG_CITE_MAX sources (keys kept to
- * CG_CITE_MAX_FIELD bytes), at most BLOCK_CITES citations per block (the
- * rest of the block's citations are left out; the array grows as a block
- * cites, and is kept for the next), a citation's strings to
- * CG_CITE_MAX_FIELD bytes each; tokens are borrowed from the call while a
- * message is read. A stream whose blocks cite nothing holds no citation
- * array at all.
+ * CG_CITE_MAX_FIELD bytes), at most CG_VIEW_BLOCK_REFS distinct sources
+ * referenced per block (a block citing more gets no reference for the
+ * rest, which stay sources), a citation's strings to CG_CITE_MAX_FIELD
+ * bytes each; tokens are borrowed from the call while a message is read.
  */
 #include "chatreq.h"
 #include "view.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* A block's citations: as many as its distinct sources may be, so each
- * can get its reference. */
-#define BLOCK_CITES CG_VIEW_BLOCK_REFS
 
 typedef enum key_kind {
     KEY_URL,
@@ -65,29 +61,23 @@ typedef enum key_kind {
     KEY_TITLE,
 } key_kind_t;
 
-/* A citation of the open block, until the block stops. */
-typedef struct pending {
-    key_kind_t kind;
-    double index;  /* KEY_DOCUMENT, KEY_SEARCH_RESULT */
-    cg_buf_t key;  /* KEY_URL, KEY_SOURCE, KEY_TITLE: the key's text */
-    cg_buf_t title, url, snippet;
-} pending_t;
-
 typedef struct source {
     key_kind_t kind;
-    double index;
-    char *key;
+    double index; /* KEY_DOCUMENT, KEY_SEARCH_RESULT */
+    char *key;    /* the others: the key's text, at most CG_CITE_MAX_FIELD bytes */
     size_t key_len;
     unsigned n;
 } source_t;
 
 typedef struct state {
     cg_view_json_t in; /* the upstream message's payload being read */
-    cg_buf_t strs;     /* decoded strings, the block's references */
+    cg_buf_t strs;     /* decoded strings of one citation, the block's references */
 
-    pending_t *block; /* grown as a block cites, kept for the next block */
-    size_t nblock, block_cap;
-    bool block_cont; /* the last citation may go on in the next delta */
+    cg_view_refs_t block; /* the open block's sources */
+    /* The source that the block's last citation made: a citation that goes
+     * on in the next delta adds to its snippet. 0: none (a source cited
+     * before keeps its first citation's snippet). */
+    unsigned cont;
 
     source_t *src;
     size_t nsrc, src_cap;
@@ -96,28 +86,11 @@ typedef struct state {
     double in_tokens, out_tokens, total_tokens;
 } state_t;
 
-static void clear_block(state_t *s)
-{
-    for (size_t i = 0; i < s->nblock; i++) {
-        s->block[i].key.len = s->block[i].title.len = 0;
-        s->block[i].url.len = s->block[i].snippet.len = 0;
-    }
-    s->nblock = 0;
-    s->block_cont = false;
-}
-
 static void state_free(void *p)
 {
     state_t *s = p;
     cg__view_json_free(&s->in);
     cg_buf_free(&s->strs);
-    for (size_t i = 0; i < s->block_cap; i++) {
-        cg_buf_free(&s->block[i].key);
-        cg_buf_free(&s->block[i].title);
-        cg_buf_free(&s->block[i].url);
-        cg_buf_free(&s->block[i].snippet);
-    }
-    free(s->block);
     for (size_t i = 0; i < s->nsrc; i++)
         free(s->src[i].key);
     free(s->src);
@@ -195,38 +168,99 @@ static void put_source_content(const cg_json_t *j, int sc, cg_buf_t *b)
         put_decoded(j, cg_json_get(j, e, "text"), b);
 }
 
-/* Reads citation object c into p; false when it names no source. */
-static bool read_citation(const cg_json_t *j, int c, pending_t *p)
+/* What tells citation c's source from another; false when nothing does. */
+static bool read_key(const cg_json_t *j, int c, source_t *k, cg_buf_t *b)
 {
-    int loc = cg_json_get(j, c, "location"), web = cg_json_get(j, loc, "web");
-    int url = cg_json_get(j, web, "url"), title = cg_json_get(j, c, "title");
-    int source = cg_json_get(j, c, "source");
-    p->key.len = p->title.len = p->url.len = p->snippet.len = 0;
-    p->index = -1;
-    if (cg_json_is_str(j, url)) {
-        p->kind = KEY_URL;
-        put_decoded(j, url, &p->key);
-        put_decoded(j, url, &p->url);
-    } else if (location_index(j, loc, &p->kind, &p->index)) {
-    } else if (cg_json_is_str(j, source)) {
-        p->kind = KEY_SOURCE;
-        put_decoded(j, source, &p->key);
-    } else if (cg_json_is_str(j, title)) {
-        p->kind = KEY_TITLE;
-        put_decoded(j, title, &p->key);
-    } else {
+    int loc = cg_json_get(j, c, "location");
+    int url = cg_json_get(j, cg_json_get(j, loc, "web"), "url");
+    int source = cg_json_get(j, c, "source"), title = cg_json_get(j, c, "title");
+    k->index = -1;
+    b->len = 0;
+    if (cg_json_is_str(j, url))
+        k->kind = KEY_URL, put_decoded(j, url, b);
+    else if (location_index(j, loc, &k->kind, &k->index))
+        ;
+    else if (cg_json_is_str(j, source))
+        k->kind = KEY_SOURCE, put_decoded(j, source, b);
+    else if (cg_json_is_str(j, title))
+        k->kind = KEY_TITLE, put_decoded(j, title, b);
+    else
         return false;
-    }
-    put_decoded(j, title, &p->title);
-    if (p->title.len == 0)
-        put_decoded(j, cg_json_get(j, web, "domain"), &p->title);
-    if (p->url.len == 0 && cg_json_is_str(j, source)) {
-        put_decoded(j, source, &p->url);
-        if (!cg__view_absolute_url(p->url.p, p->url.len))
-            p->url.len = 0;
-    }
-    put_source_content(j, cg_json_get(j, c, "sourceContent"), &p->snippet);
+    k->key = b->p;
+    k->key_len = b->len;
     return true;
+}
+
+static source_t *find_source(state_t *s, const source_t *k)
+{
+    for (size_t i = 0; i < s->nsrc; i++) {
+        source_t *o = &s->src[i];
+        if (o->kind != k->kind)
+            continue;
+        if (k->kind == KEY_DOCUMENT || k->kind == KEY_SEARCH_RESULT
+                ? o->index == k->index
+                : o->key_len == k->key_len &&
+                      (k->key_len == 0 || memcmp(o->key, k->key, k->key_len) == 0))
+            return o;
+    }
+    return NULL;
+}
+
+/* A new source, made of what citation c says of it: title, url, snippet. */
+static unsigned new_citation(cg_xform_t *x, state_t *s, const cg_json_t *j, int c,
+                             const source_t *k)
+{
+    int web = cg_json_get(j, cg_json_get(j, c, "location"), "web");
+    int title = cg_json_get(j, c, "title"), source = cg_json_get(j, c, "source");
+    cg_buf_t *b = &s->strs;
+    cg_cite_in_t in = {0};
+    if (k->kind == KEY_DOCUMENT && x->dreq && k->index < (double)x->dreq->ndocs)
+        in.id = x->dreq->doc_ids[(size_t)k->index];
+    size_t at = b->len, n;
+    put_decoded(j, title, b);
+    if (b->len == at)
+        put_decoded(j, cg_json_get(j, web, "domain"), b);
+    size_t t = at, tn = b->len - at;
+    size_t u = b->len, un = 0;
+    if (cg_json_is_str(j, cg_json_get(j, web, "url")))
+        u = cg__view_decode(b, j, cg_json_get(j, web, "url"), &un);
+    else if ((u = cg__view_decode(b, j, source, &n), !cg__view_absolute_url(b->p + u, n)))
+        un = 0;
+    else
+        un = n;
+    size_t sn = b->len;
+    put_source_content(j, cg_json_get(j, c, "sourceContent"), b);
+    in.title = cg_span(b->p + t, tn);
+    in.url = cg_span(b->p + u, un);
+    in.content = cg_span(b->p + sn, b->len - sn);
+    return cg__xform_cite(x, &in);
+}
+
+/* The number of citation c's source, made when it is new (*fresh); 0 when
+ * it names none, or the table is full. */
+static unsigned source_of(cg_xform_t *x, state_t *s, const cg_json_t *j, int c, bool *fresh)
+{
+    source_t k;
+    *fresh = false;
+    if (!read_key(j, c, &k, &s->strs))
+        return 0;
+    source_t *o = find_source(s, &k);
+    if (o)
+        return o->n;
+    if (s->nsrc == CG_CITE_MAX)
+        return 0;
+    char *key = k.key_len ? cg_xstrndup(k.key, k.key_len) : NULL;
+    size_t key_len = k.key_len;
+    unsigned n = new_citation(x, s, j, c, &k);
+    if (n == 0) {
+        free(key);
+        return 0;
+    }
+    s->src = cg_grow(s->src, s->nsrc, &s->src_cap, 16, sizeof(source_t));
+    s->src[s->nsrc++] = (source_t){k.kind, k.index, key, key_len, n};
+    /* A <source> document keeps its own text as its snippet. */
+    *fresh = !(k.kind == KEY_DOCUMENT && x->dreq && k.index < (double)x->dreq->ndocs);
+    return n;
 }
 
 /* Does c carry nothing but more of the previous citation's text? */
@@ -236,79 +270,33 @@ static bool continues(const cg_json_t *j, int c)
            cg_json_get(j, c, "source") < 0;
 }
 
-/* A citation of the open block (a delta's, or one of a body block's). */
-static void block_cite(state_t *s, const cg_json_t *j, int c)
+/* A citation of the open block (a delta's, or one of a body block's): its
+ * source is numbered as it comes, so a reference the model wrote after it
+ * links, and joins the block's references. */
+static void block_cite(cg_xform_t *x, state_t *s, const cg_json_t *j, int c)
 {
     if (cg_json_type(j, c) != JSMN_OBJECT)
         return;
     if (continues(j, c)) {
-        if (s->block_cont)
-            put_source_content(j, cg_json_get(j, c, "sourceContent"),
-                               &s->block[s->nblock - 1].snippet);
+        s->strs.len = 0;
+        put_source_content(j, cg_json_get(j, c, "sourceContent"), &s->strs);
+        if (s->cont)
+            cg__xform_cite_more(x, s->cont, cg_span(s->strs.p, s->strs.len));
         return;
     }
-    s->block_cont = false;
-    if (s->nblock == BLOCK_CITES)
-        return;
-    if (s->nblock == s->block_cap) {
-        size_t was = s->block_cap;
-        s->block = cg_grow(s->block, s->nblock, &s->block_cap, 4, sizeof(pending_t));
-        memset(s->block + was, 0, (s->block_cap - was) * sizeof(pending_t));
-    }
-    if (!read_citation(j, c, &s->block[s->nblock]))
-        return;
-    s->nblock++;
-    s->block_cont = true;
+    bool fresh;
+    unsigned n = source_of(x, s, j, c, &fresh);
+    s->cont = fresh ? n : 0;
+    cg__view_refs_add(&s->block, n);
 }
 
-static source_t *find_source(state_t *s, const pending_t *p)
+/* Appends one [N] per distinct source of the block to out, in the order of
+ * first citation, and clears the block. */
+static void put_block_refs(state_t *s, cg_buf_t *out)
 {
-    for (size_t i = 0; i < s->nsrc; i++) {
-        source_t *o = &s->src[i];
-        if (o->kind != p->kind)
-            continue;
-        if (p->kind == KEY_DOCUMENT || p->kind == KEY_SEARCH_RESULT
-                ? o->index == p->index
-                : o->key_len == p->key.len &&
-                      (p->key.len == 0 || memcmp(o->key, p->key.p, p->key.len) == 0))
-            return o;
-    }
-    return NULL;
-}
-
-/* The number of pending citation p's source; 0 when the table is full. */
-static unsigned source_of(cg_xform_t *x, state_t *s, const pending_t *p)
-{
-    source_t *o = find_source(s, p);
-    if (o)
-        return o->n;
-    if (s->nsrc == CG_CITE_MAX)
-        return 0;
-    cg_cite_in_t in = {0};
-    if (p->kind == KEY_DOCUMENT && x->dreq && p->index < (double)x->dreq->ndocs)
-        in.id = x->dreq->doc_ids[(size_t)p->index];
-    in.title = cg_span(p->title.p, p->title.len);
-    in.url = cg_span(p->url.p, p->url.len);
-    in.content = cg_span(p->snippet.p, p->snippet.len);
-    unsigned n = cg__xform_cite(x, &in);
-    if (n == 0)
-        return 0;
-    s->src = cg_grow(s->src, s->nsrc, &s->src_cap, 16, sizeof(source_t));
-    char *key = p->key.len ? cg_xstrndup(p->key.p, p->key.len) : NULL;
-    s->src[s->nsrc++] = (source_t){p->kind, p->index, key, p->key.len, n};
-    return n;
-}
-
-/* The block's citations become sources; appends one [N] per distinct
- * source to out, in the order of first citation, and clears the block. */
-static void put_block_refs(cg_xform_t *x, state_t *s, cg_buf_t *out)
-{
-    cg_view_refs_t refs;
-    refs.len = 0;
-    for (size_t i = 0; i < s->nblock; i++)
-        cg__view_refs_add(&refs, source_of(x, s, &s->block[i]));
-    cg__view_put_refs(out, refs.n, refs.len);
-    clear_block(s);
+    cg__view_put_refs(out, s->block.n, s->block.len);
+    s->block.len = 0;
+    s->cont = 0;
 }
 
 /* --- Stream messages ------------------------------------------------------------ */
@@ -326,20 +314,18 @@ static void on_block_delta(cg_xform_t *x, state_t *s)
     }
     int c = cg_json_get(j, delta, "citation");
     if (c >= 0)
-        block_cite(s, j, c);
+        block_cite(x, s, j, c);
 }
 
 static void on_block_stop(cg_xform_t *x, state_t *s)
 {
-    if (s->nblock == 0) {
-        clear_block(s);
+    s->cont = 0;
+    if (s->block.len == 0)
         return;
-    }
     cg__view_role(x, &s->started);
     s->strs.len = 0;
-    put_block_refs(x, s, &s->strs);
-    if (s->strs.len)
-        cg__xform_content(x, 0, cg_span(s->strs.p, s->strs.len));
+    put_block_refs(s, &s->strs);
+    cg__xform_content(x, 0, cg_span(s->strs.p, s->strs.len));
 }
 
 static void on_message_stop(cg_xform_t *x, state_t *s)
@@ -482,13 +468,14 @@ static void body_text(cg_xform_t *x, state_t *s, int content, cg_buf_t *out)
             continue;
         put_texts(j, cg_json_get(j, cc, "content"), out);
         int cites = cg_json_get(j, cc, "citations");
-        clear_block(s);
+        s->block.len = 0;
+        s->cont = 0;
         if (cg_json_type(j, cites) == JSMN_ARRAY) {
             int m = j->tok[cites].size;
             for (int q = 0, c = cites + 1; q < m; q++, c = cg_json_skip(j, c))
-                block_cite(s, j, c);
+                block_cite(x, s, j, c);
         }
-        put_block_refs(x, s, out);
+        put_block_refs(s, out);
     }
 }
 
