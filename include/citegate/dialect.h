@@ -95,6 +95,10 @@ typedef struct cg_dialect_req {
      * order (owned; NULL when none). A citation with document_index k cites
      * request-side source doc_ids[k]. */
     unsigned *doc_ids;
+    /* bedrock: per document, the filename of one made of a client's `file`
+     * part (its doc_ids entry is 0), NULL for a <source> one (owned; NULL
+     * when there is none of the first kind). */
+    char **doc_files;
     size_t ndocs;
 } cg_dialect_req_t;
 
@@ -163,6 +167,10 @@ typedef struct cg_dialect {
     void (*headers)(const cg_dialect_hdrs_t *h);
     /* The answer view; NULL: the transformer's own (chat completions). */
     const cg_dialect_view_t *view;
+    /* Whether a user message's OpenAI `file` parts are the dialect's to
+     * carry (bedrock: documents); else they are refused as any non-text
+     * part. */
+    bool file_parts;
     /* An AWS API: with AWS keys configured the shell signs each request
      * (SigV4, service `aws_service`) and sends none of the client's keys. */
     const char *aws_service;

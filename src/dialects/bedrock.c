@@ -214,10 +214,16 @@ static unsigned new_citation(cg_xform_t *x, state_t *s, const cg_json_t *j, int 
     int title = cg_json_get(j, c, "title"), source = cg_json_get(j, c, "source");
     cg_buf_t *b = &s->strs;
     cg_cite_in_t in = {0};
-    if (k->kind == KEY_DOCUMENT && x->dreq && k->index < (double)x->dreq->ndocs)
+    const char *file = NULL;
+    if (k->kind == KEY_DOCUMENT && x->dreq && k->index < (double)x->dreq->ndocs) {
         in.id = x->dreq->doc_ids[(size_t)k->index];
+        file = x->dreq->doc_files ? x->dreq->doc_files[(size_t)k->index] : NULL;
+    }
     size_t at = b->len, n;
-    put_decoded(j, title, b);
+    if (file) /* the title Bedrock echoes is the document-K it was sent as */
+        cg_buf_puts(b, file);
+    else
+        put_decoded(j, title, b);
     if (b->len == at)
         put_decoded(j, cg_json_get(j, web, "domain"), b);
     size_t t = at, tn = b->len - at;
@@ -259,7 +265,8 @@ static unsigned source_of(cg_xform_t *x, state_t *s, const cg_json_t *j, int c, 
     s->src = cg_grow(s->src, s->nsrc, &s->src_cap, 16, sizeof(source_t));
     s->src[s->nsrc++] = (source_t){k.kind, k.index, key, key_len, n};
     /* A <source> document keeps its own text as its snippet. */
-    *fresh = !(k.kind == KEY_DOCUMENT && x->dreq && k.index < (double)x->dreq->ndocs);
+    *fresh = !(k.kind == KEY_DOCUMENT && x->dreq && k.index < (double)x->dreq->ndocs &&
+               x->dreq->doc_ids[(size_t)k.index] != 0);
     return n;
 }
 
@@ -504,7 +511,28 @@ static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_
 
 /* --- The request ---------------------------------------------------------------- */
 
-static void put_documents(cg_buf_t *o, const cg_req_docs_t *d)
+/* The documents of the request, in the order they are written: the one
+ * whose index a citation names (documentIndex). */
+typedef struct doc_list {
+    unsigned *ids; /* a <source> document's id; 0 for a file's */
+    char **files;  /* a file document's filename; NULL for a <source> one */
+    size_t n, cap;
+    unsigned nfiles; /* K of document-K */
+} doc_list_t;
+
+static void doc_add(doc_list_t *l, unsigned id, char *file)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap;
+        l->ids = cg_grow(l->ids, l->n, &cap, 4, sizeof(unsigned));
+        l->files = cg_xrealloc(l->files, cap * sizeof(char *));
+        l->cap = cap;
+    }
+    l->ids[l->n] = id;
+    l->files[l->n++] = file;
+}
+
+static void put_source_documents(cg_buf_t *o, const cg_req_docs_t *d, doc_list_t *l)
 {
     for (size_t i = 0; i < d->n; i++) {
         cg__req_sep(o);
@@ -513,12 +541,38 @@ static void put_documents(cg_buf_t *o, const cg_req_docs_t *d)
                       d->v[i]->id);
         cg_json_put_cstr(o, d->v[i]->content);
         cg_buf_puts(o, "},\"citations\":{\"enabled\":true}}}");
+        doc_add(l, d->v[i]->id, NULL);
+    }
+}
+
+/* A user message's file parts (checked by the shared reader), in order. */
+static void put_file_documents(cg_chatreq_t *c, int msg, doc_list_t *l)
+{
+    const cg_json_t *j = c->j;
+    int content = cg_json_get(j, msg, "content");
+    if (cg_json_type(j, content) != JSMN_ARRAY)
+        return;
+    int n = j->tok[content].size;
+    for (int q = 0, i = content + 1; q < n; q++, i = cg_json_skip(j, i)) {
+        cg_req_file_t f = {0};
+        if (!cg__view_is(j, cg_json_get(j, i, "type"), "file") || cg__req_file(c, i, &f) != 0) {
+            free(f.name);
+            continue;
+        }
+        cg__req_sep(c->out);
+        cg_buf_printf(c->out, "{\"document\":{\"name\":\"document-%u\",\"format\":\"%s\","
+                              "\"source\":{\"bytes\":\"",
+                      ++l->nfiles, f.format);
+        cg_buf_put(c->out, f.bytes.p, f.bytes.n);
+        cg_buf_puts(c->out, "\"},\"citations\":{\"enabled\":true}}}");
+        doc_add(l, 0, f.name);
     }
 }
 
 /* User and assistant messages, a turn per run of one role; a message with
- * no block is as if absent. */
-static void put_messages(cg_chatreq_t *c, const cg_req_docs_t *d)
+ * no block is as if absent. A user message's documents go before its
+ * text: the request's <source> tags in the last one, then its own files. */
+static void put_messages(cg_chatreq_t *c, const cg_req_docs_t *d, doc_list_t *l)
 {
     cg_buf_t *o = c->out;
     cg__req_key(o, "messages");
@@ -539,7 +593,9 @@ static void put_messages(cg_chatreq_t *c, const cg_req_docs_t *d)
         }
         size_t blocks = o->len;
         if (i == c->last_user)
-            put_documents(o, d);
+            put_source_documents(o, d, l);
+        if (role == CG_ROLE_USER)
+            put_file_documents(c, i, l);
         cg__req_put_text_block(c, i, "{\"text\":\"", "\"}"); /* left out when empty */
         if (o->len == blocks)
             o->len = mark;
@@ -551,6 +607,20 @@ static void put_messages(cg_chatreq_t *c, const cg_req_docs_t *d)
     cg_buf_putc(o, ']');
 }
 
+/* The answer side maps a documentIndex through these. */
+static void keep_documents(cg_chatreq_t *c, doc_list_t *l)
+{
+    cg_dialect_req_t *r = c->dreq;
+    free(r->doc_ids);
+    r->doc_ids = l->n ? l->ids : NULL;
+    r->doc_files = l->nfiles ? l->files : NULL;
+    r->ndocs = l->n;
+    if (l->n == 0)
+        free(l->ids);
+    if (l->nfiles == 0)
+        free(l->files);
+}
+
 static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
 {
     if (cg__req_check_stop(c, err) != 0 ||
@@ -560,9 +630,11 @@ static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
         return -1;
     cg_req_docs_t d;
     cg__req_find_documents(c, &d);
+    doc_list_t l = {0};
     cg_buf_t *o = c->out;
     cg_buf_putc(o, '{');
-    put_messages(c, &d);
+    put_messages(c, &d, &l);
+    keep_documents(c, &l);
     cg__req_put_system(c, "\"system\":[{\"text\":\"", "\"}]");
     cg__req_put_sampling(c, "inferenceConfig", "maxTokens");
     if (c->in->tool_config) {
@@ -623,6 +695,7 @@ static const cg_dialect_view_t view = {
 
 const cg_dialect_t cg__dialect_bedrock = {
     .name = "bedrock",
+    .file_parts = true,
     .request = request,
     .path = path,
     .forwards = forwards,

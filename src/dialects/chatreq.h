@@ -89,6 +89,20 @@ void cg__req_docs_free(cg_req_docs_t *d);
  * path)"). Returns 0 or -1. */
 int cg__req_read_model(cg_chatreq_t *c, cg_dialect_err_t *e, const char *extra, const char *what);
 
+/* A user message's OpenAI `file` part, {"type":"file","file":{"file_data":
+ * "data:MEDIA;base64,B64","filename":F}}, for a dialect that carries them
+ * (cg_dialect_t.file_parts). */
+typedef struct cg_req_file {
+    cg_span_t bytes; /* B64, as the client wrote it */
+    char *name;      /* F, decoded (owned: free it) */
+    size_t name_len;
+    char format[8];  /* F's extension, lower case */
+} cg_req_file_t;
+/* Reads file part `part`: 0; -1 when it is not one (no filename, or no
+ * base64 data: URL); -2 when F's extension is no document format (pdf csv
+ * doc docx xls xlsx html txt md). f->name is set (or NULL) either way. */
+int cg__req_file(const cg_chatreq_t *c, int part, cg_req_file_t *f);
+
 /* --- Refusing ---------------------------------------------------------------- */
 
 int cg__req_fail(cg_dialect_err_t *e, const char *code, const char *param, const char *fmt, ...)

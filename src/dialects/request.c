@@ -227,7 +227,61 @@ static int unsupported_part(const cg_chatreq_t *c, cg_dialect_err_t *e, int type
     return unsupported(c, e, name, NULL, where);
 }
 
-static int check_part(const cg_chatreq_t *c, int part, const char *where, cg_dialect_err_t *e)
+/* The formats a document takes, as its filename's extension names them. */
+static const char *const doc_formats[] = {"pdf", "csv", "doc", "docx", "xls", "xlsx",
+                                          "html", "txt", "md", NULL};
+
+int cg__req_file(const cg_chatreq_t *c, int part, cg_req_file_t *f)
+{
+    const cg_json_t *j = c->j;
+    memset(f, 0, sizeof(*f));
+    int file = cg_json_get(j, part, "file");
+    int data = cg_json_get(j, file, "file_data"), name = cg_json_get(j, file, "filename");
+    if (cg_json_type(j, file) != JSMN_OBJECT || !cg_json_is_str(j, data) ||
+        !cg_json_is_str(j, name))
+        return -1;
+    /* data:MEDIA;base64,B64: the base64 is sent as it is, so it is read
+     * raw: base64 has nothing a JSON string escapes. */
+    cg_span_t d = cg_json_raw(j, data);
+    const char *comma = memchr(d.p, ',', d.n);
+    if (d.n < 5 || memcmp(d.p, "data:", 5) != 0 || comma == NULL || comma - d.p < 12 ||
+        memcmp(comma - 7, ";base64", 7) != 0)
+        return -1;
+    f->bytes = cg_span(comma + 1, d.n - (size_t)(comma + 1 - d.p));
+    for (size_t i = 0; i < f->bytes.n; i++)
+        if (!isalnum((unsigned char)f->bytes.p[i]) && !strchr("+/=", f->bytes.p[i]))
+            return -1;
+    f->name = cg_json_strdup(j, name, &f->name_len);
+    const char *dot = f->name_len ? memrchr(f->name, '.', f->name_len) : NULL;
+    size_t ext = dot ? f->name_len - (size_t)(dot + 1 - f->name) : 0;
+    for (size_t i = 0; dot && i < ext && i < sizeof(f->format) - 1; i++)
+        f->format[i] = (char)tolower((unsigned char)dot[1 + i]);
+    for (int i = 0; doc_formats[i]; i++)
+        if (ext < sizeof(f->format) && strcmp(f->format, doc_formats[i]) == 0)
+            return 0;
+    return -2;
+}
+
+/* A `file` part as a dialect that carries them reads it (cg__req_file). */
+static int check_file_part(const cg_chatreq_t *c, int part, const char *where,
+                           cg_dialect_err_t *e)
+{
+    cg_req_file_t f;
+    int rc = cg__req_file(c, part, &f);
+    free(f.name);
+    if (rc == 0)
+        return 0;
+    if (rc == -2)
+        return cg__req_fail(e, "unsupported_parameter", where,
+                            "%s.file.filename must end in .pdf, .csv, .doc, .docx, .xls, .xlsx, "
+                            ".html, .txt or .md (the formats a %s document takes)",
+                            where, c->d->name);
+    return cg__req_fail(e, "invalid_value", where,
+                        "%s.file must have a filename and file_data as a base64 data: URL", where);
+}
+
+static int check_part(const cg_chatreq_t *c, int part, const char *where, cg_req_role_t role,
+                      cg_dialect_err_t *e)
 {
     const cg_json_t *j = c->j;
     if (cg_json_type(j, part) != JSMN_OBJECT)
@@ -236,6 +290,8 @@ static int check_part(const cg_chatreq_t *c, int part, const char *where, cg_dia
     members(j, part, part_names, p, P_COUNT);
     if (!cg_json_is_str(j, p[P_TYPE]))
         return cg__req_fail(e, "invalid_type", where, "%s.type must be a string", where);
+    if (str_is(j, p[P_TYPE], "file") && c->d->file_parts && role == CG_ROLE_USER)
+        return check_file_part(c, part, where, e);
     if (!str_is(j, p[P_TYPE], "text"))
         return unsupported_part(c, e, p[P_TYPE], where);
     if (!cg_json_is_str(j, p[P_TEXT]))
@@ -243,8 +299,10 @@ static int check_part(const cg_chatreq_t *c, int part, const char *where, cg_dia
     return 0;
 }
 
-/* Content: a string, null (or absent), or an array of text parts. */
-static int check_content(const cg_chatreq_t *c, int k, int content, cg_dialect_err_t *e)
+/* Content: a string, null (or absent), or an array of text parts (and, for
+ * a dialect that carries them, a user message's file parts). */
+static int check_content(const cg_chatreq_t *c, int k, int content, cg_req_role_t role,
+                         cg_dialect_err_t *e)
 {
     const cg_json_t *j = c->j;
     char where[64];
@@ -257,7 +315,7 @@ static int check_content(const cg_chatreq_t *c, int k, int content, cg_dialect_e
     int n = j->tok[content].size;
     for (int q = 0, i = content + 1; q < n; q++, i = cg_json_skip(j, i)) {
         snprintf(where, sizeof(where), "messages[%d].content[%d]", k, q);
-        if (check_part(c, i, where, e) != 0)
+        if (check_part(c, i, where, role, e) != 0)
             return -1;
     }
     return 0;
@@ -291,7 +349,7 @@ static int check_message(cg_chatreq_t *c, int k, int msg, int *usable, cg_dialec
         return unsupported(c, e, "tool_calls", NULL, where);
     if (present(j, m[M_FUNCTION_CALL]))
         return unsupported(c, e, "function_call", NULL, where);
-    return check_content(c, k, m[M_CONTENT], e);
+    return check_content(c, k, m[M_CONTENT], role, e);
 }
 
 static int check_messages(cg_chatreq_t *c, cg_dialect_err_t *e)
@@ -446,10 +504,11 @@ void cg__req_put_content_text(cg_chatreq_t *c, int msg)
     }
     if (cg_json_type(j, content) != JSMN_ARRAY)
         return;
-    /* SPEC §6a: nothing is added between the parts. */
+    /* SPEC §6a: nothing is added between the parts; a file part has none. */
     int n = j->tok[content].size;
     for (int q = 0, i = content + 1; q < n; q++, i = cg_json_skip(j, i))
-        cg__req_put_text(c, cg_json_get(j, i, "text"));
+        if (str_is(j, cg_json_get(j, i, "type"), "text"))
+            cg__req_put_text(c, cg_json_get(j, i, "text"));
 }
 
 void cg__req_put_text_block(cg_chatreq_t *c, int msg, const char *open, const char *close)
@@ -697,5 +756,8 @@ void cg_dialect_req_free(cg_dialect_req_t *r)
     cg_buf_free(&r->body);
     cg_buf_free(&r->model);
     free(r->doc_ids);
+    for (size_t i = 0; r->doc_files && i < r->ndocs; i++)
+        free(r->doc_files[i]);
+    free(r->doc_files);
     memset(r, 0, sizeof(*r));
 }

@@ -382,6 +382,45 @@ static void test_request(void **state)
         assert_string_equal(e.code, "invalid_request");
         assert_string_equal(e.param, "model");
     }
+    /* file parts of user messages are documents, numbered over the request,
+     * after the last user message's <source> documents; the text parts join
+     * with nothing between them */
+    translate("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+              "\"file\",\"file\":{\"file_data\":\"data:application/pdf;base64,QUJD\","
+              "\"filename\":\"Guide.PDF\"}},{\"type\":\"text\",\"text\":\"a\"},{\"type\":"
+              "\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":\"ok\"},"
+              "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"<source "
+              "id=\\\"3\\\" name=\\\"n\\\">Three</source> q\"},{\"type\":\"file\",\"file\":"
+              "{\"file_data\":\"data:text/markdown;base64,IyBI\",\"filename\":\"notes.md\"}}]}]}",
+              NULL, &path, &out, &e, 0);
+    assert_string_equal(
+        out.p,
+        "{\"messages\":[{\"role\":\"user\",\"content\":[{\"document\":{\"name\":"
+        "\"document-1\",\"format\":\"pdf\",\"source\":{\"bytes\":\"QUJD\"},\"citations\":"
+        "{\"enabled\":true}}},{\"text\":\"ab\"}]},{\"role\":\"assistant\",\"content\":"
+        "[{\"text\":\"ok\"}]},{\"role\":\"user\",\"content\":[{\"document\":{\"name\":"
+        "\"source-3\",\"format\":\"txt\",\"source\":{\"text\":\"Three\"},\"citations\":"
+        "{\"enabled\":true}}},{\"document\":{\"name\":\"document-2\",\"format\":\"md\","
+        "\"source\":{\"bytes\":\"IyBI\"},\"citations\":{\"enabled\":true}}},{\"text\":"
+        "\"<source id=\\\"3\\\" name=\\\"n\\\">Three</source> q\"}]}]}");
+    /* a file of no document format, a file that is no base64 data: URL, a
+     * file in an assistant message */
+    static const char *const bad_files[] = {
+        "{\"role\":\"user\",\"content\":[{\"type\":\"file\",\"file\":{\"file_data\":"
+        "\"data:x;base64,QQ==\",\"filename\":\"a.exe\"}}]}",
+        "{\"role\":\"user\",\"content\":[{\"type\":\"file\",\"file\":{\"file_data\":"
+        "\"https://x/a.pdf\",\"filename\":\"a.pdf\"}}]}",
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"file\",\"file\":{\"file_data\":"
+        "\"data:x;base64,QQ==\",\"filename\":\"a.pdf\"}}]},{\"role\":\"user\",\"content\":\"q\"}",
+    };
+    static const char *const codes[] = {"unsupported_parameter", "invalid_value",
+                                        "unsupported_parameter"};
+    for (size_t i = 0; i < 3; i++) {
+        char body[512];
+        snprintf(body, sizeof(body), "{\"model\":\"m\",\"messages\":[%s]}", bad_files[i]);
+        translate(body, NULL, &path, &out, &e, -1);
+        assert_string_equal(e.code, codes[i]);
+    }
     /* what every translating dialect refuses */
     translate("{\"model\":\"m\",\"tools\":[{}],\"messages\":[{\"role\":\"user\",\"content\":\"h\"}]}",
               NULL, &path, &out, &e, -1);
