@@ -85,57 +85,6 @@ bool cg__view_absolute_url(const char *p, size_t n)
            (n >= 8 && strncasecmp(p, "https://", 8) == 0);
 }
 
-/* Plain runs are skipped eight bytes at a time; each stop must be the
- * closing quote or a whole escape. */
-size_t cg__view_string_len(const char *p, size_t n)
-{
-    size_t i = cg_json_plain_len(p, n);
-    while (i < n && p[i] == '\\') {
-        if (++i == n)
-            return n + 1;
-        if (p[i] == 'u') {
-            for (int k = 1; k <= 4; k++)
-                if (i + k >= n || cg_hex_digit(p[i + k]) < 0)
-                    return n + 1;
-            i += 4;
-        } else if (p[i] == '\0' || strchr("\"\\/bfnrt", p[i]) == NULL) {
-            return n + 1;
-        }
-        i++;
-        i += cg_json_plain_len(p + i, n - i);
-    }
-    return i < n && p[i] == '"' ? i : n + 1;
-}
-
-static size_t digits_from(const char *p, size_t n, size_t i)
-{
-    while (i < n && p[i] >= '0' && p[i] <= '9')
-        i++;
-    return i;
-}
-
-/* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
-size_t cg__view_number_len(const char *p, size_t n)
-{
-    size_t i = n > 0 && p[0] == '-' ? 1 : 0;
-    if (i == n || p[i] < '0' || p[i] > '9')
-        return 0;
-    i = p[i] == '0' ? i + 1 : digits_from(p, n, i);
-    if (i < n && p[i] == '.') {
-        if (++i == n || p[i] < '0' || p[i] > '9')
-            return 0;
-        i = digits_from(p, n, i);
-    }
-    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
-        if (++i < n && (p[i] == '+' || p[i] == '-'))
-            i++;
-        if (i == n || p[i] < '0' || p[i] > '9')
-            return 0;
-        i = digits_from(p, n, i);
-    }
-    return i;
-}
-
 /* --- Chunks of our own ------------------------------------------------------ */
 
 void cg__view_meta(cg_xform_t *x, const cg_json_t *j, int id, int model)

@@ -16,6 +16,8 @@
 
 #include "core/xform_int.h"
 
+#include <string.h>
+
 /* --- Reading the upstream's JSON -------------------------------------------- */
 
 /* The upstream JSON a view reads, one event or body at a time. Its tokens
@@ -56,15 +58,63 @@ bool cg__view_absolute_url(const char *p, size_t n);
 
 /* The steady paths read an event without a parse when its bytes match the
  * last one's but for its text and numbers; these say where such a value
- * ends, taking exactly what the parser takes.
+ * ends, taking exactly what the parser takes. Inline: those paths call them
+ * on every event.
  *
  * The length of JSON string bytes p[0..n) up to their closing quote, or
  * n + 1 when they are not well formed (a raw control byte, an unknown or
- * cut escape) or not closed. */
-size_t cg__view_string_len(const char *p, size_t n);
-/* The length of the JSON number that p[0..n) starts with (a leading 0 is
- * a whole integer part), or 0 when none does. */
-size_t cg__view_number_len(const char *p, size_t n);
+ * cut escape) or not closed. Plain runs are skipped eight bytes at a time;
+ * each stop must be the closing quote or a whole escape. */
+static inline size_t cg__view_string_len(const char *p, size_t n)
+{
+    size_t i = cg_json_plain_len(p, n);
+    while (i < n && p[i] == '\\') {
+        if (++i == n)
+            return n + 1;
+        if (p[i] == 'u') {
+            for (int k = 1; k <= 4; k++)
+                if (i + k >= n || cg_hex_digit(p[i + k]) < 0)
+                    return n + 1;
+            i += 4;
+        } else if (p[i] == '\0' || strchr("\"\\/bfnrt", p[i]) == NULL) {
+            return n + 1;
+        }
+        i++;
+        i += cg_json_plain_len(p + i, n - i);
+    }
+    return i < n && p[i] == '"' ? i : n + 1;
+}
+
+static inline size_t cg__view_digits_from(const char *p, size_t n, size_t i)
+{
+    while (i < n && p[i] >= '0' && p[i] <= '9')
+        i++;
+    return i;
+}
+
+/* The length of the JSON number that p[0..n) starts with, or 0 when none
+ * does: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, a leading 0 being
+ * a whole integer part. */
+static inline size_t cg__view_number_len(const char *p, size_t n)
+{
+    size_t i = n > 0 && p[0] == '-' ? 1 : 0;
+    if (i == n || p[i] < '0' || p[i] > '9')
+        return 0;
+    i = p[i] == '0' ? i + 1 : cg__view_digits_from(p, n, i);
+    if (i < n && p[i] == '.') {
+        if (++i == n || p[i] < '0' || p[i] > '9')
+            return 0;
+        i = cg__view_digits_from(p, n, i);
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        if (++i < n && (p[i] == '+' || p[i] == '-'))
+            i++;
+        if (i == n || p[i] < '0' || p[i] > '9')
+            return 0;
+        i = cg__view_digits_from(p, n, i);
+    }
+    return i;
+}
 
 /* --- Chunks of our own ------------------------------------------------------ */
 
