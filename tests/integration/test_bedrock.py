@@ -646,7 +646,7 @@ def document(n, text):
 
 CONVERSE = {
     "messages": [
-        {"role": "user", "content": [{"text": "Hello."}, {"text": "I have an X100.\nIt is new."}]},
+        {"role": "user", "content": [{"text": "Hello."}, {"text": "I have an X100.It is new."}]},
         {"role": "assistant", "content": [{"text": "Hi! How can I help?"}, {"text": "Ask away."}]},
         {"role": "user", "content": [document(1, SOURCE_1), document(2, "Every X100 has a two-year warranty."),
                                      {"text": "How do I charge it?"}]},
