@@ -63,15 +63,18 @@ void fs_init(void)
 fs_opts_t fs_configure(uint8_t flags)
 {
     static const char *const dialects[] = {"openai", "anthropic", "responses", "gemini"};
+    unsigned end = (flags >> 4) & 7;
     fs_opts_t o = {
         .small_body = flags & 1,
         .cors = (flags >> 1) & 1,
-        .end = ((flags >> 4) & 7) % FS_NEND,
+        .end = end % FS_NEND,
         .slow = flags >> 7,
     };
     fs_cfg.max_request_bytes = o.small_body ? 4096 : 8u << 20;
     fs_cfg.cors_origins = o.cors ? cors_origins : NULL;
-    FZ_CHECK(cg_dialect_parse(dialects[(flags >> 2) & 3], &o.dialect));
+    /* The ends past FS_NEND repeat the first ones: with bedrock. */
+    const char *dialect = end >= FS_NEND ? "bedrock" : dialects[(flags >> 2) & 3];
+    FZ_CHECK(cg_dialect_parse(dialect, &o.dialect));
     fs_cfg.upstream_dialect = o.dialect;
     return o;
 }

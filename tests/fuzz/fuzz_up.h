@@ -59,6 +59,16 @@ typedef struct up_client {
     bool in_flight; /* the answer had not ended when the teardown began */
 } up_client_t;
 
+/* Does citegate read an answer of this Content-Type as a stream: SSE, or
+ * AWS's event stream for a dialect that reads one? */
+static inline bool up_stream_type(bool evstream, cg_span_t ct)
+{
+    if (ct.p && ct.n >= 17 && strncasecmp(ct.p, "text/event-stream", 17) == 0)
+        return true;
+    return evstream && ct.p && ct.n >= 34 &&
+           strncasecmp(ct.p, "application/vnd.amazon.eventstream", 34) == 0;
+}
+
 static int up_listener = -1;
 static cg_upstream_target_t up_target;
 
@@ -230,7 +240,7 @@ static void up_check_first(const up_client_t *u, const fs_answer_t *a)
     /* - A stream a profile holds to its end (structured), from a dialect
      *   read as AWS's event stream whose framing broke: nothing went out
      *   yet, so the exchange answers 502 (exchange.c end_broken_framing).
-     *   None of the drivers' dialects reads an event stream today. */
+     *   (bedrock, when the input's end bits pick it). */
     bool broken_framing = u->evstream && u->chat && (u->flags & 7) == 4 && u->up_status == 200 &&
                           u->up_sse && !u->up_encoded && a->status == 502;
     if (a->status != want && !broken_framing) {

@@ -89,7 +89,7 @@ static int fr_headers(llhttp_t *p)
     f->final = true;
     cg_span_t ct = cg_hdrs_get(&f->hdrs, "content-type");
     cg_span_t ce = cg_hdrs_get(&f->hdrs, "content-encoding");
-    f->u->up_sse = ct.p && ct.n >= 17 && strncasecmp(ct.p, "text/event-stream", 17) == 0;
+    f->u->up_sse = up_stream_type(f->u->evstream, ct);
     f->u->up_encoded = ce.p && !cg_span_ieq(ce, "identity");
     cg_hdrs_free(&f->hdrs); /* as up_h1.c: the trailers begin a list of their own */
     return 0;

@@ -42,6 +42,7 @@ static const char *const fields[][2] = {
     {":status", "500"}, {":status", "503"}, {":status", "2000"}, {":status", "x"},
     {"content-type", "text/event-stream"}, {"content-type", "text/event-stream; charset=utf-8"},
     {"content-type", "application/json"}, {"content-type", "text/plain"},
+    {"content-type", "application/vnd.amazon.eventstream"},
     {"content-encoding", "gzip"}, {"content-encoding", "identity"}, {"content-length", "0"},
     {"content-length", "12"}, {"x-request-id", "up-1"}, {"connection", "close"},
     {"access-control-allow-origin", "*"}, {"cache-control", "max-age=60"},
@@ -99,6 +100,7 @@ typedef struct mirror {
     bool head_done, ended, refused, unknown;
     const char *why; /* unknown: the first reason (FS_DEBUG prints it) */
     bool sse, encoded;
+    bool evstream; /* the dialect reads AWS's event stream */
     unsigned writes, verdict_write; /* writes fed; the one that brought ended or refused */
     uint64_t stalls;                /* cg_metrics->client_stalls at the last look */
     cg_hdrs_t hdrs;
@@ -165,7 +167,7 @@ static int mi_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud)
         m->head_done = true;
         cg_span_t ct = cg_hdrs_get(&m->hdrs, "content-type");
         cg_span_t ce = cg_hdrs_get(&m->hdrs, "content-encoding");
-        m->sse = ct.p && ct.n >= 17 && strncasecmp(ct.p, "text/event-stream", 17) == 0;
+        m->sse = up_stream_type(m->evstream, ct);
         m->encoded = ce.p && !cg_span_ieq(ce, "identity");
     }
     if ((f->hd.flags & NGHTTP2_FLAG_END_STREAM) && m->head_done) {
@@ -232,6 +234,7 @@ static void mirror_begin(mirror_t *m)
 static void mi_open(mirror_t *m, const up_client_t *u, const fs_h2_stream_t *st)
 {
     m->sid = st->id;
+    m->evstream = u->evstream;
     cg_span_t rid = cg_hdrs_get(&st->hdrs, "x-request-id");
     if (rid.p && rid.n < sizeof(m->rid))
         memcpy(m->rid, rid.p, rid.n);
