@@ -2,6 +2,8 @@
  * skipped by its width, every framing error, and every split of a stream. */
 #include "citegate/evstream.h"
 
+#include "evs_enc.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,37 +98,13 @@ static void test_aws_vectors_negative(void **state)
 
 /* --- an encoder for the tests ------------------------------------------------------ */
 
-static void put32(cg_buf_t *b, uint32_t v)
-{
-    uint8_t x[4] = {v >> 24, v >> 16, v >> 8, v};
-    cg_buf_put(b, x, 4);
-}
-
-/* Appends one message with the headers section h and payload p; crc_flip
- * flips a bit of the last CRC. */
+/* Appends one message of headers h and payload p (evs_enc.h); crc_flip
+ * flips a bit of its last CRC. */
 static void encode(cg_buf_t *out, cg_span_t h, cg_span_t p, bool crc_flip)
 {
-    size_t start = out->len;
-    uint32_t total = (uint32_t)(16 + h.n + p.n);
-    put32(out, total);
-    put32(out, (uint32_t)h.n);
-    put32(out, cg_crc32(0, out->p + start, 8));
-    cg_buf_put(out, h.p, h.n);
-    cg_buf_put(out, p.p, p.n);
-    put32(out, cg_crc32(0, out->p + start, total - 4) ^ (crc_flip ? 1u : 0u));
-}
-
-static void header_str(cg_buf_t *h, const char *name, const char *value)
-{
-    size_t nl = strlen(name), vl = strlen(value);
-    uint8_t x[3] = {(uint8_t)nl, 7, 0};
-    cg_buf_put(h, x, 1);
-    cg_buf_put(h, name, nl);
-    x[0] = 7;
-    x[1] = (uint8_t)(vl >> 8);
-    x[2] = (uint8_t)vl;
-    cg_buf_put(h, x, 3);
-    cg_buf_put(h, value, vl);
+    evs_message(out, h, p);
+    if (crc_flip)
+        out->p[out->len - 1] ^= 1;
 }
 
 /* One header of each type 0-9, then the strings a Bedrock event has. */
@@ -147,9 +125,9 @@ static void all_types(cg_buf_t *h)
         for (int i = 0; i < widths[t]; i++)
             cg_buf_putc(h, (char)(0xE0 + i)); /* bytes that look like nothing */
     }
-    header_str(h, ":event-type", "contentBlockDelta");
-    header_str(h, ":content-type", "application/json");
-    header_str(h, ":message-type", "event");
+    evs_header(h, ":event-type", "contentBlockDelta");
+    evs_header(h, ":content-type", "application/json");
+    evs_header(h, ":message-type", "event");
 }
 
 static void test_every_header_type_skipped(void **state)
@@ -311,14 +289,8 @@ static void bedrock_stream(cg_buf_t *out)
         {"contentBlockStop", "{\"contentBlockIndex\":0,\"p\":\"abcdefghijklmnop\"}"},
         {"messageStop", "{\"p\":\"abc\",\"stopReason\":\"end_turn\"}"},
     };
-    for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++) {
-        cg_buf_t h = {0};
-        header_str(&h, ":event-type", ev[i][0]);
-        header_str(&h, ":content-type", "application/json");
-        header_str(&h, ":message-type", "event");
-        encode(out, cg_span(h.p, h.len), cg_span(ev[i][1], strlen(ev[i][1])), false);
-        cg_buf_free(&h);
-    }
+    for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++)
+        evs_event(out, ev[i][0], ev[i][1]);
 }
 
 static void test_every_split(void **state)
@@ -367,7 +339,7 @@ static void test_error_after_good_messages(void **state)
 {
     (void)state;
     cg_buf_t s = {0}, h = {0};
-    header_str(&h, ":event-type", "a");
+    evs_header(&h, ":event-type", "a");
     encode(&s, cg_span(h.p, h.len), CG_SPAN_LIT("{}"), false);
     encode(&s, cg_span(h.p, h.len), CG_SPAN_LIT("{}"), true);
     encode(&s, cg_span(h.p, h.len), CG_SPAN_LIT("{}"), false);

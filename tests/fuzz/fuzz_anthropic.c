@@ -29,8 +29,7 @@
  */
 #include "citegate/xform.h"
 
-#include "../support/dialects.h"
-#include "../support/profiles.h"
+#include "fuzz_dialect.h"
 #include "fuzz_run.h"
 #include "fuzz_events.h"
 #include "fuzz_jsonv.h"
@@ -38,78 +37,12 @@
 #define OUT_FACTOR 32
 #define OUT_EXTRA  (64u << 10)
 
-static const char sources_request[] =
-    "{\"model\":\"claude-x\",\"stream\":true,\"messages\":[{\"role\":\"system\",\"content\":"
-    "\"<source id=\\\"3\\\" name=\\\"https://a.example/x\\\">three</source>"
-    "<source id=\\\"1\\\" name=\\\"one.md\\\">one</source>"
-    "<source id=\\\"9\\\" name=\\\"report (v2).pdf\\\">nine</source>\"},"
-    "{\"role\":\"user\",\"content\":\"what is x?\"}]%s}";
-
-typedef struct fz_req {
-    cg_request_t req;
-    cg_dialect_req_t dreq;
-} fz_req_t;
-
-static fz_req_t requests[3]; /* sources, usage, sources + usage */
-
-static void make_request(fz_req_t *r, const char *body)
-{
-    cg_cite_opts_t o = {8192, true};
-    cg_dialect_err_t e;
-    size_t n = strlen(body);
-    FZ_CHECK(cg_request_parse(&r->req, body, n, &o) == 0);
-    cg_dialect_in_t in = {.req = &r->req};
-    FZ_CHECK(cg_dialect_request(dialect_named("anthropic"), body, n, &in, &r->dreq, &e) == 0);
-}
-
-static void init_requests(void)
-{
-    static bool done;
-    if (done)
-        return;
-    done = true;
-    char body[1024];
-    snprintf(body, sizeof(body), sources_request, "");
-    make_request(&requests[0], body);
-    FZ_CHECK(requests[0].dreq.ndocs == 3);
-    make_request(&requests[1], "{\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-                               "\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}");
-    FZ_CHECK(requests[1].dreq.include_usage);
-    snprintf(body, sizeof(body), sources_request,
-             ",\"stream_options\":{\"include_usage\":true}");
-    make_request(&requests[2], body);
-}
-
-static const fz_req_t *pick_request(uint8_t flags)
-{
-    static const int which[4] = {0, -1, 1, 2};
-    int w = which[flags & 3];
-    return w < 0 ? NULL : &requests[w];
-}
-
-static void pick_cfg(cg_xform_cfg_t *cfg, uint8_t flags)
-{
-    static const char *const names[8] = {"openwebui", "openai",    "webchat",   "structured",
-                                         "off",       "openwebui", "openwebui", "openwebui"};
-    cg_xform_cfg_default(cfg, profile_named(names[(flags >> 2) & 7]));
-    if (flags & 0x20)
-        cfg->max_event = 512;
-    if (flags & 0x40)
-        cfg->max_doc_bytes = 16;
-}
-
-/* --- Running the transformer ------------------------------------------------ */
-
-typedef fz_result_t result_t;
-
 static cg_xform_t *new_xform(const cg_xform_cfg_t *cfg, const fz_req_t *r)
 {
-    cg_xform_t *x = cg_xform_new(cfg, r ? &r->req : NULL);
-    cg_xform_set_dialect(x, cg_dialect_view(dialect_named("anthropic")), r ? &r->dreq : NULL,
-                         1700000000);
-    return x;
+    return fz_dialect_xform(cfg, r, "anthropic");
 }
 
+typedef fz_result_t result_t;
 
 /* Streams in[0..len) in reads cut by sp (NULL: one read), then ends at EOF. */
 static void run_stream(result_t *res, const cg_xform_cfg_t *cfg, const fz_req_t *r,
@@ -182,12 +115,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < FZ_HEADER)
         return 0;
-    init_requests();
+    fz_init_requests("anthropic");
     const uint8_t *in = data + FZ_HEADER;
     size_t len = size - FZ_HEADER;
-    const fz_req_t *r = pick_request(data[1]);
+    const fz_req_t *r = fz_pick_request(data[1]);
     cg_xform_cfg_t cfg;
-    pick_cfg(&cfg, data[1]);
+    fz_pick_cfg(&cfg, data[1]);
     check_stream(&cfg, r, in, len, data[0]);
     check_body(&cfg, r, in, len);
     return 0;

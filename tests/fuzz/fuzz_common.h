@@ -58,6 +58,20 @@ static inline size_t fz_split_next(fz_split_t *sp, size_t left)
     return n < left ? n : left;
 }
 
+/* Big-endian u32, as AWS's event stream frames its lengths and CRCs. */
+static inline uint32_t fz_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline void fz_put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
 /* An exact-size heap copy of one read, so that ASan sees any access past the
  * read's end (it would otherwise land in the next bytes of the fuzz input)
  * and any use of a read after the caller dropped it. */

@@ -31,29 +31,16 @@ typedef struct run {
     size_t consumed, pending;
 } run_t;
 
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void wr32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 /* Rewrites both CRCs of each whole message that a length walk finds. */
 static void mend(uint8_t *s, size_t len)
 {
     size_t pos = 0;
     while (len - pos >= 16) {
-        uint32_t total = rd32(s + pos);
+        uint32_t total = fz_be32(s + pos);
         if (total < 16 || total > len - pos)
             return;
-        wr32(s + pos + 8, cg_crc32(0, s + pos, 8));
-        wr32(s + pos + total - 4, cg_crc32(0, s + pos, total - 4));
+        fz_put_be32(s + pos + 8, cg_crc32(0, s + pos, 8));
+        fz_put_be32(s + pos + total - 4, cg_crc32(0, s + pos, total - 4));
         pos += total;
     }
 }
@@ -65,14 +52,14 @@ static int oracle(const uint8_t *s, size_t len, size_t *total)
 {
     if (len < 12)
         return 0;
-    if (cg_crc32(0, s, 8) != rd32(s + 8))
+    if (cg_crc32(0, s, 8) != fz_be32(s + 8))
         return -1;
-    uint32_t t = rd32(s), h = rd32(s + 4);
+    uint32_t t = fz_be32(s), h = fz_be32(s + 4);
     if (t < 16 || t > CG_EVS_MAX_MESSAGE || (uint64_t)h + 16 > t)
         return -1;
     if (len < t)
         return 0;
-    if (cg_crc32(0, s, t - 4) != rd32(s + t - 4))
+    if (cg_crc32(0, s, t - 4) != fz_be32(s + t - 4))
         return -1;
     size_t i = 12, end = 12 + h;
     while (i < end) {
