@@ -69,7 +69,7 @@ test-asan: deps
 test-fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCITEGATE_FUZZ=ON
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
-	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz
+	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz -j $(JOBS)
 
 fuzz: test-fuzz
 
