@@ -526,6 +526,50 @@ static uint64_t memchr_pass(const input_t *in, size_t rd, uint64_t *lines)
     return ns;
 }
 
+/* Adds x's counts to *sum (its time aside). */
+static void add_counts(xres_t *sum, const xres_t *x)
+{
+    sum->events += x->events;
+    sum->allocs_total += x->allocs_total;
+    sum->allocs_steady += x->allocs_steady;
+    sum->events_steady += x->events_steady;
+    sum->feeds_steady += x->feeds_steady;
+    sum->allocs_last += x->allocs_last;
+    sum->events_last += x->events_last;
+    sum->allocs_mid += x->allocs_mid;
+    sum->events_mid += x->events_mid;
+    sum->feeds_mid += x->feeds_mid;
+    sum->feeds_mid_alloc += x->feeds_mid_alloc;
+}
+
+/* A dialect section's measurement: one pass of each to warm up, then
+ * `rounds` transformer passes, each followed by a memchr pass over the
+ * same reads. Their times (ns) go sorted into tx and tm, which the caller
+ * frees; the passes' counts are summed into *sum, and the last pass is
+ * returned. */
+static xres_t time_rounds(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg, size_t rounds,
+                          double **tx, double **tm, xres_t *sum)
+{
+    uint64_t lines = 0;
+    (void)xform_pass(in, rd, cfg, NULL, NULL, NULL, NULL);
+    (void)memchr_pass(in, rd, &lines);
+    *tx = malloc(rounds * sizeof(double));
+    *tm = malloc(rounds * sizeof(double));
+    if (*tx == NULL || *tm == NULL)
+        die("out of memory");
+    xres_t x = {0};
+    memset(sum, 0, sizeof(*sum));
+    for (size_t r = 0; r < rounds; r++) {
+        x = xform_pass(in, rd, cfg, NULL, NULL, NULL, NULL);
+        (*tx)[r] = (double)x.ns;
+        add_counts(sum, &x);
+        (*tm)[r] = (double)memchr_pass(in, rd, &lines);
+    }
+    qsort(*tx, rounds, sizeof(double), cmp_double);
+    qsort(*tm, rounds, sizeof(double), cmp_double);
+    return x;
+}
+
 static void append_out(cg_buf_t *b, const cg_out_t *o)
 {
     for (size_t i = 0; i < o->nseg; i++)
@@ -757,24 +801,8 @@ static int bench_anthropic(size_t target, unsigned nev, size_t rd, size_t rounds
            (double)gt.content_bytes / (double)gt.content_events,
            (double)in.len / (double)gt.events);
     int bad = verify(&in, rd, cfg, &gt);
-    uint64_t lines = 0;
-    (void)xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
-    (void)memchr_pass(&in, rd, &lines);
-    double *t = malloc(rounds * sizeof(double)), *tm = malloc(rounds * sizeof(double));
-    if (t == NULL || tm == NULL)
-        die("out of memory");
-    xres_t sum = {0}, x = {0};
-    for (size_t r = 0; r < rounds; r++) {
-        x = xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
-        t[r] = (double)x.ns;
-        sum.allocs_mid += x.allocs_mid;
-        sum.events_mid += x.events_mid;
-        sum.allocs_total += x.allocs_total;
-        sum.events += x.events;
-        tm[r] = (double)memchr_pass(&in, rd, &lines);
-    }
-    qsort(t, rounds, sizeof(double), cmp_double);
-    qsort(tm, rounds, sizeof(double), cmp_double);
+    double *t, *tm;
+    xres_t sum, x = time_rounds(&in, rd, cfg, rounds, &t, &tm, &sum);
     double med = pct(t, rounds, 50), m_med = pct(tm, rounds, 50);
     double mbps = (double)in.len / 1e6 / (med / 1e9);
     double allocs = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
@@ -977,25 +1005,9 @@ static int bench_responses(size_t mib, size_t rd, size_t rounds, unsigned nev, b
            (double)buf.len / 1048576.0, nans, t.events, (double)buf.len / (double)t.events,
            t.markers);
     int bad = verify_rs(&in, rd, cfg, &t);
-    uint64_t lines = 0;
-    (void)xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
-    (void)memchr_pass(&in, rd, &lines);
-    double *tx = malloc(rounds * sizeof(double)), *tm = malloc(rounds * sizeof(double));
-    if (tx == NULL || tm == NULL)
-        die("out of memory");
-    xres_t sum = {0};
-    for (size_t r = 0; r < rounds; r++) {
-        xres_t x = xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
-        tx[r] = (double)x.ns;
-        sum.allocs_mid += x.allocs_mid;
-        sum.events_mid += x.events_mid;
-        sum.allocs_steady += x.allocs_steady;
-        sum.events_steady += x.events_steady;
-        sum.events += x.events;
-        tm[r] = (double)memchr_pass(&in, rd, &lines);
-    }
-    qsort(tx, rounds, sizeof(double), cmp_double);
-    qsort(tm, rounds, sizeof(double), cmp_double);
+    double *tx, *tm;
+    xres_t sum;
+    (void)time_rounds(&in, rd, cfg, rounds, &tx, &tm, &sum);
     double mb = (double)buf.len / 1e6, x_med = pct(tx, rounds, 50), m_med = pct(tm, rounds, 50);
     double mid = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
     printf("%s: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
@@ -1153,25 +1165,9 @@ static int bench_gemini(size_t mib, size_t rd, size_t rounds, unsigned nev,
            (double)in.len / 1048576.0, in.nans, gt.events,
            (double)gt.content_bytes / (double)gt.content_events, (double)in.len / (double)gt.events);
     int bad = verify_gemini(&in, rd, cfg, &gt);
-    uint64_t lines = 0;
-    (void)xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
-    (void)memchr_pass(&in, rd, &lines);
-    double *tx = malloc(rounds * sizeof(double)), *tm = malloc(rounds * sizeof(double));
-    if (tx == NULL || tm == NULL)
-        die("out of memory");
-    xres_t sum = {0};
-    for (size_t r = 0; r < rounds; r++) {
-        xres_t x = xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
-        tx[r] = (double)x.ns;
-        sum.allocs_mid += x.allocs_mid;
-        sum.events_mid += x.events_mid;
-        sum.allocs_steady += x.allocs_steady;
-        sum.events_steady += x.events_steady;
-        sum.events += x.events;
-        tm[r] = (double)memchr_pass(&in, rd, &lines);
-    }
-    qsort(tx, rounds, sizeof(double), cmp_double);
-    qsort(tm, rounds, sizeof(double), cmp_double);
+    double *tx, *tm;
+    xres_t sum;
+    (void)time_rounds(&in, rd, cfg, rounds, &tx, &tm, &sum);
     double mb = (double)buf.len / 1e6, x_med = pct(tx, rounds, 50), m_med = pct(tm, rounds, 50);
     double mid = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
     printf("gemini: bars: ratio >= 0.10 %s, 0 allocs/event steady %s\n",
@@ -1572,27 +1568,9 @@ static int bench_bedrock(size_t mib, size_t rd, size_t rounds, unsigned nev,
            (double)gt.content_bytes / (double)gt.content_events, br.t.cites, br.t.conts,
            br.t.blocks, (double)in.len / (double)gt.events, gt.refs);
     int bad = verify_bedrock(&in, rd, cfg, &gt);
-    uint64_t lines = 0;
-    (void)xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
-    (void)memchr_pass(&in, rd, &lines);
-    double *tx = malloc(rounds * sizeof(double)), *tm = malloc(rounds * sizeof(double));
-    if (tx == NULL || tm == NULL)
-        die("out of memory");
-    xres_t sum = {0};
-    for (size_t r = 0; r < rounds; r++) {
-        xres_t x = xform_pass(&in, rd, cfg, NULL, NULL, NULL, NULL);
-        tx[r] = (double)x.ns;
-        sum.allocs_mid += x.allocs_mid;
-        sum.events_mid += x.events_mid;
-        sum.feeds_mid += x.feeds_mid;
-        sum.feeds_mid_alloc += x.feeds_mid_alloc;
-        sum.allocs_steady += x.allocs_steady;
-        sum.events_steady += x.events_steady;
-        sum.events += x.events;
-        tm[r] = (double)memchr_pass(&in, rd, &lines);
-    }
-    qsort(tx, rounds, sizeof(double), cmp_double);
-    qsort(tm, rounds, sizeof(double), cmp_double);
+    double *tx, *tm;
+    xres_t sum;
+    (void)time_rounds(&in, rd, cfg, rounds, &tx, &tm, &sum);
     double mb = (double)buf.len / 1e6, x_med = pct(tx, rounds, 50), m_med = pct(tm, rounds, 50);
     double mid = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
     printf("bedrock: steady feeds %" PRIu64 " allocations / %" PRIu64 " events (%" PRIu64
