@@ -69,7 +69,7 @@ typedef struct source {
     unsigned n;
 } source_t;
 
-typedef struct state {
+typedef struct converse {
     cg_view_json_t in; /* the upstream message's payload being read */
     cg_buf_t strs;     /* decoded strings of one citation, the block's references */
 
@@ -84,11 +84,11 @@ typedef struct state {
 
     bool meta, started, finished, usage_seen, usage_out, over;
     double in_tokens, out_tokens, total_tokens;
-} state_t;
+} converse_t;
 
-static void state_free(void *p)
+static void converse_free(void *p)
 {
-    state_t *s = p;
+    converse_t *s = p;
     cg__view_json_free(&s->in);
     cg_buf_free(&s->strs);
     for (size_t i = 0; i < s->nsrc; i++)
@@ -121,12 +121,12 @@ static const char *finish_reason(cg_span_t stop)
     return "stop"; /* end_turn, stop_sequence, and anything else */
 }
 
-static cg_view_usage_t usage_of(const state_t *s)
+static cg_view_usage_t usage_of(const converse_t *s)
 {
     return (cg_view_usage_t){s->in_tokens, s->out_tokens, s->total_tokens};
 }
 
-static void put_usage(cg_xform_t *x, state_t *s)
+static void put_usage(cg_xform_t *x, converse_t *s)
 {
     if (s->usage_out || !s->usage_seen)
         return;
@@ -191,7 +191,7 @@ static bool read_key(const cg_json_t *j, int c, source_t *k, cg_buf_t *b)
     return true;
 }
 
-static source_t *find_source(state_t *s, const source_t *k)
+static source_t *find_source(converse_t *s, const source_t *k)
 {
     for (size_t i = 0; i < s->nsrc; i++) {
         source_t *o = &s->src[i];
@@ -207,7 +207,7 @@ static source_t *find_source(state_t *s, const source_t *k)
 }
 
 /* A new source, made of what citation c says of it: title, url, snippet. */
-static unsigned new_citation(cg_xform_t *x, state_t *s, const cg_json_t *j, int c,
+static unsigned new_citation(cg_xform_t *x, converse_t *s, const cg_json_t *j, int c,
                              const source_t *k)
 {
     int web = cg_json_get(j, cg_json_get(j, c, "location"), "web");
@@ -244,7 +244,7 @@ static unsigned new_citation(cg_xform_t *x, state_t *s, const cg_json_t *j, int 
 
 /* The number of citation c's source, made when it is new (*fresh); 0 when
  * it names none, or the table is full. */
-static unsigned source_of(cg_xform_t *x, state_t *s, const cg_json_t *j, int c, bool *fresh)
+static unsigned source_of(cg_xform_t *x, converse_t *s, const cg_json_t *j, int c, bool *fresh)
 {
     source_t k;
     *fresh = false;
@@ -280,7 +280,7 @@ static bool continues(const cg_json_t *j, int c)
 /* A citation of the open block (a delta's, or one of a body block's): its
  * source is numbered as it comes, so a reference the model wrote after it
  * links, and joins the block's references. */
-static void block_cite(cg_xform_t *x, state_t *s, const cg_json_t *j, int c)
+static void block_cite(cg_xform_t *x, converse_t *s, const cg_json_t *j, int c)
 {
     if (cg_json_type(j, c) != JSMN_OBJECT)
         return;
@@ -299,7 +299,7 @@ static void block_cite(cg_xform_t *x, state_t *s, const cg_json_t *j, int c)
 
 /* Appends one [N] per distinct source of the block to out, in the order of
  * first citation, and clears the block. */
-static void put_block_refs(state_t *s, cg_buf_t *out)
+static void put_block_refs(converse_t *s, cg_buf_t *out)
 {
     cg__view_put_refs(out, s->block.n, s->block.len);
     s->block.len = 0;
@@ -308,7 +308,7 @@ static void put_block_refs(state_t *s, cg_buf_t *out)
 
 /* --- Stream messages ------------------------------------------------------------ */
 
-static void on_block_delta(cg_xform_t *x, state_t *s)
+static void on_block_delta(cg_xform_t *x, converse_t *s)
 {
     const cg_json_t *j = &s->in.json;
     int delta = cg_json_get(j, 0, "delta");
@@ -324,7 +324,7 @@ static void on_block_delta(cg_xform_t *x, state_t *s)
         block_cite(x, s, j, c);
 }
 
-static void on_block_stop(cg_xform_t *x, state_t *s)
+static void on_block_stop(cg_xform_t *x, converse_t *s)
 {
     s->cont = 0;
     if (s->block.len == 0)
@@ -335,7 +335,7 @@ static void on_block_stop(cg_xform_t *x, state_t *s)
     cg__xform_content(x, 0, cg_span(s->strs.p, s->strs.len));
 }
 
-static void on_message_stop(cg_xform_t *x, state_t *s)
+static void on_message_stop(cg_xform_t *x, converse_t *s)
 {
     const cg_json_t *j = &s->in.json;
     int stop = cg_json_get(j, 0, "stopReason");
@@ -347,7 +347,7 @@ static void on_message_stop(cg_xform_t *x, state_t *s)
                     finish_reason(cg_json_is_str(j, stop) ? cg_json_raw(j, stop) : cg_span("", 0)));
 }
 
-static void read_usage(state_t *s, int usage)
+static void read_usage(converse_t *s, int usage)
 {
     const cg_json_t *j = &s->in.json;
     if (cg_json_type(j, usage) != JSMN_OBJECT)
@@ -359,7 +359,7 @@ static void read_usage(state_t *s, int usage)
         cg__view_count(j, cg_json_get(j, usage, "totalTokens"), s->in_tokens + s->out_tokens);
 }
 
-static void on_event(cg_xform_t *x, state_t *s, cg_span_t type)
+static void on_event(cg_xform_t *x, converse_t *s, cg_span_t type)
 {
     if (cg_span_eq(type, "contentBlockDelta")) {
         on_block_delta(x, s);
@@ -378,7 +378,7 @@ static void on_event(cg_xform_t *x, state_t *s, cg_span_t type)
 
 /* An exception message ({"message"}) or an error message (its message in a
  * header): SPEC §6's error event, with the upstream's type or code. */
-static void on_failure(cg_xform_t *x, state_t *s, const cg_evs_msg_t *m, bool parsed)
+static void on_failure(cg_xform_t *x, converse_t *s, const cg_evs_msg_t *m, bool parsed)
 {
     bool exception = cg_span_eq(m->message_type, "exception");
     cg_span_t code = exception ? m->exception_type : m->error_code;
@@ -403,7 +403,7 @@ static void on_failure(cg_xform_t *x, state_t *s, const cg_evs_msg_t *m, bool pa
 
 /* Bedrock names no answer id; the model is the one the path named (its
  * bytes need no escape: cg__req_read_model allowed none that do). */
-static void set_meta(cg_xform_t *x, state_t *s)
+static void set_meta(cg_xform_t *x, converse_t *s)
 {
     if (s->meta || x->dreq == NULL || x->dreq->model.len == 0)
         return;
@@ -417,7 +417,7 @@ static void set_meta(cg_xform_t *x, state_t *s)
 
 static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
 {
-    state_t *s = state;
+    converse_t *s = state;
     if (s->over)
         return;
     set_meta(x, s);
@@ -435,10 +435,10 @@ static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
 
 /* The upstream ended: after messageStop the answer is whole, and the usage
  * that came goes before the [DONE] the transformer adds. */
-static void on_end(cg_xform_t *x, void *state, cg_span_t pending)
+static void end_of_stream(cg_xform_t *x, void *state, cg_span_t pending)
 {
     (void)pending;
-    state_t *s = state;
+    converse_t *s = state;
     if (s->finished && !s->over)
         put_usage(x, s);
 }
@@ -459,7 +459,7 @@ static void put_texts(const cg_json_t *j, int content, cg_buf_t *out)
 }
 
 /* The message's content blocks: text, then a citing block's references. */
-static void body_text(cg_xform_t *x, state_t *s, int content, cg_buf_t *out)
+static void body_text(cg_xform_t *x, converse_t *s, int content, cg_buf_t *out)
 {
     const cg_json_t *j = &s->in.json;
     if (cg_json_type(j, content) != JSMN_ARRAY)
@@ -486,9 +486,9 @@ static void body_text(cg_xform_t *x, state_t *s, int content, cg_buf_t *out)
     }
 }
 
-static int on_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_buf_t *chat)
+static int read_body(cg_xform_t *x, void *state, const char *body, size_t len, cg_buf_t *chat)
 {
-    state_t *s = state;
+    converse_t *s = state;
     const cg_json_t *j = &s->in.json;
     int msg = -1;
     set_meta(x, s);
@@ -621,7 +621,7 @@ static void keep_documents(cg_chatreq_t *c, doc_list_t *l)
         free(l->files);
 }
 
-static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
+static int converse_request(cg_chatreq_t *c, cg_dialect_err_t *err)
 {
     if (cg__req_check_stop(c, err) != 0 ||
         cg__req_read_model(c, err, ":/",
@@ -647,7 +647,7 @@ static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
 }
 
 /* The model as one path segment: `:` and `/` percent-encoded. */
-static void path(const cg_dialect_req_t *r, cg_buf_t *out)
+static void converse_path(const cg_dialect_req_t *r, cg_buf_t *out)
 {
     cg_buf_puts(out, "/model/");
     for (size_t i = 0; i < r->model.len; i++) {
@@ -665,12 +665,12 @@ static void path(const cg_dialect_req_t *r, cg_buf_t *out)
 /* The client's Authorization (a Bedrock API key) goes as it came; api-key
  * becomes Authorization. With AWS keys configured the shell signs the
  * request and drops both. */
-static bool forwards(cg_span_t name)
+static bool forwards_field(cg_span_t name)
 {
     return !cg__req_field_is(name, "api-key");
 }
 
-static void headers(const cg_dialect_hdrs_t *h)
+static void key_field(const cg_dialect_hdrs_t *h)
 {
     cg_span_t key = h->get(h->ctx, "api-key");
     if (h->get(h->ctx, "authorization").p || key.p == NULL)
@@ -685,21 +685,22 @@ static void headers(const cg_dialect_hdrs_t *h)
     free(v);
 }
 
-static const cg_dialect_view_t view = {
-    .state_size = sizeof(state_t),
-    .state_free = state_free,
-    .end = on_end,
-    .body = on_body,
+/* The event stream's messages come to on_message: no `event` hook. */
+static const cg_dialect_view_t converse_view = {
     .message = on_message,
+    .end = end_of_stream,
+    .body = read_body,
+    .state_size = sizeof(converse_t),
+    .state_free = converse_free,
 };
 
 const cg_dialect_t cg__dialect_bedrock = {
     .name = "bedrock",
     .file_parts = true,
-    .request = request,
-    .path = path,
-    .forwards = forwards,
-    .headers = headers,
-    .view = &view,
+    .request = converse_request,
+    .path = converse_path,
+    .forwards = forwards_field,
+    .headers = key_field,
+    .view = &converse_view,
     .aws_service = "bedrock",
 };
