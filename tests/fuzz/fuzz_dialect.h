@@ -17,6 +17,11 @@
 #include "../support/dialects.h"
 #include "../support/profiles.h"
 #include "fuzz_common.h"
+#include "fuzz_run.h"
+
+/* What a view may write for an input: a constant factor and a constant. */
+#define OUT_FACTOR 32
+#define OUT_EXTRA  (64u << 10)
 
 static const char fz_sources_request[] =
     "{\"model\":\"claude-x\",\"stream\":true,\"messages\":[{\"role\":\"system\",\"content\":"
@@ -88,6 +93,23 @@ static inline cg_xform_t *fz_dialect_xform(const cg_xform_cfg_t *cfg, const fz_r
     cg_xform_set_dialect(x, cg_dialect_view(dialect_named(dialect)), r ? &r->dreq : NULL,
                          1700000000);
     return x;
+}
+
+/* cg_xform_body on the input: refused and copied unchanged, or a chat
+ * completion whose first choice has a message content string, bounded. */
+static inline void fz_check_dialect_body(const cg_xform_cfg_t *cfg, const fz_req_t *r,
+                                         const char *dialect, const uint8_t *in, size_t len)
+{
+    cg_buf_t b = {0};
+    int rc = fz_body(&b, fz_dialect_xform(cfg, r, dialect), in, len);
+    cg_json_t j;
+    if (fz_body_object(&b, rc, in, len, &j)) {
+        int choice = cg_json_get(&j, 0, "choices") + 1;
+        FZ_CHECK(cg_json_is_str(&j, cg_json_get(&j, cg_json_get(&j, choice, "message"), "content")));
+        FZ_CHECK(b.len <= OUT_FACTOR * len + OUT_EXTRA);
+        cg_json_free(&j);
+    }
+    cg_buf_free(&b);
 }
 
 #endif
