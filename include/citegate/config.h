@@ -42,6 +42,7 @@ typedef struct cg_config {
     char *cors_origins;                 /* comma-separated, or "*"; NULL: no CORS */
     unsigned workers;
     const cg_profile_t *profile;
+    bool citation_aliases; /* structured: tool outputs' paths and boxes aliased */
     cg_ref_style_t ref_style;
     size_t max_doc_bytes;
     size_t max_request_bytes;

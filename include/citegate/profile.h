@@ -29,6 +29,7 @@ typedef struct cg_profile {
     bool transforms;    /* false: every byte goes through unchanged */
     bool tracked;       /* its answers count in citation tracking (SPEC §8) */
     bool holds_stream;  /* a stream, and so its head, is held to its end */
+    bool aliases;       /* reads citations that may be the request's aliases (citegate/alias.h) */
     size_t state_size;  /* bytes of per-stream state (cg_xform.state) */
     size_t choice_size; /* bytes of per-choice state (cg_choice.state) */
 

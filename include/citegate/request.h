@@ -11,6 +11,11 @@
 #include "citegate/cite.h"
 #include "citegate/common.h"
 
+/* Bytes of a value in the request body: a string with its quotes. */
+typedef struct cg_body_range {
+    uint32_t off, len;
+} cg_body_range_t;
+
 typedef struct cg_request {
     cg_cites_t sources;    /* <source id="N"> tags, kind CG_CITES_REQUEST */
     bool has_data_sources; /* a non-empty data_sources array */
@@ -24,7 +29,11 @@ typedef struct cg_request {
     char *model;           /* "model" when it is a string (decoded), or NULL */
     size_t model_len;      /* its length: a decoded \u0000 may be inside */
     cg_span_t *tools;      /* decoded content of each `tool` message (owned) */
+    cg_body_range_t *tool_at; /* where each one's content value lies in the body */
     size_t ntools;
+    /* The request's citation aliases (citegate/alias.h), or NULL; owned by
+     * whoever made them, and outliving every reader of the request. */
+    const struct cg_aliases *aliases;
 } cg_request_t;
 
 #define CG_REQUEST_MAX_TOOLS 256

@@ -44,6 +44,7 @@ static const char *const protocol_names[] = {"auto", "h2", "http1.1", NULL};
 static const char *const format_names[] = {"text", "json", NULL};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
 static const char *const style_words[] = {"auto", "doc", "numeric", "citation", NULL};
+static const char *const onoff_names[] = {"off", "on", NULL};
 
 /*
  * Every setting, once: the parser, --help (cg_config_help) and the flags
@@ -109,6 +110,10 @@ static const var_t vars[] = {
      "worker processes sharing the ports (SO_REUSEPORT), one event loop each"},
     {"CITEGATE_PROFILE", T_PROFILE, OFF(profile), "openwebui", 0, 0, NULL, "--profile", "--profile",
      NULL, "default output profile; per request: header X-Citegate-Profile"},
+    {"CITEGATE_CITATION_ALIASES", T_ENUM, OFF(citation_aliases), "off", 0, 0, onoff_names, NULL,
+     NULL, NULL,
+     "structured: paths and boxes of tool outputs go upstream as P1/B1 aliases; per request: "
+     "header X-Citegate-Aliases"},
     {"CITEGATE_REF_STYLE", T_ENUM, OFF(ref_style), "auto", 0, 0, style_words, NULL, "--ref-style",
      NULL, "references: doc [docN], numeric [N], citation [citation:N], auto: as they come"},
     {"CITEGATE_MAX_DOC_BYTES", T_SIZE, OFF(max_doc_bytes), "8192", 1, 1u << 24, NULL, NULL, NULL,
@@ -233,7 +238,7 @@ static int set_enum(const var_t *v, void *field, const char *value, char *err, s
     for (int i = 0; v->names[i]; i++) {
         if (strcmp(value, v->names[i]) != 0)
             continue;
-        if (v->off == OFF(log_json))
+        if (v->names[1] && v->names[2] == NULL) /* two words: a bool, the second true */
             *(bool *)field = i == 1;
         else if (v->off == OFF(ref_style))
             cg_ref_style_parse(value, (cg_ref_style_t *)field);

@@ -152,7 +152,11 @@ static void read_message(cg_request_t *r, const cg_json_t *j, int msg, const cg_
         size_t n = 0;
         char *t = content_text(j, content, NULL, &n);
         if (t) {
+            size_t b = cg_json_begin(j, content);
             r->tools = cg_xrealloc(r->tools, (r->ntools + 1) * sizeof(cg_span_t));
+            r->tool_at = cg_xrealloc(r->tool_at, (r->ntools + 1) * sizeof(cg_body_range_t));
+            r->tool_at[r->ntools] = (cg_body_range_t){(uint32_t)b,
+                                                      (uint32_t)(cg_json_end(j, content) - b)};
             r->tools[r->ntools++] = cg_span(t, n);
         }
     }
@@ -207,6 +211,7 @@ void cg_request_free(cg_request_t *r)
     for (size_t i = 0; i < r->ntools; i++)
         free((char *)r->tools[i].p);
     free(r->tools);
+    free(r->tool_at);
     memset(r, 0, sizeof(*r));
 }
 

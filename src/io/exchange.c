@@ -1,6 +1,7 @@
 /* Exchanges: see exchange.h. */
 #include "exchange.h"
 
+#include "citegate/alias.h"
 #include "citegate/json.h"
 #include "citegate/sigv4.h"
 #include "conn.h"
@@ -100,7 +101,8 @@ static bool client_key(cg_span_t name)
 static bool drop_request_header(const cg_exchange_t *ex, cg_span_t name)
 {
     static const char *const ours[] = {
-        "host", "content-length", "x-request-id", "x-citegate-profile", "expect", NULL};
+        "host", "content-length", "x-request-id", "x-citegate-profile", "x-citegate-aliases",
+        "expect", NULL};
     if (cg_hdr_is_hop(&ex->msg.hdrs, name))
         return true;
     for (int i = 0; ours[i]; i++)
@@ -355,6 +357,44 @@ static bool choose_profile(cg_exchange_t *ex)
     return false;
 }
 
+/* Citation aliases (SPEC §7): with a profile that reads them, when the
+ * configuration or the request's X-Citegate-Aliases turns them on, the
+ * body goes on with its tool outputs' paths and boxes aliased; the
+ * request keeps the real ones, which the answer is checked against. False
+ * when the header is neither on nor off, and the client has its 400. */
+static bool alias_request(cg_exchange_t *ex)
+{
+    cg_reqmsg_t *m = &ex->msg;
+    cg_span_t h = cg_hdrs_get(&m->hdrs, "x-citegate-aliases");
+    bool on = ex->ctx->cfg->citation_aliases;
+    if (h.p && (cg_span_ieq(h, "on") || cg_span_ieq(h, "off"))) {
+        on = cg_span_ieq(h, "on");
+    } else if (h.p) {
+        respond_error(ex, 400, "invalid_request_error", "invalid_aliases",
+                      "X-Citegate-Aliases must be on or off");
+        return false;
+    }
+    if (!on || !ex->profile->aliases)
+        return true;
+    ex->aliasing = true;
+    cg_buf_t body = {0};
+    ex->aliases = cg_aliases_make(&ex->req, m->body.p ? m->body.p : "", m->body.len, &body);
+    if (ex->aliases == NULL) {
+        cg_log_debug(ex->rid, "citation aliases: none made");
+        return true;
+    }
+    if (ex->req.data_sources_len)
+        ex->req.data_sources_off = (uint32_t)cg_aliases_moved(ex->aliases, ex->req.data_sources_off);
+    cg_buf_free(&m->body);
+    m->body = body;
+    ex->req.aliases = ex->aliases;
+    uint64_t saved = cg_aliases_saved(ex->aliases);
+    cg_metrics->alias_bytes_saved += saved;
+    cg_log_debug(ex->rid, "citation aliases: %zu strings aliased, %llu request bytes saved",
+                 cg_aliases_count(ex->aliases), (unsigned long long)saved);
+    return true;
+}
+
 /* The request in the upstream's dialect (SPEC §6a); false when the
  * dialect cannot carry it, and the client has its 400. */
 static bool translate(cg_exchange_t *ex, size_t path_len)
@@ -466,6 +506,8 @@ void cg_exchange_run(cg_exchange_t *ex)
                           "request body is not a valid JSON object");
             return;
         }
+        if (!alias_request(ex))
+            return;
         if (cg_dialect_translates(ex->dialect) && !translate(ex, path_len))
             return;
     }
@@ -525,6 +567,11 @@ static void send_head(cg_exchange_t *ex, const cg_hdrs_t *h, long long content_l
     if (ex->is_sse) {
         cg_hdrs_add_str(&out, "Cache-Control", "no-cache");
         cg_hdrs_add_str(&out, "X-Accel-Buffering", "no");
+    }
+    if (ex->aliasing) {
+        char n[24];
+        snprintf(n, sizeof(n), "%zu", cg_aliases_count(ex->aliases));
+        cg_hdrs_add_str(&out, "X-Citegate-Aliases", n);
     }
     if (ex->xf && cg_xform_stats(ex->xf)->structured) {
         char n[16];
@@ -925,6 +972,7 @@ static void on_timer_close(uv_handle_t *h)
     cg_dialect_req_free(&ex->dreq);
     drop_upreq(ex);
     cg_xform_free(ex->xf);
+    cg_aliases_free(ex->aliases);
     cg_buf_free(&ex->body);
     cg_hdrs_free(&ex->head);
     cg_hdrs_free(&ex->keys);

@@ -75,6 +75,10 @@ struct cg_exchange {
     int route, status;
     const cg_profile_t *profile;
     cg_request_t req;
+    /* Citation aliases (SPEC §7): on for this request, and the table of
+     * what went upstream aliased (NULL: nothing was); req points at it. */
+    bool aliasing;
+    struct cg_aliases *aliases;
     /* The upstream's API for this exchange: the configured dialect on the
      * chat routes, the default (as is) on every other path. */
     const cg_dialect_t *dialect;

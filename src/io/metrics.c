@@ -278,6 +278,15 @@ static void render_backpressure(cg_buf_t *b)
     cg_buf_printf(b, "citegate_streams_paused %lld\n", (long long)SUM(streams_paused));
 }
 
+/* Citation aliases (SPEC §7, structured). */
+static void render_aliases(cg_buf_t *b)
+{
+    header(b, "alias_bytes_saved_total", "counter",
+           "Request bytes saved by sending tool outputs' paths and boxes as aliases.");
+    cg_buf_printf(b, "citegate_alias_bytes_saved_total %llu\n",
+                  (unsigned long long)SUM(alias_bytes_saved));
+}
+
 /* One series per kind label; errors that share a label add up. */
 static void render_upstream_errors(cg_buf_t *b)
 {
@@ -372,6 +381,7 @@ void cg_metrics_render(cg_buf_t *b)
                   (unsigned long long)SUM(client_disconnects));
     render_overload(b);
     render_backpressure(b);
+    render_aliases(b);
     render_models(b);
 }
 

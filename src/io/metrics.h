@@ -73,6 +73,8 @@ typedef struct cg_metrics_slot {
      * because its client fell behind, and exchanges paused so now. */
     uint64_t client_stalls;
     int64_t streams_paused;
+    /* Citation aliases (SPEC §7): bytes the requests sent upstream lost. */
+    uint64_t alias_bytes_saved;
     /* Patterns the tracking writer dropped (its queue full); also in
      * tracking_failures, which counts every loss. */
     uint64_t tracking_dropped;

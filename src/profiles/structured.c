@@ -4,12 +4,15 @@
  * one of the request's tool calls. Invalid citations are removed and the
  * inline [k] markers renumbered, so [k] always points at the k-th citation
  * that is left: removing one never shifts the others onto the wrong source.
+ * When the request went upstream with citation aliases, the citations'
+ * strings are read with the aliases expanded first.
  *
  * A response header reports how many were removed, so a stream is held to
  * its end (holds_stream): the first content of each choice then carries the
  * whole corrected answer, later ones "". State per choice: the decoded
  * answer of a held stream and its correction.
  */
+#include "citegate/alias.h"
 #include "core/emit.h"
 #include "core/xform_int.h"
 
@@ -35,23 +38,47 @@ static bool in_tool(const cg_span_t *tool, const char *s, size_t n)
     return n <= tool->n && memmem(tool->p, tool->n, s, n) != NULL;
 }
 
+/* One string of a citation: as the model wrote it, or, when it is an alias
+ * of this request (SPEC §7, "Aliases"), the string it stands for. */
+typedef struct cited {
+    char *own;   /* decoded as written */
+    cg_span_t s; /* what it stands for */
+    int alias;   /* its alias, or -1 */
+} cited_t;
+
+static void read_cited(const cg_request_t *req, const cg_json_t *j, int tok, cited_t *c)
+{
+    size_t n;
+    c->own = cg_json_strdup(j, tok, &n);
+    c->s = cg_span(c->own, n);
+    c->alias = cg_aliases_find(req->aliases, c->own, n, &c->s);
+}
+
+/* An alias stood for a string of the tool messages it was made in; any
+ * string counts where it occurs in a tool message's text. */
+static bool cited_in(const cg_request_t *req, const cited_t *c, size_t tool)
+{
+    return cg_aliases_in_tool(req->aliases, c->alias, tool) ||
+           in_tool(&req->tools[tool], c->s.p, c->s.n);
+}
+
 /* A citation is valid when it is two strings that both occur in the output
- * of one and the same tool message. */
-static bool citation_valid(const cg_request_t *req, const cg_json_t *j, int c)
+ * of one and the same tool message; pair gets them when it is. */
+static bool citation_valid(const cg_request_t *req, const cg_json_t *j, int c, cited_t pair[2])
 {
     if (cg_json_type(j, c) != JSMN_ARRAY || j->tok[c].size != 2 || req == NULL)
         return false;
     int a = c + 1, b = cg_json_skip(j, a);
     if (!cg_json_is_str(j, a) || !cg_json_is_str(j, b))
         return false;
-    size_t na, nb;
-    char *sa = cg_json_strdup(j, a, &na), *sb = cg_json_strdup(j, b, &nb);
-    bool ok = false;
-    for (size_t i = 0; i < req->ntools && !ok; i++)
-        ok = in_tool(&req->tools[i], sa, na) && in_tool(&req->tools[i], sb, nb);
-    free(sa);
-    free(sb);
-    return ok;
+    read_cited(req, j, a, &pair[0]);
+    read_cited(req, j, b, &pair[1]);
+    for (size_t i = 0; i < req->ntools; i++)
+        if (cited_in(req, &pair[0], i) && cited_in(req, &pair[1], i))
+            return true;
+    free(pair[0].own);
+    free(pair[1].own);
+    return false;
 }
 
 /* Length of the [k] marker at s (1-4 digits), or 0 when there is none. */
@@ -96,24 +123,19 @@ static void put_raw(cg_buf_t *o, const cg_json_t *j, int tok)
 }
 
 /* A kept citation, compact: ["PATH","BOXES"]. */
-static void put_pair(cg_buf_t *o, const cg_json_t *j, int c)
+static void put_pair(cg_buf_t *o, const cited_t pair[2])
 {
     cg_buf_putc(o, '[');
-    for (int k = 0, e = c + 1; k < 2; k++, e = cg_json_skip(j, e)) {
-        size_t n;
-        char *s = cg_json_strdup(j, e, &n);
-        if (k)
-            cg_buf_putc(o, ',');
-        cg_json_put_str(o, s, n);
-        free(s);
-    }
+    cg_json_put_str(o, pair[0].s.p, pair[0].s.n);
+    cg_buf_putc(o, ',');
+    cg_json_put_str(o, pair[1].s.p, pair[1].s.n);
     cg_buf_putc(o, ']');
 }
 
 /* Writes the corrected object: the same members in the same order, with
  * "response" and "citations" replaced. */
 static void put_fixed(const cg_json_t *j, int resp, int cits, const cg_buf_t *text,
-                      const unsigned *newnum, cg_buf_t *o)
+                      const cited_t (*kept)[2], size_t nkept, cg_buf_t *o)
 {
     cg_buf_putc(o, '{');
     int n = j->tok[0].size;
@@ -127,13 +149,10 @@ static void put_fixed(const cg_json_t *j, int resp, int cits, const cg_buf_t *te
             cg_json_put_str(o, text->p, text->len);
         } else if (val == cits) {
             cg_buf_putc(o, '[');
-            int m = j->tok[cits].size, kept = 0;
-            for (int e = 0, c = cits + 1; e < m; e++, c = cg_json_skip(j, c)) {
-                if (!newnum[e])
-                    continue;
-                if (kept++)
+            for (size_t e = 0; e < nkept; e++) {
+                if (e)
                     cg_buf_putc(o, ',');
-                put_pair(o, j, c);
+                put_pair(o, kept[e]);
             }
             cg_buf_putc(o, ']');
         } else {
@@ -160,16 +179,22 @@ static bool fix(const cg_request_t *req, const char *content, size_t n, cg_buf_t
         goto out;
     size_t ncit = (size_t)j.tok[cits].size;
     unsigned *newnum = cg_xcalloc(ncit ? ncit : 1, sizeof(unsigned));
+    cited_t(*pairs)[2] = cg_xcalloc(ncit ? ncit : 1, sizeof(*pairs));
     unsigned kept = 0;
     for (size_t e = 0, c = (size_t)cits + 1; e < ncit; e++, c = (size_t)cg_json_skip(&j, (int)c))
-        if (citation_valid(req, &j, (int)c))
+        if (citation_valid(req, &j, (int)c, pairs[kept]))
             newnum[e] = ++kept;
     size_t rn;
     char *rs = cg_json_strdup(&j, resp, &rn);
     cg_buf_t text = {0};
     renumber(rs, rn, newnum, ncit, &text);
-    put_fixed(&j, resp, cits, &text, newnum, out);
+    put_fixed(&j, resp, cits, &text, (const cited_t(*)[2])pairs, kept, out);
     *removed = (unsigned)ncit - kept;
+    for (unsigned e = 0; e < kept; e++) {
+        free(pairs[e][0].own);
+        free(pairs[e][1].own);
+    }
+    free(pairs);
     free(rs);
     cg_buf_free(&text);
     free(newnum);
@@ -235,6 +260,7 @@ const cg_profile_t cg__profile_structured = {
     .name = "structured",
     .transforms = true,
     .holds_stream = true,
+    .aliases = true,
     .choice_size = sizeof(structured_choice_t),
     .choice_free = choice_free,
     .content = on_content,

@@ -21,6 +21,7 @@ SAMPLE = re.compile(rf"^({NAME})(?:\{{((?:{LABEL})(?:,{LABEL})*)?\}})? (\S+)$")
 EXTRA = {
     "citegate_client_stalls_total": ("counter", set()),
     "citegate_streams_paused": ("gauge", set()),
+    "citegate_alias_bytes_saved_total": ("counter", set()),
     "citegate_tracking_writes_dropped_total": ("counter", set()),
     "citegate_answers_total": ("counter", {"model"}),
     "citegate_answer_citations_total": ("counter", {"model"}),

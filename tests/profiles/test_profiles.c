@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "citegate/alias.h"
 #include "citegate/json.h"
 #include "citegate/request.h"
 #include "citegate/xform.h"
@@ -596,11 +597,16 @@ static const char *TOOL_REQ =
 
 /* Runs a structured answer (the decoded content) as a body; returns the
  * decoded corrected content and the number removed. */
-static char *structured(const char *answer, unsigned *removed, bool *checked)
+static char *structured_of(const char *request, bool aliases, const char *answer,
+                           unsigned *removed, bool *checked)
 {
     cg_cite_opts_t o = {8192, true};
     cg_request_t req;
-    assert_int_equal(cg_request_parse(&req, TOOL_REQ, strlen(TOOL_REQ), &o), 0);
+    assert_int_equal(cg_request_parse(&req, request, strlen(request), &o), 0);
+    cg_buf_t upstream = {0};
+    cg_aliases_t *a = aliases ? cg_aliases_make(&req, request, strlen(request), &upstream) : NULL;
+    assert_true(a != NULL || !aliases);
+    req.aliases = a;
     cg_buf_t body = {0};
     cg_buf_puts(&body, "{\"choices\":[{\"index\":0,\"message\":{\"content\":");
     cg_json_put_cstr(&body, answer);
@@ -625,7 +631,14 @@ static char *structured(const char *answer, unsigned *removed, bool *checked)
     cg_out_free(&out);
     cg_xform_free(x);
     cg_request_free(&req);
+    cg_aliases_free(a);
+    cg_buf_free(&upstream);
     return r;
+}
+
+static char *structured(const char *answer, unsigned *removed, bool *checked)
+{
+    return structured_of(TOOL_REQ, false, answer, removed, checked);
 }
 
 static void test_structured_removes_and_renumbers(void **state)
@@ -665,6 +678,43 @@ static void test_structured_rejects_bad_shapes(void **state)
     r = structured("{\"response\":\"no citations member\"}", &removed, &checked);
     assert_string_equal(r, "{\"response\":\"no citations member\"}");
     assert_false(checked);
+    free(r);
+}
+
+#define ALIAS_BOX1 "D(1,1.02,2.33,3.1,2.33,3.1,2.61,1.02,2.61)"
+#define ALIAS_BOX2 "D(2,0,0,8.5,0,8.5,11,0,11)"
+/* Tool 1: P1, B1; tool 2: P2 (written with \/ escapes), B2. */
+static const char *ALIAS_REQ =
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+    "{\"role\":\"tool\",\"content\":\"{\\\"p\\\": \\\"/data/lake/contracts/a.pdf\\\", "
+    "\\\"b\\\": \\\"" ALIAS_BOX1 "\\\"}\"},"
+    "{\"role\":\"tool\",\"content\":\"[\\\"abfss:\\\\/\\\\/lake\\\\/contracts\\\\/b.pdf\\\", "
+    "\\\"" ALIAS_BOX2 "\\\"]\"}]}";
+
+static void test_structured_expands_aliases(void **state)
+{
+    (void)state;
+    unsigned removed;
+    bool checked;
+    char *r = structured_of(ALIAS_REQ, true,
+                            "{\"response\":\"A [1] B [2] C [3] D [4] E [5]\",\"citations\":["
+                            "[\"P1\",\"B1\"],[\"P2\",\"B2\"],[\"P1\",\"B2\"],[\"P9\",\"B1\"],"
+                            "[\"/data/lake/contracts/a.pdf\",\"B1\"]]}",
+                            &removed, &checked);
+    /* [3] pairs two tool outputs and [4] an alias never made: removed. P2
+     * stands for the decoded path, which occurs in tool 2 only escaped. */
+    assert_string_equal(r, "{\"response\":\"A [1] B [2] C D E [3]\",\"citations\":["
+                           "[\"/data/lake/contracts/a.pdf\",\"" ALIAS_BOX1 "\"],"
+                           "[\"abfss://lake/contracts/b.pdf\",\"" ALIAS_BOX2 "\"],"
+                           "[\"/data/lake/contracts/a.pdf\",\"" ALIAS_BOX1 "\"]]}");
+    assert_int_equal(removed, 2);
+    assert_true(checked);
+    free(r);
+    /* Without aliases made, "P1" is just a string no tool holds. */
+    r = structured_of(ALIAS_REQ, false, "{\"response\":\"A [1]\",\"citations\":[[\"P1\",\"B1\"]]}",
+                      &removed, &checked);
+    assert_string_equal(r, "{\"response\":\"A\",\"citations\":[]}");
+    assert_int_equal(removed, 1);
     free(r);
 }
 
@@ -934,6 +984,7 @@ int main(void)
         cmocka_unit_test(test_structured_removes_and_renumbers),
         cmocka_unit_test(test_structured_rejects_bad_shapes),
         cmocka_unit_test(test_structured_stream_is_held_then_replayed),
+        cmocka_unit_test(test_structured_expands_aliases),
         cmocka_unit_test(test_long_content_lines_stay_short),
         cmocka_unit_test(test_short_event_many_links_stays_short),
         cmocka_unit_test(test_annotated_stream_every_profile),
