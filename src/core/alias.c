@@ -167,12 +167,21 @@ static int alias_spelling(const char *s, size_t n, uint32_t *k)
 
 /* --- the table ----------------------------------------------------------------- */
 
+/* A word at a time: the strings are paths and box strings, 20 to 200
+ * bytes, hashed once per occurrence. */
 static uint64_t hash(const char *s, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-    return h;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    w = 0;
+    memcpy(&w, s + i, n - i);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 29);
 }
 
 static const char *entry_str(const cg_aliases_t *a, const entry_t *e)
@@ -253,7 +262,7 @@ static void string_value(cg_aliases_t *a, size_t tool, cg_span_t raw, size_t at,
                          cg_buf_t *scratch)
 {
     cg_span_t s = raw;
-    if (memchr(raw.p, '\\', raw.n)) {
+    if (cg_json_plain_len(raw.p, raw.n) < raw.n) {
         char *dst = cg_buf_reserve(scratch, raw.n);
         s = cg_span(dst, cg_json_unescape(raw.p, raw.n, dst));
     }
@@ -273,43 +282,79 @@ static void string_value(cg_aliases_t *a, size_t tool, cg_span_t raw, size_t at,
     a->saved += raw.n - alias_len(&a->e[id]);
 }
 
+/* A bare string is one JSON value too, which cg_json_parse, made for
+ * objects and arrays, refuses: wrapped in brackets, it parses as an array
+ * of exactly one element. */
+static bool bare_string(cg_span_t text)
+{
+    size_t i = 0;
+    while (i < text.n && (text.p[i] == ' ' || text.p[i] == '\t' || text.p[i] == '\n' ||
+                          text.p[i] == '\r'))
+        i++;
+    return i < text.n && text.p[i] == '"';
+}
+
 /* The string values of one tool message's text, when it is one JSON
- * value. Wrapped in brackets, any value (a bare string too) parses as an
- * array, and exactly one element means exactly one value. */
+ * value. */
 static void read_tool(cg_aliases_t *a, cg_json_t *j, cg_buf_t *wrap, cg_buf_t *scratch,
                       size_t tool, cg_span_t text)
 {
-    wrap->len = 0;
-    cg_buf_putc(wrap, '[');
-    cg_buf_put(wrap, text.p, text.n);
-    cg_buf_putc(wrap, ']');
-    if (cg_json_parse(j, wrap->p, wrap->len) != CG_JSON_OK || j->tok[0].size != 1)
-        return;
-    for (int t = 1; t < j->ntok; t++) {
+    size_t shift = 0;
+    if (cg_json_parse(j, text.p, text.n) != CG_JSON_OK) {
+        if (!bare_string(text))
+            return;
+        wrap->len = 0;
+        cg_buf_putc(wrap, '[');
+        cg_buf_put(wrap, text.p, text.n);
+        cg_buf_putc(wrap, ']');
+        if (cg_json_parse(j, wrap->p, wrap->len) != CG_JSON_OK || j->tok[0].size != 1)
+            return;
+        shift = 1;
+    }
+    for (int t = 0; t < j->ntok; t++) {
         scratch->len = 0;
         if (j->tok[t].type == JSMN_STRING && !is_name(j, t))
-            string_value(a, tool, cg_json_raw(j, t), (size_t)j->tok[t].start - 2, scratch);
+            string_value(a, tool, cg_json_raw(j, t), (size_t)j->tok[t].start - 1 - shift, scratch);
     }
 }
 
 /* --- writing the request --------------------------------------------------------- */
 
-static void put_alias(cg_buf_t *o, const entry_t *e)
+/* "P12", with its quotes escaped when it goes inside a JSON string. */
+static void put_alias(cg_buf_t *o, const entry_t *e, bool escaped)
 {
-    cg_buf_printf(o, "\"%c%u\"", kind_letter[e->kind], e->num);
+    char tmp[16], *p = tmp + sizeof(tmp);
+    uint32_t v = e->num;
+    *--p = '"';
+    if (escaped)
+        *--p = '\\';
+    do
+        *--p = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    *--p = kind_letter[e->kind];
+    *--p = '"';
+    if (escaped)
+        *--p = '\\';
+    cg_buf_put(o, p, (size_t)(tmp + sizeof(tmp) - p));
 }
 
-/* Tool text with its occurrences occ[0..n) replaced. */
+/* Tool text with its occurrences occ[0..n) replaced; escaped: as the
+ * bytes of a JSON string (no quotes around). */
 static void put_text(const cg_aliases_t *a, cg_span_t text, const occurrence_t *occ, size_t n,
-                     cg_buf_t *o)
+                     bool escaped, cg_buf_t *o)
 {
     size_t cur = 0;
-    for (size_t i = 0; i < n; i++) {
-        cg_buf_put(o, text.p + cur, occ[i].start - cur);
-        put_alias(o, &a->e[occ[i].id]);
+    for (size_t i = 0; i <= n; i++) {
+        size_t end = i < n ? occ[i].start : text.n;
+        if (escaped)
+            cg_json_put_escaped(o, text.p + cur, end - cur);
+        else
+            cg_buf_put(o, text.p + cur, end - cur);
+        if (i == n)
+            break;
+        put_alias(o, &a->e[occ[i].id], escaped);
         cur = occ[i].end;
     }
-    cg_buf_put(o, text.p + cur, text.n - cur);
 }
 
 /* A content array of parts: the first text part carries the whole new
@@ -344,21 +389,25 @@ static void write_body(cg_aliases_t *a, const cg_request_t *r, const char *body,
 {
     size_t cur = 0, o = 0;
     cg_buf_t text = {0};
+    cg_buf_reserve(out, len);
     for (size_t t = 0; t < r->ntools && o < a->nocc; t++) {
         size_t first = o;
         while (o < a->nocc && a->occ[o].tool == t)
             o++;
         if (o == first)
             continue;
-        text.len = 0;
-        put_text(a, r->tools[t], a->occ + first, o - first, &text);
         cg_body_range_t at = r->tool_at[t];
         cg_buf_put(out, body + cur, at.off - cur);
         size_t before = out->len;
-        if (body[at.off] == '"')
-            cg_json_put_str(out, text.p ? text.p : "", text.len);
-        else
+        if (body[at.off] == '"') {
+            cg_buf_putc(out, '"');
+            put_text(a, r->tools[t], a->occ + first, o - first, true, out);
+            cg_buf_putc(out, '"');
+        } else {
+            text.len = 0;
+            put_text(a, r->tools[t], a->occ + first, o - first, false, &text);
             put_parts(cg_span(body + at.off, at.len), &text, out);
+        }
         a->moved = cg_grow(a->moved, a->nmoved, &a->capmoved, 16, sizeof(*a->moved));
         a->moved[a->nmoved++] = (moved_t){at.off, at.len, (uint32_t)(out->len - before)};
         cur = at.off + at.len;

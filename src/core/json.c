@@ -449,11 +449,6 @@ size_t cg_json_unescape(const char *s, size_t n, char *out)
     return o;
 }
 
-static bool needs_escape(unsigned char c)
-{
-    return c < 0x20 || c == '"' || c == '\\';
-}
-
 /* The value of the backslash-u escape (four hex digits) at p[0..n), or -1 when there is none. */
 static long u_escape(const char *p, size_t n)
 {
@@ -499,9 +494,7 @@ void cg_json_put_escaped(cg_buf_t *b, const char *s, size_t n)
     static const char hex[] = "0123456789abcdef";
     size_t i = 0;
     while (i < n) {
-        size_t run = i;
-        while (run < n && !needs_escape((unsigned char)s[run]))
-            run++;
+        size_t run = i + cg_json_plain_len(s + i, n - i);
         cg_buf_put(b, s + i, run - i);
         if (run >= n)
             break;
