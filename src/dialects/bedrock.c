@@ -53,6 +53,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Is span v the bytes of string literal lit? Without strlen: every message
+ * asks this several times. */
+#define IS(v, lit) ((v).n == sizeof(lit) - 1 && memcmp((v).p, lit, sizeof(lit) - 1) == 0)
+
 typedef enum key_kind {
     KEY_URL,
     KEY_DOCUMENT,
@@ -308,15 +312,21 @@ static void put_block_refs(converse_t *s, cg_buf_t *out)
 
 /* --- Stream messages ------------------------------------------------------------ */
 
+/* A text delta's JSON string bytes: content as they came. */
+static void put_text(cg_xform_t *x, converse_t *s, cg_span_t text)
+{
+    cg__view_role(x, &s->started);
+    if (text.n)
+        cg__xform_content(x, 0, text);
+}
+
 static void on_block_delta(cg_xform_t *x, converse_t *s)
 {
     const cg_json_t *j = &s->in.json;
     int delta = cg_json_get(j, 0, "delta");
     int text = cg_json_get(j, delta, "text");
     if (cg_json_is_str(j, text)) {
-        cg__view_role(x, &s->started);
-        if (cg_json_raw(j, text).n)
-            cg__xform_content(x, 0, cg_json_raw(j, text));
+        put_text(x, s, cg_json_raw(j, text));
         return;
     }
     int c = cg_json_get(j, delta, "citation");
@@ -361,15 +371,15 @@ static void read_usage(converse_t *s, int usage)
 
 static void on_event(cg_xform_t *x, converse_t *s, cg_span_t type)
 {
-    if (cg_span_eq(type, "contentBlockDelta")) {
+    if (IS(type, "contentBlockDelta")) {
         on_block_delta(x, s);
-    } else if (cg_span_eq(type, "contentBlockStop")) {
+    } else if (IS(type, "contentBlockStop")) {
         on_block_stop(x, s);
-    } else if (cg_span_eq(type, "messageStart")) {
+    } else if (IS(type, "messageStart")) {
         cg__view_role(x, &s->started);
-    } else if (cg_span_eq(type, "messageStop")) {
+    } else if (IS(type, "messageStop")) {
         on_message_stop(x, s);
-    } else if (cg_span_eq(type, "metadata")) {
+    } else if (IS(type, "metadata")) {
         read_usage(s, cg_json_get(&s->in.json, 0, "usage"));
         if (s->finished)
             put_usage(x, s);
@@ -380,7 +390,7 @@ static void on_event(cg_xform_t *x, converse_t *s, cg_span_t type)
  * header): SPEC §6's error event, with the upstream's type or code. */
 static void on_failure(cg_xform_t *x, converse_t *s, const cg_evs_msg_t *m, bool parsed)
 {
-    bool exception = cg_span_eq(m->message_type, "exception");
+    bool exception = IS(m->message_type, "exception");
     cg_span_t code = exception ? m->exception_type : m->error_code;
     cg_buf_t *b = &s->strs;
     b->len = 0;
@@ -415,16 +425,68 @@ static void set_meta(cg_xform_t *x, converse_t *s)
     cg__xform_meta(x, cg_span(NULL, 0), cg_span(s->strs.p, s->strs.len));
 }
 
+/* --- The steady path: text deltas ------------------------------------------------ */
+
+/*
+ * Bedrock sends nearly every text delta as
+ *
+ *   {"contentBlockIndex":N,"delta":{"text":"…"},"p":"…"}
+ *
+ * and its padding p changes length and letters from message to message, so
+ * no template of the last one's bytes ever matches. This reads that shape
+ * without a parse: N a whole number written plainly (0 or no leading
+ * zero), the text and p well-formed JSON strings (cg__view_string_len
+ * takes exactly what the parser takes), p absent or last, no white space
+ * anywhere. Such a payload is one JSON object that the parse takes, and
+ * on_block_delta finds in it the same text: "delta" is the first member of
+ * that name and holds "text" only. Any other payload (escaped member
+ * names, white space, other members or orders) returns false and goes
+ * through the parse.
+ */
+bool cg__bedrock_text_delta(const char *p, size_t n, cg_span_t *text)
+{
+    static const char head[] = "{\"contentBlockIndex\":", mid[] = ",\"delta\":{\"text\":\"",
+                      pad[] = "\"},\"p\":\"";
+    size_t i = sizeof(head) - 1;
+    if (n < i || memcmp(p, head, i) != 0)
+        return false;
+    size_t d = i;
+    if (i < n && p[i] == '0')
+        i++;
+    else
+        i = cg__view_digits_from(p, n, i);
+    if (i == d || n - i < sizeof(mid) - 1 || memcmp(p + i, mid, sizeof(mid) - 1) != 0)
+        return false;
+    i += sizeof(mid) - 1;
+    size_t t = cg__view_string_len(p + i, n - i);
+    if (t > n - i)
+        return false;
+    *text = cg_span(p + i, t);
+    i += t;
+    if (n - i == 3 && memcmp(p + i, "\"}}", 3) == 0)
+        return true;
+    if (n - i < sizeof(pad) - 1 + 2 || memcmp(p + i, pad, sizeof(pad) - 1) != 0 || p[n - 1] != '}')
+        return false;
+    i += sizeof(pad) - 1;
+    return cg__view_string_len(p + i, n - i) == n - i - 2;
+}
+
 static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
 {
     converse_t *s = state;
     if (s->over)
         return;
     set_meta(x, s);
+    cg_span_t text;
+    if (IS(m->message_type, "event") && IS(m->event_type, "contentBlockDelta") &&
+        cg__bedrock_text_delta(m->payload.p, m->payload.n, &text)) {
+        put_text(x, s, text);
+        return;
+    }
     bool parsed = cg__view_parse_bytes(x, &s->in, m->payload.p, m->payload.n);
-    if (cg_span_eq(m->message_type, "exception") || cg_span_eq(m->message_type, "error"))
+    if (IS(m->message_type, "exception") || IS(m->message_type, "error"))
         on_failure(x, s, m, parsed);
-    else if (!cg_span_eq(m->message_type, "event"))
+    else if (!IS(m->message_type, "event"))
         ; /* another kind of message: nothing of the answer */
     else if (parsed)
         on_event(x, s, m->event_type);

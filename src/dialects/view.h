@@ -116,6 +116,12 @@ static inline size_t cg__view_number_len(const char *p, size_t n)
     return i;
 }
 
+/* The bedrock view's steady path (bedrock.c): the JSON string bytes of the
+ * text of contentBlockDelta payload p[0..n) when it has the one shape
+ * Bedrock sends text deltas in, read without a parse; false otherwise.
+ * Declared here for the tests that hold it to what the parse reads. */
+bool cg__bedrock_text_delta(const char *p, size_t n, cg_span_t *text);
+
 /* --- Chunks of our own ------------------------------------------------------ */
 
 /* Sets the stream's id and model from string tokens id and model (another

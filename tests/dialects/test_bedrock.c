@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "dialect_run.h"
+#include "dialects/view.h"
 #include "evs_enc.h"
 #include "profiles.h"
 #include "view.h"
@@ -315,6 +316,224 @@ static void test_every_split(void **state)
     cg_buf_free(&in);
 }
 
+/* --- the steady path: text deltas read without a parse ------------------------------ */
+
+/* What the parse reads from contentBlockDelta payload p[0..n): the text's
+ * JSON string bytes, when it is a JSON object whose delta has a string text
+ * (on_block_delta's reading). */
+static bool parsed_text(const char *p, size_t n, cg_span_t *text)
+{
+    cg_json_t j;
+    cg_json_init(&j, CG_XFORM_MAX_TOKENS);
+    bool ok = cg_json_parse(&j, p, n) == CG_JSON_OK && cg_json_type(&j, 0) == JSMN_OBJECT;
+    int t = ok ? cg_json_get(&j, cg_json_get(&j, 0, "delta"), "text") : -1;
+    ok = cg_json_is_str(&j, t);
+    if (ok)
+        *text = cg_json_raw(&j, t);
+    cg_json_free(&j);
+    return ok;
+}
+
+/* Whatever the steady path takes, the parse takes, with the same bytes. */
+static bool same_as_parse(const char *p, size_t n)
+{
+    cg_span_t fast = {0}, full = {0};
+    if (!cg__bedrock_text_delta(p, n, &fast))
+        return false;
+    assert_true(parsed_text(p, n, &full));
+    assert_ptr_equal(fast.p, full.p);
+    assert_int_equal(fast.n, full.n);
+    return true;
+}
+
+/* A text delta of block 0, up to its text */
+#define T0           "{\"contentBlockIndex\":0,\"delta\":{\"text\":\""
+#define TAKES(lit)   assert_true(same_as_parse(lit, sizeof(lit) - 1))
+#define REFUSES(lit) assert_false(same_as_parse(lit, sizeof(lit) - 1))
+
+static void test_text_delta_shape(void **state)
+{
+    (void)state;
+    TAKES(T0 "Hi\"},\"p\":\"abc\"}");
+    TAKES("{\"contentBlockIndex\":17,\"delta\":{\"text\":\"\"},\"p\":\"\"}");
+    TAKES("{\"contentBlockIndex\":3,\"delta\":{\"text\":\"x\"},\"p\":\"aZ09\"}");
+    TAKES(T0 "x\"}}"); /* no padding */
+    /* escapes in the text, as they came */
+    TAKES(T0 "a\\\"b\\\\c\\/\\b\\f\\n\\r\\t\"},\"p\":\"q\"}");
+    TAKES(T0 "\\u00e9\\uD83D\\ude00\"},\"p\":\"q\"}");
+    TAKES(T0 "caf\xc3\xa9 \xe2\x80\x94\"},\"p\":\"q\"}");
+    /* escapes the parse refuses too */
+    REFUSES(T0 "a\\x\"},\"p\":\"q\"}");
+    REFUSES(T0 "a\\u12\"},\"p\":\"q\"}");
+    REFUSES(T0 "a\\u12G4\"},\"p\":\"q\"}");
+    REFUSES(T0 "a\\'\"},\"p\":\"q\"}");
+    REFUSES(T0 "a\\\"},\"p\":\"q\"}");
+    REFUSES(T0 "a\x01\"},\"p\":\"q\"}");
+    REFUSES(T0 "a\tb\"},\"p\":\"q\"}");
+    REFUSES(T0 "a\nb\"},\"p\":\"q\"}");
+    /* the index: a plain whole number only */
+    REFUSES("{\"contentBlockIndex\":01,\"delta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":-1,\"delta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":1.0,\"delta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":1e2,\"delta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":\"1\",\"delta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":,\"delta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":1x,\"delta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":null,\"delta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    /* extra members, anywhere */
+    REFUSES(T0 "x\"},\"p\":\"q\",\"r\":1}");
+    REFUSES(T0 "x\",\"citation\":{}},\"p\":\"q\"}");
+    REFUSES(T0 "x\"},\"delta\":{\"text\":\"y\"},\"p\":\"q\"}");
+    REFUSES(T0 "x\"},\"p\":\"q\",\"p\":\"r\"}");
+    REFUSES("{\"a\":0,\"contentBlockIndex\":0,\"delta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    /* reordered, renamed, escaped names */
+    REFUSES("{\"delta\":{\"text\":\"x\"},\"contentBlockIndex\":0,\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":0,\"p\":\"q\",\"delta\":{\"text\":\"x\"}}");
+    REFUSES("{\"contentBlockIndex\":0,\"\\u0064elta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":0,\"delta\":{\"te\\u0078t\":\"x\"},\"p\":\"q\"}");
+    REFUSES(T0 "x\"},\"\\u0070\":\"q\"}");
+    REFUSES(T0 "x\"},\"P\":\"q\"}");
+    /* white space */
+    REFUSES(" {\"contentBlockIndex\":0,\"delta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    REFUSES(T0 "x\"},\"p\":\"q\"} ");
+    REFUSES(T0 "x\"},\"p\":\"q\"}\n");
+    REFUSES("{\"contentBlockIndex\": 0,\"delta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":0, \"delta\":{\"text\":\"x\"},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":0,\"delta\":{\"text\" :\"x\"},\"p\":\"q\"}");
+    REFUSES(T0 "x\"} ,\"p\":\"q\"}");
+    REFUSES(T0 "x\"},\"p\": \"q\"}");
+    /* a padding: any well-formed string (the parse reads none of it) */
+    TAKES(T0 "x\"},\"p\":\"a\\\"b\"}");
+    TAKES(T0 "x\"},\"p\":\"a\\\\b\"}");
+    TAKES(T0 "x\"},\"p\":\"a b\"}");
+    TAKES(T0 "x\"},\"p\":\"a\xc3\xa9\"}");
+    REFUSES(T0 "x\"},\"p\":\"a\\\"}");
+    REFUSES(T0 "x\"},\"p\":\"a\\q\"}");
+    REFUSES(T0 "x\"},\"p\":\"a\x01\"}");
+    REFUSES(T0 "x\"},\"p\":\"a\"\"}");
+    REFUSES(T0 "x\"},\"p\":\"\"\"}");
+    REFUSES(T0 "x\"},\"p\":\"a\"}\"}");
+    REFUSES(T0 "x\"},\"p\":\"a\"b\"}");
+    REFUSES(T0 "x\"},\"p\":1}");
+    REFUSES(T0 "x\"},\"p\":\"q}");
+    /* nested, or not a string */
+    REFUSES("{\"contentBlockIndex\":0,\"delta\":{\"text\":{\"text\":\"x\"}},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":0,\"delta\":{\"text\":[\"x\"]},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":0,\"delta\":{\"text\":null},\"p\":\"q\"}");
+    REFUSES("{\"contentBlockIndex\":0,\"delta\":[{\"text\":\"x\"}],\"p\":\"q\"}");
+    REFUSES(T0 "x\"},\"p\":\"q\"}}");
+    REFUSES(T0 "x\"},\"p\":\"q\"}{}");
+    REFUSES(T0 "x\"}},\"p\":\"q\"}");
+    /* a NUL byte, which stops jsmn, in the text or the padding */
+    static const char nul_text[] = T0 "a\0b\"},\"p\":\"q\"}";
+    static const char nul_pad[] = T0 "a\"},\"p\":\"q\0\"}";
+    assert_false(same_as_parse(nul_text, sizeof(nul_text) - 1));
+    assert_false(same_as_parse(nul_pad, sizeof(nul_pad) - 1));
+    /* every cut of a whole one */
+    static const char whole[] =
+        "{\"contentBlockIndex\":12,\"delta\":{\"text\":\"a\\u00e9\\n\\\"b\"},\"p\":\"xYz\"}";
+    for (size_t n = 0; n < sizeof(whole) - 1; n++) {
+        char *cut = malloc(n + 1); /* exactly n bytes: a read past them is ASan's to see */
+        memcpy(cut, whole, n);
+        assert_false(same_as_parse(cut, n));
+        free(cut);
+    }
+    TAKES(whole);
+}
+
+static uint64_t next_rng(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Random edits of text deltas (bytes that matter to JSON put in, taken
+ * out, changed): the steady path takes no payload the parse refuses or
+ * reads otherwise, and takes the unedited ones. */
+static void test_text_delta_mutations(void **state)
+{
+    (void)state;
+    static const char *const seeds[] = {
+        "{\"contentBlockIndex\":0,\"delta\":{\"text\":\"Hello, world.\"},\"p\":\"abcdEF12\"}",
+        "{\"contentBlockIndex\":105,\"delta\":{\"text\":\"\\\"q\\\" \\u00e9\\\\n\"},\"p\":\"z\"}",
+        "{\"contentBlockIndex\":7,\"delta\":{\"text\":\"x\"}}",
+    };
+    static const char alphabet[] = "{}[]:,\"\\ \t\n0123456789-.eEpPtxu\x01\x7f\xc3\xa9";
+    uint64_t rng = 0x2545F4914F6CDD1Dull;
+    unsigned taken = 0;
+    char buf[256];
+    for (size_t k = 0; k < sizeof(seeds) / sizeof(seeds[0]); k++)
+        assert_true(same_as_parse(seeds[k], strlen(seeds[k])));
+    for (unsigned round = 0; round < 200000; round++) {
+        const char *seed = seeds[round % 3];
+        size_t n = strlen(seed);
+        memcpy(buf, seed, n);
+        for (unsigned edits = 1 + (unsigned)(next_rng(&rng) % 3); edits > 0; edits--) {
+            size_t at = (size_t)(next_rng(&rng) % (n + 1));
+            char c = alphabet[next_rng(&rng) % (sizeof(alphabet) - 1)];
+            switch (next_rng(&rng) % 3) {
+            case 0: /* put in */
+                if (n + 1 < sizeof(buf)) {
+                    memmove(buf + at + 1, buf + at, n - at);
+                    buf[at] = c;
+                    n++;
+                }
+                break;
+            case 1: /* take out */
+                if (at < n) {
+                    memmove(buf + at, buf + at + 1, n - at - 1);
+                    n--;
+                }
+                break;
+            default: /* change */
+                if (at < n)
+                    buf[at] = c;
+            }
+        }
+        char *p = malloc(n ? n : 1);
+        memcpy(p, buf, n);
+        taken += same_as_parse(p, n);
+        free(p);
+    }
+    assert_true(taken > 0);
+}
+
+/* Through the view: text deltas the steady path takes and their near
+ * misses, which the parse reads, give the same content as one would. */
+static void test_text_delta_stream(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0}, out = {0};
+    evs_event(&in, "messageStart", "{\"p\":\"abcdefgh\",\"role\":\"assistant\"}");
+    evs_event(&in, "contentBlockDelta", TEXT(0, "One "));
+    evs_event(&in, "contentBlockDelta", "{\"contentBlockIndex\":0,\"delta\":{\"text\":\"two \"}}");
+    evs_event(&in, "contentBlockDelta",
+              "{\"contentBlockIndex\": 0,\"delta\":{\"text\":\"three \"},\"p\":\"a\"}");
+    evs_event(&in, "contentBlockDelta",
+              "{\"delta\":{\"text\":\"four \"},\"contentBlockIndex\":0,\"p\":\"a\"}");
+    evs_event(&in, "contentBlockDelta",
+              "{\"contentBlockIndex\":0,\"delta\":{\"text\":\"five \"},\"delta\":{\"text\":\"no\"},"
+              "\"p\":\"a\"}");
+    evs_event(&in, "contentBlockDelta",
+              "{\"contentBlockIndex\":0,\"delta\":{\"text\":\"bad\\x\"},\"p\":\"a\"}");
+    evs_event(&in, "contentBlockDelta",
+              "{\"contentBlockIndex\":0,\"delta\":{\"text\":\"six \"},\"p\":\"a b\"}");
+    evs_event(&in, "contentBlockDelta", TEXT(0, "\\u00e9\\\"seven\\\""));
+    evs_event(&in, "contentBlockStop", STOP(0));
+    evs_event(&in, "messageStop", "{\"stopReason\":\"end_turn\",\"p\":\"abcd\"}");
+    cg_xform_stats_t st;
+    run("openwebui", RAG_REQUEST, &in, &out, &st);
+    char *content = content_of(out.p, out.len, false);
+    assert_string_equal(content, "One two three four five six \xc3\xa9\"seven\"");
+    assert_int_equal(st.malformed, 1);
+    assert_int_equal(st.events_in, 11);
+    free(content);
+    cg_buf_free(&in);
+    cg_buf_free(&out);
+}
+
 /* --- the request ----------------------------------------------------------------- */
 
 static void translate(const char *body, const char *tool_config, cg_buf_t *path, cg_buf_t *out,
@@ -436,7 +655,8 @@ int main(void)
         cmocka_unit_test(test_finish_reasons),     cmocka_unit_test(test_exception_and_error),
         cmocka_unit_test(test_broken_framing),     cmocka_unit_test(test_cut_short),
         cmocka_unit_test(test_body_matches_stream), cmocka_unit_test(test_every_split),
-        cmocka_unit_test(test_request),
+        cmocka_unit_test(test_request),           cmocka_unit_test(test_text_delta_shape),
+        cmocka_unit_test(test_text_delta_mutations), cmocka_unit_test(test_text_delta_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
