@@ -78,6 +78,7 @@ typedef struct cg_evs {
     bool delivered;  /* buf holds a delivered message: clear it on the next feed */
 } cg_evs_t;
 
+/* Every reader starts here (this also makes the CRC's tables, once). */
 void cg_evs_init(cg_evs_t *r);
 void cg_evs_free(cg_evs_t *r);
 
@@ -103,5 +104,12 @@ const char *cg_evs_strerror(int err);
 /* The IEEE CRC-32 of p[0..n) continuing from crc (0 to start), as zlib's
  * crc32(). */
 uint32_t cg_crc32(uint32_t crc, const void *p, size_t n);
+
+/* The two ways cg_crc32 takes, for the tests that hold them to each other:
+ * the table (any CPU, any length), and folding by carry-less
+ * multiplication, which gives false (and nothing in *out) when the CPU has
+ * no PCLMULQDQ or the run is too short for it. */
+uint32_t cg__crc32_table(uint32_t crc, const void *p, size_t n);
+bool cg__crc32_folding(uint32_t crc, const void *p, size_t n, uint32_t *out);
 
 #endif

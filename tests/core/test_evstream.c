@@ -372,10 +372,81 @@ static void test_crc32(void **state)
         assert_int_equal(cg_crc32(cg_crc32(0, buf, k), buf + k, sizeof(buf) - k), whole);
 }
 
+/* Values of zlib's crc32() (Python's zlib.crc32) over runs long enough to
+ * be folded: the bytes (i * 7 + 3) mod 256, zeros, 0xff bytes. */
+static void test_crc32_long_known(void **state)
+{
+    (void)state;
+    static const struct {
+        size_t n;
+        uint32_t crc;
+    } known[] = {{64, 0xcbd9ecf0u}, {300, 0xde0e57ceu}, {1000, 0x17bc2a46u}, {4096, 0x5e4e1995u}};
+    uint8_t *buf = malloc(4096);
+    assert_non_null(buf);
+    for (size_t i = 0; i < 4096; i++)
+        buf[i] = (uint8_t)(i * 7 + 3);
+    for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++) {
+        assert_int_equal(cg_crc32(0, buf, known[k].n), known[k].crc);
+        assert_int_equal(cg__crc32_table(0, buf, known[k].n), known[k].crc);
+    }
+    memset(buf, 0, 64);
+    assert_int_equal(cg_crc32(0, buf, 64), 0x758d6336u);
+    memset(buf, 0xff, 100);
+    assert_int_equal(cg_crc32(0, buf, 100), 0x03d28681u);
+    free(buf);
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Folding against the table: random bytes, lengths 0-2100 (every length
+ * up to 300), every alignment mod 16, random starting registers, and
+ * cg_crc32 against both. Folding may be absent (no PCLMULQDQ, or another
+ * CPU family): then only the table is checked. */
+static void test_crc32_folding_equals_table(void **state)
+{
+    (void)state;
+    enum { MAX = 2100 };
+    uint8_t *buf = malloc(MAX + 16);
+    assert_non_null(buf);
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < MAX + 16; i++)
+        buf[i] = (uint8_t)xorshift(&seed);
+    unsigned folded = 0;
+    for (unsigned round = 0; round < 3000; round++) {
+        size_t n = round < 301 ? round : (size_t)(xorshift(&seed) % (MAX + 1));
+        size_t at = (size_t)(xorshift(&seed) % 16);
+        uint32_t start = round % 3 == 0 ? 0 : (uint32_t)xorshift(&seed);
+        uint32_t table = cg__crc32_table(start, buf + at, n), fold;
+        assert_int_equal(cg_crc32(start, buf + at, n), table);
+        if (cg__crc32_folding(start, buf + at, n, &fold)) {
+            assert_int_equal(fold, table);
+            folded++;
+        }
+    }
+    /* one byte changed anywhere changes both the same way */
+    for (size_t i = 0; i < 256; i++) {
+        uint32_t fold;
+        buf[i] ^= 0x40;
+        if (cg__crc32_folding(0, buf, 256, &fold))
+            assert_int_equal(fold, cg__crc32_table(0, buf, 256));
+        buf[i] ^= 0x40;
+    }
+    printf("crc32: %u of 3000 runs folded\n", folded);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32),
+        cmocka_unit_test(test_crc32_long_known),
+        cmocka_unit_test(test_crc32_folding_equals_table),
         cmocka_unit_test(test_aws_vectors_positive),
         cmocka_unit_test(test_aws_vectors_negative),
         cmocka_unit_test(test_every_header_type_skipped),
