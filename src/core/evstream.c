@@ -36,9 +36,10 @@
  *   against 128 positions), so each constant is x^(E-1) mod P for a
  *   product by x^E.
  *
- *   Four blocks are carried at once, 64 bytes apart (D = 512), then moved
- *   to the last of them (D = 384, 256, 128) and added; each whole block
- *   left is added one block on (D = 128). A last part T of r < 16 bytes
+ *   Four blocks are carried at once, 64 bytes apart (D = 512); then each
+ *   of them and each whole block left (up to three) is moved to the last
+ *   whole block (D = 128 to 768, all at once) and added. A last part T of
+ *   r < 16 bytes
  *   makes the input X * x^(8r) + T, which is the block of X's first r
  *   bytes (at its end, zeros before) moved one block on, plus the block of
  *   X's last 16 - r bytes followed by T (byte moves by PSHUFB). The block
@@ -62,10 +63,10 @@ static once_flag crc_once = ONCE_FLAG_INIT;
 #define CRC_FOLD_MIN 64
 
 static bool crc_fold_ok;
-/* The constants of a move by D = 512, 384, 256 and 128 bits:
+/* The constants of a move by D = 128 q bits (crc_k[q], q = 1..6):
  * {x^(D+63), x^(D-1)} mod P, each as an operand whose bit 63-d is the
  * coefficient of x^d. */
-static uint64_t crc_k[4][2];
+static uint64_t crc_k[7][2];
 /* Byte-moving masks for PSHUFB at offset r: crc_shift + 16 + r moves a
  * block's bytes r places towards its start (zeros after), crc_shift + r
  * 16 - r places towards its end (zeros before); crc_keep + r keeps a
@@ -102,10 +103,9 @@ static void crc_make(void)
         for (int t = 1; t < 8; t++)
             crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
 #ifdef CRC_CLMUL
-    for (unsigned q = 0; q < 4; q++) {
-        unsigned d = 512 - 128 * q;
-        crc_k[q][0] = crc_xpow(d + 63);
-        crc_k[q][1] = crc_xpow(d - 1);
+    for (unsigned q = 1; q < 7; q++) {
+        crc_k[q][0] = crc_xpow(128 * q + 63);
+        crc_k[q][1] = crc_xpow(128 * q - 1);
     }
     for (unsigned i = 0; i < 48; i++)
         crc_shift[i] = i >= 16 && i < 32 ? (uint8_t)(i - 16) : 0x80;
@@ -157,21 +157,34 @@ CRC_TARGET static uint32_t crc_by_folding(uint32_t c, const uint8_t *s, size_t n
     __m128i x0 = _mm_xor_si128(crc_load(s), _mm_cvtsi32_si128((int)c));
     __m128i x1 = crc_load(s + 16), x2 = crc_load(s + 32), x3 = crc_load(s + 48);
     for (s += 64; end - s >= 64; s += 64) {
-        x0 = _mm_xor_si128(crc_move(x0, 0), crc_load(s));
-        x1 = _mm_xor_si128(crc_move(x1, 0), crc_load(s + 16));
-        x2 = _mm_xor_si128(crc_move(x2, 0), crc_load(s + 32));
-        x3 = _mm_xor_si128(crc_move(x3, 0), crc_load(s + 48));
+        x0 = _mm_xor_si128(crc_move(x0, 4), crc_load(s));
+        x1 = _mm_xor_si128(crc_move(x1, 4), crc_load(s + 16));
+        x2 = _mm_xor_si128(crc_move(x2, 4), crc_load(s + 32));
+        x3 = _mm_xor_si128(crc_move(x3, 4), crc_load(s + 48));
     }
-    __m128i x = _mm_xor_si128(_mm_xor_si128(crc_move(x0, 1), crc_move(x1, 2)),
-                              _mm_xor_si128(crc_move(x2, 3), x3));
-    for (; end - s >= 16; s += 16)
-        x = _mm_xor_si128(crc_move(x, 3), crc_load(s));
-    size_t r = (size_t)(end - s);
+    /* left: 0-3 whole blocks after x3, then r bytes */
+    unsigned left = (unsigned)((end - s) / 16);
+    size_t r = (size_t)(end - s) % 16;
+    __m128i x;
+    switch (left) {
+    case 0: x = x3; break;
+    case 1: x = _mm_xor_si128(crc_move(x3, 1), crc_load(s)); break;
+    case 2:
+        x = _mm_xor_si128(_mm_xor_si128(crc_move(x3, 2), crc_move(crc_load(s), 1)),
+                          crc_load(s + 16));
+        break;
+    default:
+        x = _mm_xor_si128(_mm_xor_si128(crc_move(x3, 3), crc_move(crc_load(s), 2)),
+                          _mm_xor_si128(crc_move(crc_load(s + 16), 1), crc_load(s + 32)));
+        break;
+    }
+    __m128i x01 = _mm_xor_si128(crc_move(x0, left + 3), crc_move(x1, left + 2));
+    x = _mm_xor_si128(x, _mm_xor_si128(x01, crc_move(x2, left + 1)));
     if (r) {
         __m128i head = _mm_shuffle_epi8(x, crc_load(crc_shift + r));
         __m128i rest = _mm_or_si128(_mm_shuffle_epi8(x, crc_load(crc_shift + 16 + r)),
                                     _mm_and_si128(crc_load(end - 16), crc_load(crc_keep + r)));
-        x = _mm_xor_si128(crc_move(head, 3), rest);
+        x = _mm_xor_si128(crc_move(head, 1), rest);
     }
     uint8_t last[16];
     _mm_storeu_si128((__m128i *)(void *)last, x);
