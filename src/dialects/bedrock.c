@@ -425,50 +425,70 @@ static void set_meta(cg_xform_t *x, converse_t *s)
     cg__xform_meta(x, cg_span(NULL, 0), cg_span(s->strs.p, s->strs.len));
 }
 
-/* --- The steady path: text deltas ------------------------------------------------ */
+/* --- The steady path: text deltas and block stops ------------------------------ */
 
 /*
- * Bedrock sends nearly every text delta as
+ * Bedrock sends nearly every text delta and block stop as
  *
  *   {"contentBlockIndex":N,"delta":{"text":"…"},"p":"…"}
+ *   {"contentBlockIndex":N,"p":"…"}
  *
  * and its padding p changes length and letters from message to message, so
- * no template of the last one's bytes ever matches. This reads that shape
- * without a parse: N a whole number written plainly (0 or no leading
- * zero), the text and p well-formed JSON strings (cg__view_string_len
- * takes exactly what the parser takes), p absent or last, no white space
- * anywhere. Such a payload is one JSON object that the parse takes, and
- * on_block_delta finds in it the same text: "delta" is the first member of
- * that name and holds "text" only. Any other payload (escaped member
- * names, white space, other members or orders) returns false and goes
- * through the parse.
+ * no template of the last one's bytes ever matches. These read those
+ * shapes without a parse: N a whole number written plainly (0 or no
+ * leading zero), the text and p well-formed JSON strings
+ * (cg__view_string_len takes exactly what the parser takes), p absent or
+ * last, no white space anywhere. Such a payload is one JSON object that
+ * the parse takes, and on_block_delta finds in it the same text: "delta"
+ * is the first member of that name and holds "text" only (on_block_stop
+ * reads nothing of it). Any other payload (escaped member names, white
+ * space, other members or orders) is refused and goes through the parse.
  */
+
+/* The end of `{"contentBlockIndex":N` at the start of p[0..n), or 0. */
+static size_t block_index_end(const char *p, size_t n)
+{
+    static const char head[] = "{\"contentBlockIndex\":";
+    size_t i = sizeof(head) - 1;
+    if (n <= i || memcmp(p, head, i) != 0)
+        return 0;
+    size_t d = i;
+    i = p[i] == '0' ? i + 1 : cg__view_digits_from(p, n, i);
+    return i == d ? 0 : i;
+}
+
+/* Is p[i..n) (i <= n) the object's end, `}`, or the padding and the end,
+ * `,"p":"…"}`? */
+static bool padded_end(const char *p, size_t n, size_t i)
+{
+    static const char pad[] = ",\"p\":\"";
+    if (n - i == 1)
+        return p[i] == '}';
+    if (n - i < sizeof(pad) - 1 + 2 || memcmp(p + i, pad, sizeof(pad) - 1) != 0 || p[n - 1] != '}')
+        return false;
+    i += sizeof(pad) - 1;
+    return cg__view_string_len(p + i, n - i) == n - i - 2;
+}
+
 bool cg__bedrock_text_delta(const char *p, size_t n, cg_span_t *text)
 {
-    static const char head[] = "{\"contentBlockIndex\":", mid[] = ",\"delta\":{\"text\":\"",
-                      pad[] = "\"},\"p\":\"";
-    size_t i = sizeof(head) - 1;
-    if (n < i || memcmp(p, head, i) != 0)
-        return false;
-    size_t d = i;
-    if (i < n && p[i] == '0')
-        i++;
-    else
-        i = cg__view_digits_from(p, n, i);
-    if (i == d || n - i < sizeof(mid) - 1 || memcmp(p + i, mid, sizeof(mid) - 1) != 0)
+    static const char mid[] = ",\"delta\":{\"text\":\"";
+    size_t i = block_index_end(p, n);
+    if (i == 0 || n - i < sizeof(mid) - 1 || memcmp(p + i, mid, sizeof(mid) - 1) != 0)
         return false;
     i += sizeof(mid) - 1;
     size_t t = cg__view_string_len(p + i, n - i);
     if (t > n - i)
         return false;
     *text = cg_span(p + i, t);
-    i += t;
-    if (n - i == 3 && memcmp(p + i, "\"}}", 3) == 0)
-        return true;
-    if (n - i < sizeof(pad) - 1 + 2 || memcmp(p + i, pad, sizeof(pad) - 1) != 0 || p[n - 1] != '}')
-        return false;
-    i += sizeof(pad) - 1;
-    return cg__view_string_len(p + i, n - i) == n - i - 2;
+    i += t; /* the text's closing quote */
+    return n - i >= 3 && p[i + 1] == '}' && padded_end(p, n, i + 2);
+}
+
+bool cg__bedrock_block_stop(const char *p, size_t n)
+{
+    size_t i = block_index_end(p, n);
+    return i != 0 && padded_end(p, n, i);
 }
 
 static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
@@ -478,10 +498,17 @@ static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
         return;
     set_meta(x, s);
     cg_span_t text;
-    if (IS(m->message_type, "event") && IS(m->event_type, "contentBlockDelta") &&
-        cg__bedrock_text_delta(m->payload.p, m->payload.n, &text)) {
-        put_text(x, s, text);
-        return;
+    if (IS(m->message_type, "event")) {
+        if (IS(m->event_type, "contentBlockDelta") &&
+            cg__bedrock_text_delta(m->payload.p, m->payload.n, &text)) {
+            put_text(x, s, text);
+            return;
+        }
+        if (IS(m->event_type, "contentBlockStop") &&
+            cg__bedrock_block_stop(m->payload.p, m->payload.n)) {
+            on_block_stop(x, s);
+            return;
+        }
     }
     bool parsed = cg__view_parse_bytes(x, &s->in, m->payload.p, m->payload.n);
     if (IS(m->message_type, "exception") || IS(m->message_type, "error"))

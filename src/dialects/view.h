@@ -118,9 +118,12 @@ static inline size_t cg__view_number_len(const char *p, size_t n)
 
 /* The bedrock view's steady path (bedrock.c): the JSON string bytes of the
  * text of contentBlockDelta payload p[0..n) when it has the one shape
- * Bedrock sends text deltas in, read without a parse; false otherwise.
- * Declared here for the tests that hold it to what the parse reads. */
+ * Bedrock sends text deltas in, read without a parse, else false; and
+ * whether contentBlockStop payload p[0..n) has the one shape Bedrock sends
+ * block stops in. Declared here for the tests that hold them to what the
+ * parse reads. */
 bool cg__bedrock_text_delta(const char *p, size_t n, cg_span_t *text);
+bool cg__bedrock_block_stop(const char *p, size_t n);
 
 /* --- Chunks of our own ------------------------------------------------------ */
 

@@ -348,6 +348,19 @@ static bool same_as_parse(const char *p, size_t n)
 
 /* A text delta of block 0, up to its text */
 #define T0           "{\"contentBlockIndex\":0,\"delta\":{\"text\":\""
+/* Whatever the steady path takes for a block stop, the parse takes. */
+static bool stop_as_parse(const char *p, size_t n)
+{
+    if (!cg__bedrock_block_stop(p, n))
+        return false;
+    cg_json_t j;
+    cg_json_init(&j, CG_XFORM_MAX_TOKENS);
+    assert_int_equal(cg_json_parse(&j, p, n), CG_JSON_OK);
+    assert_int_equal(cg_json_type(&j, 0), JSMN_OBJECT);
+    cg_json_free(&j);
+    return true;
+}
+
 #define TAKES(lit)   assert_true(same_as_parse(lit, sizeof(lit) - 1))
 #define REFUSES(lit) assert_false(same_as_parse(lit, sizeof(lit) - 1))
 
@@ -449,9 +462,48 @@ static uint64_t next_rng(uint64_t *s)
     return *s;
 }
 
-/* Random edits of text deltas (bytes that matter to JSON put in, taken
- * out, changed): the steady path takes no payload the parse refuses or
- * reads otherwise, and takes the unedited ones. */
+#define STOP_TAKES(lit)   assert_true(stop_as_parse(lit, sizeof(lit) - 1))
+#define STOP_REFUSES(lit) assert_false(stop_as_parse(lit, sizeof(lit) - 1))
+
+static void test_block_stop_shape(void **state)
+{
+    (void)state;
+    STOP_TAKES("{\"contentBlockIndex\":0}");
+    STOP_TAKES("{\"contentBlockIndex\":12,\"p\":\"abcXYZ019\"}");
+    STOP_TAKES("{\"contentBlockIndex\":3,\"p\":\"\"}");
+    STOP_TAKES("{\"contentBlockIndex\":3,\"p\":\"a\\\"b \\u00e9\"}");
+    STOP_REFUSES("{\"contentBlockIndex\":01}");
+    STOP_REFUSES("{\"contentBlockIndex\":-1}");
+    STOP_REFUSES("{\"contentBlockIndex\":}");
+    STOP_REFUSES("{\"contentBlockIndex\":1,}");
+    STOP_REFUSES("{\"contentBlockIndex\":1}}");
+    STOP_REFUSES("{\"contentBlockIndex\":1} ");
+    STOP_REFUSES("{\"contentBlockIndex\": 1}");
+    STOP_REFUSES("{\"contentBlockIndex\":1 }");
+    STOP_REFUSES("{\"contentBlockIndex\":1,\"p\":\"a\"");
+    STOP_REFUSES("{\"contentBlockIndex\":1,\"p\":\"a\"}}");
+    STOP_REFUSES("{\"contentBlockIndex\":1,\"p\":\"a\"b\"}");
+    STOP_REFUSES("{\"contentBlockIndex\":1,\"p\":\"a\\x\"}");
+    STOP_REFUSES("{\"contentBlockIndex\":1,\"p\":\"a\x01\"}");
+    STOP_REFUSES("{\"contentBlockIndex\":1,\"p\":1}");
+    STOP_REFUSES("{\"contentBlockIndex\":1,\"p\":\"a\",\"q\":2}");
+    STOP_REFUSES("{\"contentBlockIndex\":1,\"q\":\"a\"}");
+    STOP_REFUSES("{\"p\":\"a\",\"contentBlockIndex\":1}");
+    STOP_REFUSES("{\"contentBlockIndex\":{\"p\":\"a\"}}");
+    STOP_REFUSES("{\"contentBlockIndex\":1,\"p\":\"a\"}\n");
+    static const char whole[] = "{\"contentBlockIndex\":7,\"p\":\"abc\"}";
+    for (size_t n = 0; n < sizeof(whole) - 1; n++) {
+        char *cut = malloc(n + 1);
+        memcpy(cut, whole, n);
+        assert_false(stop_as_parse(cut, n));
+        free(cut);
+    }
+    STOP_TAKES(whole);
+}
+
+/* Random edits of text deltas and a block stop (bytes that matter to JSON
+ * put in, taken out, changed): the steady path takes no payload the parse
+ * refuses or reads otherwise, and takes the unedited ones. */
 static void test_text_delta_mutations(void **state)
 {
     (void)state;
@@ -459,15 +511,17 @@ static void test_text_delta_mutations(void **state)
         "{\"contentBlockIndex\":0,\"delta\":{\"text\":\"Hello, world.\"},\"p\":\"abcdEF12\"}",
         "{\"contentBlockIndex\":105,\"delta\":{\"text\":\"\\\"q\\\" \\u00e9\\\\n\"},\"p\":\"z\"}",
         "{\"contentBlockIndex\":7,\"delta\":{\"text\":\"x\"}}",
+        "{\"contentBlockIndex\":42,\"p\":\"abcdefgh\"}",
     };
     static const char alphabet[] = "{}[]:,\"\\ \t\n0123456789-.eEpPtxu\x01\x7f\xc3\xa9";
     uint64_t rng = 0x2545F4914F6CDD1Dull;
-    unsigned taken = 0;
+    unsigned taken = 0, stops = 0;
     char buf[256];
-    for (size_t k = 0; k < sizeof(seeds) / sizeof(seeds[0]); k++)
+    for (size_t k = 0; k < 3; k++)
         assert_true(same_as_parse(seeds[k], strlen(seeds[k])));
+    assert_true(stop_as_parse(seeds[3], strlen(seeds[3])));
     for (unsigned round = 0; round < 200000; round++) {
-        const char *seed = seeds[round % 3];
+        const char *seed = seeds[round % 4];
         size_t n = strlen(seed);
         memcpy(buf, seed, n);
         for (unsigned edits = 1 + (unsigned)(next_rng(&rng) % 3); edits > 0; edits--) {
@@ -495,9 +549,11 @@ static void test_text_delta_mutations(void **state)
         char *p = malloc(n ? n : 1);
         memcpy(p, buf, n);
         taken += same_as_parse(p, n);
+        stops += stop_as_parse(p, n);
         free(p);
     }
     assert_true(taken > 0);
+    assert_true(stops > 0);
 }
 
 /* Through the view: text deltas the steady path takes and their near
@@ -529,6 +585,36 @@ static void test_text_delta_stream(void **state)
     assert_string_equal(content, "One two three four five six \xc3\xa9\"seven\"");
     assert_int_equal(st.malformed, 1);
     assert_int_equal(st.events_in, 11);
+    free(content);
+    cg_buf_free(&in);
+    cg_buf_free(&out);
+}
+
+/* Block stops the steady path takes and ones the parse reads give the same
+ * references; a stop that is not JSON gives none and counts. */
+static void test_block_stop_stream(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0}, out = {0};
+    evs_event(&in, "messageStart", "{\"p\":\"abcdefgh\",\"role\":\"assistant\"}");
+    evs_event(&in, "contentBlockDelta", TEXT(0, "A."));
+    evs_event(&in, "contentBlockDelta", WEB_CITE(0, "https://w.example/a", "w.example"));
+    evs_event(&in, "contentBlockStop", "{\"contentBlockIndex\": 0}");
+    evs_event(&in, "contentBlockDelta", TEXT(1, " B."));
+    evs_event(&in, "contentBlockDelta", WEB_CITE(1, "https://w.example/b", "w.example"));
+    evs_event(&in, "contentBlockStop", STOP(1));
+    evs_event(&in, "contentBlockDelta", TEXT(2, " C."));
+    evs_event(&in, "contentBlockDelta", WEB_CITE(2, "https://w.example/a", "w.example"));
+    evs_event(&in, "contentBlockStop", "{\"contentBlockIndex\":2}");
+    evs_event(&in, "contentBlockDelta", TEXT(3, " D."));
+    evs_event(&in, "contentBlockDelta", WEB_CITE(3, "https://w.example/b", "w.example"));
+    evs_event(&in, "contentBlockStop", "{\"contentBlockIndex\":3,\"p\":\"a\"}}");
+    evs_event(&in, "messageStop", "{\"stopReason\":\"end_turn\",\"p\":\"abcd\"}");
+    cg_xform_stats_t st;
+    run("off", RAG_REQUEST, &in, &out, &st);
+    char *content = content_of(out.p, out.len, false);
+    assert_string_equal(content, "A.[5] B.[6] C.[5] D.");
+    assert_int_equal(st.malformed, 1);
     free(content);
     cg_buf_free(&in);
     cg_buf_free(&out);
@@ -657,6 +743,7 @@ int main(void)
         cmocka_unit_test(test_body_matches_stream), cmocka_unit_test(test_every_split),
         cmocka_unit_test(test_request),           cmocka_unit_test(test_text_delta_shape),
         cmocka_unit_test(test_text_delta_mutations), cmocka_unit_test(test_text_delta_stream),
+        cmocka_unit_test(test_block_stop_shape),     cmocka_unit_test(test_block_stop_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
