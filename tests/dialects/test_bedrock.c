@@ -507,21 +507,45 @@ static void test_block_stop_shape(void **state)
 static void test_text_delta_mutations(void **state)
 {
     (void)state;
-    static const char *const seeds[] = {
-        "{\"contentBlockIndex\":0,\"delta\":{\"text\":\"Hello, world.\"},\"p\":\"abcdEF12\"}",
+    static const char *const fixed[] = {
         "{\"contentBlockIndex\":105,\"delta\":{\"text\":\"\\\"q\\\" \\u00e9\\\\n\"},\"p\":\"z\"}",
         "{\"contentBlockIndex\":7,\"delta\":{\"text\":\"x\"}}",
-        "{\"contentBlockIndex\":42,\"p\":\"abcdefgh\"}",
+    };
+    /* text and padding lengths around where the scans change their ways
+     * (8 and 16 bytes at a time, 48-byte windows, short payloads) */
+    static const unsigned text_lens[] = {0, 1, 7, 8, 13, 30, 47, 48, 49, 60};
+    static const unsigned pad_lens[] = {0, 1, 20, 39, 40, 41, 47, 48, 60};
+    enum {
+        NT = sizeof(text_lens) / sizeof(text_lens[0]),
+        NP = sizeof(pad_lens) / sizeof(pad_lens[0]),
     };
     static const char alphabet[] = "{}[]:,\"\\ \t\n0123456789-.eEpPtxu\x01\x7f\xc3\xa9";
     uint64_t rng = 0x2545F4914F6CDD1Dull;
     unsigned taken = 0, stops = 0;
-    char buf[256];
-    for (size_t k = 0; k < 3; k++)
+    char seeds[2 + NT * NP + 1][256];
+    size_t nseeds = 0;
+    for (size_t k = 0; k < 2; k++)
+        snprintf(seeds[nseeds++], sizeof(seeds[0]), "%s", fixed[k]);
+    for (size_t t = 0; t < NT; t++) {
+        for (size_t q = 0; q < NP; q++) {
+            char text[64], pad[64];
+            for (unsigned i = 0; i < text_lens[t]; i++) /* an escape in one text in four */
+                text[i] = (t + q) % 4 == 0 && i + 2 == text_lens[t] ? '\\' : (char)('a' + i % 26);
+            if ((t + q) % 4 == 0 && text_lens[t] >= 2)
+                text[text_lens[t] - 1] = 'n';
+            for (unsigned i = 0; i < pad_lens[q]; i++)
+                pad[i] = (char)("AbZ09q"[i % 6]);
+            snprintf(seeds[nseeds++], sizeof(seeds[0]), T0 "%.*s\"},\"p\":\"%.*s\"}",
+                     (int)text_lens[t], text, (int)pad_lens[q], pad);
+        }
+    }
+    snprintf(seeds[nseeds++], sizeof(seeds[0]), "{\"contentBlockIndex\":42,\"p\":\"abcdefgh\"}");
+    for (size_t k = 0; k + 1 < nseeds; k++)
         assert_true(same_as_parse(seeds[k], strlen(seeds[k])));
-    assert_true(stop_as_parse(seeds[3], strlen(seeds[3])));
-    for (unsigned round = 0; round < 200000; round++) {
-        const char *seed = seeds[round % 4];
+    assert_true(stop_as_parse(seeds[nseeds - 1], strlen(seeds[nseeds - 1])));
+    char buf[256];
+    for (unsigned round = 0; round < 300000; round++) {
+        const char *seed = seeds[round % nseeds];
         size_t n = strlen(seed);
         memcpy(buf, seed, n);
         for (unsigned edits = 1 + (unsigned)(next_rng(&rng) % 3); edits > 0; edits--) {
@@ -546,7 +570,7 @@ static void test_text_delta_mutations(void **state)
                     buf[at] = c;
             }
         }
-        char *p = malloc(n ? n : 1);
+        char *p = malloc(n ? n : 1); /* exactly n bytes: a read past them is ASan's to see */
         memcpy(p, buf, n);
         taken += same_as_parse(p, n);
         stops += stop_as_parse(p, n);
