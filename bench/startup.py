@@ -16,10 +16,14 @@ needs root) citegate runs inside DIR through chroot as uid 10001, so the
 image's own loader and shared objects are what start; the stores are made
 under DIR/var/lib/citegate and removed afterwards.
 
+With --dialect D, citegate starts with CITEGATE_UPSTREAM_DIALECT=D (its
+demo then answers in that dialect); the default is openai, as when unset.
+
 usage: bench/startup.py [--citegate build/citegate | --root DIR] [--runs 20]
                         [--workers 1] [--idle 3] [--reuse-store] [--max-ms MS]
+                        [--dialect D]
 Prints one line per start, then
-  startup: runs=N workers=W median_ms=M p90_ms=P min_ms=A max_ms=B
+  startup: runs=N workers=W dialect=D median_ms=M p90_ms=P min_ms=A max_ms=B
   idle: processes=K rss_kib=R pss_kib=S
 With --max-ms, exits 1 when the median is above it.
 """
@@ -72,6 +76,7 @@ class Start:
         env.update({"CITEGATE_LISTEN": f"127.0.0.1:{free_port()}",
                     "CITEGATE_ADMIN_LISTEN": f"127.0.0.1:{self.admin}",
                     "CITEGATE_WORKERS": str(args.workers),
+                    "CITEGATE_UPSTREAM_DIALECT": args.dialect,
                     "SEMANTIC_MEMORY_DB_PATH": db})
         cmd = [args.citegate]
         if args.root:  # chroot execs citegate in its own process: the pid is citegate's
@@ -167,6 +172,9 @@ def main():
     ap.add_argument("--reuse-store", action="store_true",
                     help="one store for every start (created by the first)")
     ap.add_argument("--max-ms", type=float, help="exit 1 when the median is above this")
+    ap.add_argument("--dialect", default="openai",
+                    help="CITEGATE_UPSTREAM_DIALECT: openai, anthropic, responses, gemini, "
+                    "vertex or bedrock")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be at least 1")
@@ -187,7 +195,8 @@ def main():
         shutil.rmtree(host_base, ignore_errors=True)
     med = statistics.median(times)
     p90 = sorted(times)[min(len(times) - 1, int(len(times) * 0.9))]
-    print(f"startup: runs={len(times)} workers={args.workers} median_ms={med:.2f} "
+    print(f"startup: runs={len(times)} workers={args.workers} dialect={args.dialect} "
+          f"median_ms={med:.2f} "
           f"p90_ms={p90:.2f} min_ms={min(times):.2f} max_ms={max(times):.2f}")
     print(f"idle: processes={nproc} rss_kib={rss} pss_kib={pss}")
     if args.max_ms is not None and med > args.max_ms:

@@ -9,6 +9,11 @@ checks every client's content against the fixture's expected view.
 usage: bench/streams.py [--streams N] [--h2-upstream] [--dialect D] [--citegate build/citegate]
 With --dialect anthropic|responses the mock answers as that upstream (the
 answer of tests/fixtures/dialects/e2e/D_stream.sse) and citegate translates.
+With --dialect bedrock a stand-in of this script's own (the mock serves no
+AWS event stream) answers every request with
+tests/fixtures/dialects/answers/bedrock_citations.bin as
+application/vnd.amazon.eventstream, paced like the mock's answers (HTTP/1.1
+upstream only).
 With --h2-upstream a second citegate (profile off, an h2c server in front of
 the mock) is the upstream and the measured one speaks HTTP/2 to it; the
 number of upstream h2 connections it used is printed too.
@@ -39,7 +44,12 @@ ANSWERS = {
                   "dialects/e2e/anthropic_stream.openwebui.json", "openwebui_rag_request.json"),
     "responses": ("dialects/e2e/responses_stream.sse",
                   "dialects/e2e/responses_stream.openwebui.json", "chat_request.json"),
+    "bedrock": ("dialects/answers/bedrock_citations.bin",
+                "dialects/e2e/bedrock_stream.openwebui.json",
+                "dialects/answers/bedrock_documents.request.json"),
 }
+# The pieces every answer is written in, and the pause between them.
+SPLIT, DELAY_MS = 16, 25
 
 
 def request_body(dialect):
@@ -91,12 +101,63 @@ def dechunk(rest):
     return bytes(out)
 
 
+def serve_event_stream(path, ready):
+    """The upstream of --dialect bedrock: each request (HTTP/1.1, kept alive)
+    is answered 200 with the AWS event stream in `path`, chunked, SPLIT bytes
+    every DELAY_MS, as the mock paces its answers; the port goes to `ready`."""
+    with open(path, "rb") as f:
+        answer = f.read()
+
+    async def read_request(reader):
+        head = await reader.readuntil(b"\r\n\r\n")
+        fields = {}
+        for line in head.split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            fields[k.strip().lower()] = v.strip()
+        if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
+            while True:
+                size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                await reader.readexactly(size + 2)
+                if size == 0:
+                    break
+        else:
+            await reader.readexactly(int(fields.get(b"content-length", b"0")))
+
+    async def handle(reader, writer):
+        try:
+            while True:
+                await read_request(reader)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.amazon.eventstream\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+                for i in range(0, len(answer), SPLIT):
+                    if i:
+                        await asyncio.sleep(DELAY_MS / 1000)
+                    piece = answer[i:i + SPLIT]
+                    writer.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
+                    await writer.drain()
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
+            pass
+        writer.close()
+
+    async def serve():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
+        with open(ready + ".tmp", "w") as f:
+            f.write(str(server.sockets[0].getsockname()[1]))
+        os.rename(ready + ".tmp", ready)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(serve())
+
+
 async def one_stream(port, fixture, body, opened, release):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     # Split 16 bytes, 25 ms apart: the answer takes ~6 s, so all streams overlap.
     writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"X-Mock-Fixture: " + fixture.encode() + b"\r\nX-Mock-Split: 16\r\n"
-                 b"X-Mock-Delay-Ms: 25\r\nConnection: close\r\nContent-Length: " +
+                 b"X-Mock-Fixture: " + fixture.encode() + b"\r\nX-Mock-Split: %d\r\n"
+                 b"X-Mock-Delay-Ms: %d\r\nConnection: close\r\nContent-Length: " % (SPLIT, DELAY_MS) +
                  str(len(body)).encode() + b"\r\n\r\n" + body)
     await writer.drain()
     data = bytearray()
@@ -147,7 +208,14 @@ def main():
     ap.add_argument("--dialect", choices=sorted(ANSWERS), default="openai")
     ap.add_argument("--h2mock", help="path of build/tests/h2mock: use it (100 streams per "
                     "connection) as the h2 upstream, and add as many h2 client streams (h2load)")
+    ap.add_argument("--serve-event-stream", nargs=2, metavar=("FILE", "READY"),
+                    help=argparse.SUPPRESS)  # the stand-in upstream of --dialect bedrock
     args = ap.parse_args()
+    if args.serve_event_stream:
+        serve_event_stream(*args.serve_event_stream)
+        return 0
+    if args.dialect == "bedrock" and (args.h2_upstream or args.h2mock):
+        ap.error("--dialect bedrock has an HTTP/1.1 upstream only")
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
@@ -160,6 +228,9 @@ def main():
         mock = subprocess.Popen([args.h2mock, "--fixtures", FIXTURES,
                                  "--ready-file", ready, "--max-streams", "100", "--stats-file", stats,
                                  "--delay-ms", "400"])
+    elif args.dialect == "bedrock":
+        mock = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve-event-stream",
+                                 os.path.join(FIXTURES, ANSWERS["bedrock"][0]), ready])
     else:
         mock = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "tools", "mock_upstream.py"),
                                  "--port", "0", "--fixtures", FIXTURES,
