@@ -30,7 +30,22 @@ enum {
     CG_JSON_OK = 0,
     CG_JSON_E_INVALID = -1, /* not one complete JSON value */
     CG_JSON_E_TOOBIG = -2,  /* more tokens than max_tokens */
+    CG_JSON_E_DEEP = -3,    /* nested deeper than CG_JSON_MAX_DEPTH */
 };
+
+/*
+ * Deepest nesting of arrays and objects a parse accepts. jsmn finds the
+ * container a closing bracket ends by walking up from the last token it
+ * made, so each bracket costs up to the depth, and an input nested D deep
+ * costs about its length times D / 4 steps: 80 KB of brackets held the
+ * loop for seconds. Chat requests and answers nest a dozen levels; at 64,
+ * the worst 8 MiB body (brackets 64 deep throughout) parses in about 8
+ * times a flat one's time. Inputs up to CG_JSON_SHALLOW_BYTES are not
+ * scanned for it: their worst case is a few thousand steps more than a
+ * flat parse.
+ */
+#define CG_JSON_MAX_DEPTH     64
+#define CG_JSON_SHALLOW_BYTES 1024
 
 typedef struct cg_json {
     const char *js;

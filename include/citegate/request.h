@@ -28,18 +28,19 @@ typedef struct cg_request {
     char *question;        /* text of the last user message, or NULL */
     char *model;           /* "model" when it is a string (decoded), or NULL */
     size_t model_len;      /* its length: a decoded \u0000 may be inside */
-    cg_span_t *tools;      /* decoded content of each `tool` message (owned) */
-    cg_body_range_t *tool_at; /* where each one's content value lies in the body */
-    size_t ntools;
+    /* Each `tool` message's decoded content (owned; all of them, bounded
+     * by the body), and where its content value lies in the body. */
+    cg_span_t *tools;
+    cg_body_range_t *tool_at;
+    size_t ntools, tools_cap;
     /* The request's citation aliases (citegate/alias.h), or NULL; owned by
      * whoever made them, and outliving every reader of the request. */
     const struct cg_aliases *aliases;
 } cg_request_t;
 
-#define CG_REQUEST_MAX_TOOLS 256
-
-/* Reads a chat request body. Returns 0, or -1 if it is not a JSON object in
- * UTF-8. */
+/* Reads a chat request body. Returns 0, -1 if it is not a JSON object in
+ * UTF-8, or CG_REQUEST_E_DEEP if it nests deeper than CG_JSON_MAX_DEPTH. */
+#define CG_REQUEST_E_DEEP (-2)
 int cg_request_parse(cg_request_t *r, const char *body, size_t len, const cg_cite_opts_t *o);
 void cg_request_free(cg_request_t *r);
 

@@ -208,6 +208,33 @@ static bool grammar_ok(const cg_json_t *j)
     return true;
 }
 
+/* The end of the string whose opening quote is at s[i - 1]: the index of
+ * its closing quote, or n. */
+static size_t string_end(const char *s, size_t n, size_t i)
+{
+    for (i += cg_json_plain_len(s + i, n - i); i < n && s[i] != '"';
+         i += cg_json_plain_len(s + i, n - i))
+        i += s[i] == '\\' ? 2 : 1;
+    return i < n ? i : n;
+}
+
+/* Whether js nests arrays and objects at most CG_JSON_MAX_DEPTH deep (see
+ * json.h); brackets inside strings do not count. */
+static bool depth_ok(const char *js, size_t len)
+{
+    unsigned depth = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = js[i];
+        if (c == '"')
+            i = string_end(js, len, i + 1);
+        else if ((c == '[' || c == '{') && ++depth > CG_JSON_MAX_DEPTH)
+            return false;
+        else if ((c == ']' || c == '}') && depth > 0)
+            depth--;
+    }
+    return true;
+}
+
 int cg_json_parse(cg_json_t *j, const char *js, size_t len)
 {
     jsmn_parser parser;
@@ -224,6 +251,8 @@ int cg_json_parse(cg_json_t *j, const char *js, size_t len)
         first++;
     if (first == len || (js[first] != '{' && js[first] != '['))
         return CG_JSON_E_INVALID;
+    if (len > CG_JSON_SHALLOW_BYTES && !depth_ok(js, len))
+        return CG_JSON_E_DEEP;
     int r;
     while ((r = jsmn_parse(&parser, js, len, j->tok, j->cap)) == JSMN_ERROR_NOMEM) {
         if (j->cap >= j->max)

@@ -148,13 +148,16 @@ static void read_message(cg_request_t *r, const cg_json_t *j, int msg, const cg_
     if (cg_span_eq(cg_json_raw(j, role), "user")) {
         free(r->question);
         r->question = content_text(j, content, "\n", NULL);
-    } else if (cg_span_eq(cg_json_raw(j, role), "tool") && r->ntools < CG_REQUEST_MAX_TOOLS) {
+    } else if (cg_span_eq(cg_json_raw(j, role), "tool")) {
         size_t n = 0;
         char *t = content_text(j, content, NULL, &n);
         if (t) {
             size_t b = cg_json_begin(j, content);
-            r->tools = cg_xrealloc(r->tools, (r->ntools + 1) * sizeof(cg_span_t));
-            r->tool_at = cg_xrealloc(r->tool_at, (r->ntools + 1) * sizeof(cg_body_range_t));
+            if (r->ntools == r->tools_cap) {
+                r->tools_cap = r->tools_cap ? 2 * r->tools_cap : 8;
+                r->tools = cg_xrealloc(r->tools, r->tools_cap * sizeof(cg_span_t));
+                r->tool_at = cg_xrealloc(r->tool_at, r->tools_cap * sizeof(cg_body_range_t));
+            }
             r->tool_at[r->ntools] = (cg_body_range_t){(uint32_t)b,
                                                       (uint32_t)(cg_json_end(j, content) - b)};
             r->tools[r->ntools++] = cg_span(t, n);
@@ -178,8 +181,10 @@ int cg_request_parse(cg_request_t *r, const char *body, size_t len, const cg_cit
     int rc = -1;
     /* JSON text between systems is UTF-8 (RFC 8259 §8.1); the upstream is
      * one of them. */
-    if (!cg_utf8_valid(body, len) || cg_json_parse(&j, body, len) != CG_JSON_OK ||
-        j.tok[0].type != JSMN_OBJECT)
+    int parsed = cg_utf8_valid(body, len) ? cg_json_parse(&j, body, len) : CG_JSON_E_INVALID;
+    if (parsed == CG_JSON_E_DEEP)
+        rc = CG_REQUEST_E_DEEP;
+    if (parsed != CG_JSON_OK || j.tok[0].type != JSMN_OBJECT)
         goto out;
     int ds = cg_json_get(&j, 0, "data_sources");
     r->has_data_sources = cg_json_type(&j, ds) == JSMN_ARRAY && j.tok[ds].size > 0;

@@ -501,9 +501,12 @@ void cg_exchange_run(cg_exchange_t *ex)
         if (!choose_profile(ex))
             return;
         cg_cite_opts_t o = {ctx->cfg->max_doc_bytes, ctx->cfg->include_search_scores};
-        if (cg_request_parse(&ex->req, m->body.p ? m->body.p : "", m->body.len, &o) != 0) {
+        int rc = cg_request_parse(&ex->req, m->body.p ? m->body.p : "", m->body.len, &o);
+        if (rc != 0) {
             respond_error(ex, 400, "invalid_request_error", "invalid_json",
-                          "request body is not a valid JSON object");
+                          rc == CG_REQUEST_E_DEEP
+                              ? "request body nests arrays and objects deeper than 64 levels"
+                              : "request body is not a valid JSON object");
             return;
         }
         if (!alias_request(ex))

@@ -232,6 +232,44 @@ static void test_bare_string_and_moved(void **state)
     unmake(&m);
 }
 
+/* A tool output nested up to CG_JSON_MAX_DEPTH is read like any other;
+ * deeper, it is not JSON to the parser, as a request would not be, and goes
+ * as it came (quickly: 100,000 levels). */
+static void deep_tool(unsigned depth, bool aliased)
+{
+    cg_buf_t body = {0};
+    cg_buf_puts(&body, "{\"messages\":[{\"role\":\"tool\",\"content\":\"[\\\"");
+    for (int i = 0; i < CG_JSON_SHALLOW_BYTES; i++) /* past the size that is not scanned */
+        cg_buf_putc(&body, 'x');
+    cg_buf_puts(&body, "\\\"");
+    for (unsigned i = 1; i < depth; i++)
+        cg_buf_puts(&body, i == 1 ? ",{\\\"k\\\":" : i % 2 ? "{\\\"k\\\":" : "[");
+    cg_buf_puts(&body, "\\\"/data/lake/contracts/a.pdf\\\"");
+    for (unsigned i = depth - 1; i >= 1; i--)
+        cg_buf_puts(&body, i % 2 ? "}" : "]");
+    cg_buf_puts(&body, "]\"}]}");
+    cg_buf_putc(&body, '\0');
+    made_t m;
+    make(&m, body.p);
+    if (aliased) {
+        assert_non_null(m.a);
+        assert_int_equal(m.out.len, body.len - 26 + 2); /* the path became P1; the NULs cancel */
+        assert_non_null(strstr(m.out.p, "{\\\"k\\\":\\\"P1\\\"}"));
+    } else {
+        assert_null(m.a);
+    }
+    unmake(&m);
+    cg_buf_free(&body);
+}
+
+static void test_deep_nesting(void **state)
+{
+    (void)state;
+    deep_tool(CG_JSON_MAX_DEPTH, true);
+    deep_tool(CG_JSON_MAX_DEPTH + 1, false);
+    deep_tool(100000, false);
+}
+
 /* --- property: alias, then expand --------------------------------------------------- */
 
 static uint64_t rng = 88172645463325252ull;
@@ -400,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_escapes_on_both_sides),
         cmocka_unit_test(test_nothing_to_alias),
         cmocka_unit_test(test_bare_string_and_moved),
+        cmocka_unit_test(test_deep_nesting),
         cmocka_unit_test(test_property_alias_then_expand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -267,6 +267,44 @@ static void test_parse_raw_control_in_string(void **state)
 
 /* The string scan stops at '"', '\\' and every byte below 0x20, wherever
  * it stands in the eight-byte steps, and at nothing else. */
+/* Nesting: padded past CG_JSON_SHALLOW_BYTES, CG_JSON_MAX_DEPTH levels
+ * parse and one more is refused; brackets in strings, escaped quotes
+ * included, do not count. */
+static int nested_json(unsigned depth, const char *inner)
+{
+    cg_buf_t b = {0};
+    cg_buf_puts(&b, "[\"");
+    for (int i = 0; i < CG_JSON_SHALLOW_BYTES; i++)
+        cg_buf_putc(&b, 'x');
+    cg_buf_puts(&b, "\"");
+    for (unsigned i = 1; i < depth; i++)
+        cg_buf_puts(&b, i == 1 ? ",{\"k\":" : i % 2 ? "{\"k\":" : "[");
+    cg_buf_puts(&b, inner);
+    for (unsigned i = depth - 1; i >= 1; i--)
+        cg_buf_puts(&b, i % 2 ? "}" : "]");
+    cg_buf_putc(&b, ']');
+    int rc = parse_n(b.p, b.len, 1u << 20);
+    cg_buf_free(&b);
+    return rc;
+}
+
+static void test_parse_depth(void **state)
+{
+    (void)state;
+    assert_int_equal(nested_json(CG_JSON_MAX_DEPTH, "1"), CG_JSON_OK);
+    assert_int_equal(nested_json(CG_JSON_MAX_DEPTH + 1, "1"), CG_JSON_E_DEEP);
+    assert_int_equal(nested_json(CG_JSON_MAX_DEPTH, "\"[[[{{{\\\"[[\""), CG_JSON_OK);
+    assert_int_equal(nested_json(CG_JSON_MAX_DEPTH, "[]"), CG_JSON_E_DEEP);
+    /* Closings do not count against the depth: many shallow runs are fine. */
+    cg_buf_t b = {0};
+    cg_buf_putc(&b, '[');
+    for (int i = 0; i < 200; i++)
+        cg_buf_puts(&b, i ? ",[[[[[[[[[[]]]]]]]]]]" : "[[[[[[[[[[]]]]]]]]]]");
+    cg_buf_putc(&b, ']');
+    assert_int_equal(parse_n(b.p, b.len, 1u << 20), CG_JSON_OK);
+    cg_buf_free(&b);
+}
+
 static void test_plain_len_stops(void **state)
 {
     (void)state;
@@ -704,6 +742,7 @@ int main(void)
         cmocka_unit_test(test_parse_top_level_scalar),
         cmocka_unit_test(test_parse_not_json),
         cmocka_unit_test(test_parse_raw_control_in_string),
+        cmocka_unit_test(test_parse_depth),
         cmocka_unit_test(test_plain_len_stops),
         cmocka_unit_test(test_get_skip),
         cmocka_unit_test(test_raw_begin_end),

@@ -303,6 +303,31 @@ class StrictHTTP1(Case):
         status, _, _ = self.cg.request("GET", "/v1/models")
         self.assertEqual(status, 200)
 
+    def test_deep_nesting_400_fast(self):
+        """JSON nested deeper than 64 levels is refused before it is parsed: jsmn's cost
+        grows with the depth at each closing bracket, and 80 KB of brackets used to hold
+        the loop for seconds. 2 MB of them get a clear 400 while a neighbour is served;
+        a tool output nested that deep in a request is a string to the request, and goes
+        upstream as it came."""
+        deep = b'{"messages":[{"role":"user","content":"q"}],"x":' + b"[" * 1000000 + b"]" * 1000000 + b"}"
+        MOCK.reset()
+        with Neighbour(self.cg) as n:
+            t = time.monotonic()
+            status, _, body = self.cg.request("POST", CHAT, body=deep, timeout=30)
+            took = time.monotonic() - t
+        self.assertEqual(status, 400, body[:300])
+        err = json.loads(body)["error"]
+        self.assertEqual(err["code"], "invalid_json")
+        self.assertIn("deeper than 64 levels", err["message"])
+        self.assertLess(took, 2.0)
+        n.check(self, 1.0)
+        self.assertEqual([r for r in MOCK.requests() if r["path"] == CHAT], [])
+        # 64 levels are fine
+        ok = json.loads(H.chat_body(stream=False))
+        ok["x"] = json.loads("[" * 63 + "]" * 63)
+        status, _, body = self.cg.request("POST", CHAT, body=json.dumps(ok).encode(), timeout=10)
+        self.assertEqual(status, 200, body[:300])
+
     def raw_status_in_pieces(self, pieces):
         """Like raw_status, each piece in its own read (the server sees the cut)."""
         s = socket.create_connection(("127.0.0.1", self.cg.port), timeout=5)
