@@ -6,6 +6,7 @@ fuzz_common.h): byte 0 seeds the read sizes (bits 6-7: largest read 1, 7,
 61 or 1021 bytes), byte 1 holds the target's flags. fuzz_json and fuzz_embedding read
 plain JSON (fuzz_embedding: an embeddings answer, also used as request text). fuzz_dialect_req reads one flags byte (dialect, default model, small
 max_doc_bytes: see fuzz_dialect_req.c), then a request body.
+fuzz_alias reads one mode byte, then a request body or tool contents (ALIAS_SEEDS).
 Run from anywhere: python3 tests/fuzz/make_corpus.py
 """
 import json
@@ -370,6 +371,69 @@ BEDROCK_SEEDS = {
 }
 
 
+# fuzz_alias byte 0: bits 0-1 == 0: the rest is the whole request body; otherwise the rest
+# is cut at 0xFF into tool message contents, with as text parts (bit 2, cut again at 0xFE),
+# data_sources null (3), assistant messages between (4), the piece raw as the content (5),
+# image parts between text parts (6): see fuzz_alias.c.
+AL_RAW, AL_TOOLS, AL_PARTS, AL_DS, AL_ASSIST, AL_VALUE, AL_IMAGES = 0, 1, 4, 8, 16, 32, 64
+AL_LAKE = b"abfss://docs@lake.dfs.core.windows.net/contracts/2024/msa-acme.pdf"
+AL_BOX1 = b"D(1,1.0219,2.3301,3.1045,2.3301,3.1045,2.6122,1.0219,2.6122)"
+AL_BOX2 = b"D(2, 0.5, 0.75, 8, 0.75, 8, 1.25, 0.5, 1.25);D(3,-0.1,+2,3.5,2,3.5,4,0,4)"
+AL_DOC = (b'{"documents":[{"path":"' + AL_LAKE + b'","title":"MSA","pages":[{"page":1,"lines":['
+          b'{"content":"Term: 3 years","polygon":"' + AL_BOX1 + b'"},{"content":"Fees","polygon":"'
+          + AL_BOX2 + b'","confidence":0.98,"selected":true,"note":null}]}]},{"path":'
+          b'"/data/lake/contracts/2023/nda.pdf","pages":[]}],"count":2}')
+AL_DOC2 = (b'[{"source":"' + AL_LAKE + b'","boxes":["' + AL_BOX1 + b'"]},{"source":'
+           b'"https://example.com/reports/q3.pdf","short":"/a/b","P9":"P12"}]')
+
+
+def al_body(*messages, tail=b""):
+    return (b'{"model":"gpt-4o","messages":[{"role":"user","content":"Where is the term?"},'
+            + b",".join(messages) + b"]" + tail + b"}")
+
+
+def al_tool(content):
+    return b'{"role":"tool","tool_call_id":"call_1","content":' + content + b"}"
+
+
+def js(b):
+    return json.dumps(b.decode(), ensure_ascii=False).encode()
+
+
+ALIAS_SEEDS = {
+    "documents": bytes([AL_TOOLS]) + AL_DOC + b"\xff" + AL_DOC2,
+    "escapes": bytes([AL_TOOLS]) + b'{"p":"https:\\/\\/example.com\\/caf\\u00e9\\/\\ud83d\\ude00\\/doc.pdf",'
+    b'"q":"/data/lake/caf\xc3\xa9/\xf0\x9f\x98\x80/x.pdf","n\\u0061me":"/data/lake/in/a/name.pdf",'
+    b'"lone":"\\ud800/data/lake/lone/half","b":"D(1,1,1,1,1,1,1,1,1)\\u003bD(2,2,2,2,2,2,2,2,2)"}',
+    "text_parts": bytes([AL_TOOLS | AL_PARTS | AL_IMAGES]) + b'{"path":"/data/lake/a/b/c.pdf",'
+    b'\xfe"box":"' + AL_BOX1 + b'"}\xff[\xfe"' + AL_LAKE + b'"\xfe]',
+    "clash": bytes([AL_TOOLS]) + b'{"path":"/data/lake/a/b/c.pdf","alias":"P1"}\xff["' + AL_BOX1
+    + b'","B2","P02","B0"]',
+    "clash_escaped": bytes([AL_TOOLS]) + b'["/data/lake/a/b/c.pdf","\\u0050\\u0031"]',
+    "not_json": bytes([AL_TOOLS]) + b"See /data/lake/a/b/c.pdf, page 1, " + AL_BOX1 + b"\xff"
+    + b'{"path":"/data/lake/a/b/c.pdf",}\xff"/data/lake/bare/string.pdf"\xff  "' + AL_LAKE + b'"  ',
+    "data_sources_assistant": bytes([AL_TOOLS | AL_DS | AL_ASSIST]) + AL_DOC2 + b"\xff" + AL_DOC
+    + b"\xff{}\xff" + AL_DOC2,
+    "raw_value": bytes([AL_TOOLS | AL_VALUE]) + b'[{"type":"text","text":' + js(b'{"a":"') + b'},'
+    b'{"type":"text","text":' + js(b"/data/lake/a/b/c.pdf\"}") + b'},{"type":"text","text":7}]'
+    + b'\xff{"unexpected":"object"}\xffnull',
+    "body": bytes([AL_RAW]) + al_body(
+        b'{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",'
+        b'"function":{"name":"extract","arguments":"{}"}}]}',
+        al_tool(js(AL_DOC)),
+        al_tool(b'[{"type":"text","text":' + js(AL_DOC2[:40]) + b'},{"type":"text","text":'
+                + js(AL_DOC2[40:]) + b'}]'),
+        b'{"role":"tool","content":' + js(b'["/not/a/tool/message/at/all"]') + b',"role":"user"}',
+        b'{"role":"t\\u006fol","content":' + js(b'["/escaped/role/is/not/a/tool"]') + b'}',
+        tail=b',"data_sources":[],"stream":true'),
+    "body_pretty": bytes([AL_RAW]) + b'{\n  "data_sources": {},\n  "messages": [\n    {"role": "tool",'
+    b' "content": "[\\n  \\"' + AL_BOX2 + b'\\",\\n  \\"/srv/x/y/z/document.pdf\\"\\n]"}\n  ]\n}\n',
+    # over 1 KiB of tool output ending in a backslash inside an unterminated string
+    "long_unterminated_backslash": bytes([AL_TOOLS]) + b'["' + b"a" * 1100 + b"\\",
+    "many_tools": bytes([AL_TOOLS | AL_ASSIST]) + b"\xff".join(
+        b'["/data/lake/doc/%02d.pdf","' % i + AL_BOX1 + b'","P%d"]' % (i + 3) for i in range(12)),
+}
+
 def write(dirname, name, data):
     d = HERE / "corpus" / dirname
     d.mkdir(parents=True, exist_ok=True)
@@ -509,6 +573,12 @@ def main():
         write("evstream", name, bytes([seed, flags]) + data)
     for name, (seed, flags, data) in BEDROCK_SEEDS.items():
         write("bedrock", name, bytes([seed, flags]) + data)
+    alias_seeds()
+
+
+def alias_seeds():
+    for name, data in ALIAS_SEEDS.items():
+        write("alias", name, data)
 
 
 if __name__ == "__main__":
