@@ -212,9 +212,12 @@ static bool grammar_ok(const cg_json_t *j)
  * its closing quote, or n. */
 static size_t string_end(const char *s, size_t n, size_t i)
 {
-    for (i += cg_json_plain_len(s + i, n - i); i < n && s[i] != '"';
-         i += cg_json_plain_len(s + i, n - i))
-        i += s[i] == '\\' ? 2 : 1;
+    while (i < n) {
+        i += cg_json_plain_len(s + i, n - i);
+        if (i >= n || s[i] == '"')
+            break;
+        i += s[i] == '\\' ? 2 : 1; /* an escape's backslash may be the last byte */
+    }
     return i < n ? i : n;
 }
 

@@ -295,6 +295,14 @@ static void test_parse_depth(void **state)
     assert_int_equal(nested_json(CG_JSON_MAX_DEPTH + 1, "1"), CG_JSON_E_DEEP);
     assert_int_equal(nested_json(CG_JSON_MAX_DEPTH, "\"[[[{{{\\\"[[\""), CG_JSON_OK);
     assert_int_equal(nested_json(CG_JSON_MAX_DEPTH, "[]"), CG_JSON_E_DEEP);
+    /* A long text that ends inside a string, on a backslash: scanned to its
+     * end and no further (ASan watches the scan). */
+    char *cut = cg_xmalloc(CG_JSON_SHALLOW_BYTES + 16);
+    memcpy(cut, "{\"a\":\"", 6);
+    memset(cut + 6, 'a', CG_JSON_SHALLOW_BYTES);
+    cut[6 + CG_JSON_SHALLOW_BYTES] = '\\';
+    assert_int_equal(parse_n(cut, 7 + CG_JSON_SHALLOW_BYTES, 64), CG_JSON_E_INVALID);
+    free(cut);
     /* Closings do not count against the depth: many shallow runs are fine. */
     cg_buf_t b = {0};
     cg_buf_putc(&b, '[');
