@@ -24,8 +24,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TARGETS = ["sse", "json", "xform", "dialect_req", "anthropic", "responses", "embedding",
-           "h1_server", "h2_server", "up_h1", "up_h2"]
+TARGETS = ["sse", "json", "xform", "dialect_req", "anthropic", "responses", "gemini", "embedding",
+           "evstream", "bedrock", "alias", "h1_server", "h2_server", "up_h1", "up_h2"]
 
 
 def dictionary(name):
