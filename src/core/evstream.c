@@ -326,6 +326,33 @@ static void note_header(cg_evs_msg_t *m, const header_t *h)
         *slot = h->value.v;
 }
 
+/* The headers nearly every event of Bedrock's streams has, in the order it
+ * sends them: ":event-type" (any value), then ":content-type"
+ * "application/json" and ":message-type" "event", all strings. Found as
+ * bytes, they need no walk, whose three steps each wait for the last: the
+ * walk would read exactly these three headers from them. */
+static const char usual_head[] = "\x0b:event-type\x07";
+static const char usual_tail[] = "\x0d:content-type\x07\x00\x10"
+                                 "application/json"
+                                 "\x0d:message-type\x07\x00\x05"
+                                 "event";
+
+static bool usual_headers(cg_evs_msg_t *m, const char *h, size_t hlen)
+{
+    const size_t nh = sizeof(usual_head) - 1, nt = sizeof(usual_tail) - 1;
+    if (hlen < nh + 2 + nt || memcmp(h, usual_head, nh) != 0)
+        return false;
+    size_t vl = be16((const uint8_t *)h + nh);
+    const char *tail = h + nh + 2 + vl;
+    if (hlen != nh + 2 + vl + nt || memcmp(tail, usual_tail, nt) != 0)
+        return false;
+    m->event_type = cg_span(h + nh + 2, vl);
+    m->content_type = cg_span(tail + 17, 16);
+    m->message_type = cg_span(tail + 50, 5);
+    m->nheaders = 3;
+    return true;
+}
+
 /* A whole message of `total` bytes at p, its prelude checked. */
 static int read_message(const char *p, uint32_t total, cg_evs_msg_t *m)
 {
@@ -347,6 +374,8 @@ static int read_message(const char *p, uint32_t total, cg_evs_msg_t *m)
     m->nheaders = 0;
     m->headers = cg_span(p + CG_EVS_PRELUDE, hlen);
     m->payload = cg_span(p + CG_EVS_PRELUDE + hlen, total - CG_EVS_MIN_MESSAGE - hlen);
+    if (usual_headers(m, m->headers.p, hlen))
+        return 0;
     const uint8_t *s = (const uint8_t *)m->headers.p, *end = s + hlen;
     while (s < end) {
         header_t h;

@@ -441,12 +441,142 @@ static void test_crc32_folding_equals_table(void **state)
     free(buf);
 }
 
+/* --- The usual headers, found as bytes ------------------------------------------- */
+
+/* An independent reading of a header section: the first string value of
+ * each header the reader names, and how many headers; false when the
+ * section does not parse. */
+typedef struct ref_msg {
+    cg_span_t v[6];
+    uint32_t n;
+} ref_msg_t;
+
+static const char *const ref_names[6] = {":message-type", ":event-type",    ":exception-type",
+                                         ":error-code",   ":error-message", ":content-type"};
+
+static bool ref_headers(const uint8_t *s, size_t n, ref_msg_t *r)
+{
+    static const uint8_t widths[10] = {0, 0, 1, 2, 4, 8, 0, 0, 8, 16};
+    memset(r, 0, sizeof(*r));
+    for (size_t i = 0; i < n; r->n++) {
+        size_t nl = s[i++];
+        if (n - i < nl + 1)
+            return false;
+        const uint8_t *name = s + i;
+        i += nl;
+        uint8_t type = s[i++];
+        if (type > 9)
+            return false;
+        size_t w = widths[type];
+        if (type == 6 || type == 7) {
+            if (n - i < 2)
+                return false;
+            w = (size_t)s[i] << 8 | s[i + 1];
+            i += 2;
+        }
+        if (n - i < w)
+            return false;
+        for (size_t k = 0; k < 6 && type == 7; k++)
+            if (strlen(ref_names[k]) == nl && memcmp(ref_names[k], name, nl) == 0 &&
+                r->v[k].p == NULL)
+                r->v[k] = cg_span((const char *)s + i, w);
+        i += w;
+    }
+    return true;
+}
+
+/* Header section h in a message: the reader gives what the reference reads. */
+static void check_headers(const cg_buf_t *h)
+{
+    cg_buf_t s = {0};
+    encode(&s, cg_span(h->p, h->len), cg_span("{}", 2), false);
+    cg_evs_t r;
+    cg_evs_msg_t m;
+    ssize_t got = feed_all(s.p, s.len, &m, &r);
+    ref_msg_t want;
+    const uint8_t *hs = (const uint8_t *)s.p + CG_EVS_PRELUDE;
+    if (!ref_headers(hs, h->len, &want)) {
+        assert_int_equal(got, CG_EVS_E_HEADER);
+    } else {
+        assert_int_equal(got, (ssize_t)s.len);
+        const cg_span_t v[6] = {m.message_type, m.event_type,    m.exception_type,
+                                m.error_code,   m.error_message, m.content_type};
+        for (size_t k = 0; k < 6; k++) {
+            assert_ptr_equal(v[k].p, want.v[k].p);
+            assert_int_equal(v[k].n, want.v[k].n);
+        }
+        assert_int_equal(m.nheaders, want.n);
+    }
+    cg_evs_free(&r);
+    cg_buf_free(&s);
+}
+
+static void usual(cg_buf_t *h, const char *event_type)
+{
+    h->len = 0;
+    evs_header(h, ":event-type", event_type);
+    evs_header(h, ":content-type", "application/json");
+    evs_header(h, ":message-type", "event");
+}
+
+/* Bedrock's usual three headers are found as bytes, without a walk: the
+ * same fields as the walk for them, for any event type, and for every
+ * change of one of their bytes; and other orders, values and extra headers
+ * go through the walk. */
+static void test_usual_headers(void **state)
+{
+    (void)state;
+    cg_buf_t h = {0};
+    char longer[301];
+    memset(longer, 'x', 300);
+    longer[300] = '\0';
+    const char *const types[] = {"", "a", "contentBlockDelta", "messageStop", longer};
+    for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+        usual(&h, types[k]);
+        check_headers(&h);
+    }
+    /* every byte of the usual section changed, three ways */
+    usual(&h, "contentBlockDelta");
+    static const uint8_t flips[] = {0x01, 0x20, 0xff};
+    for (size_t i = 0; i < h.len; i++) {
+        for (size_t f = 0; f < sizeof(flips); f++) {
+            h.p[i] ^= (char)flips[f];
+            check_headers(&h);
+            h.p[i] ^= (char)flips[f];
+        }
+    }
+    /* other orders, values, an extra header */
+    h.len = 0;
+    evs_header(&h, ":content-type", "application/json");
+    evs_header(&h, ":event-type", "contentBlockDelta");
+    evs_header(&h, ":message-type", "event");
+    check_headers(&h);
+    h.len = 0;
+    evs_header(&h, ":event-type", "contentBlockDelta");
+    evs_header(&h, ":content-type", "application/jsonx");
+    evs_header(&h, ":message-type", "event");
+    check_headers(&h);
+    h.len = 0;
+    evs_header(&h, ":event-type", "contentBlockDelta");
+    evs_header(&h, ":content-type", "application/json");
+    evs_header(&h, ":message-type", "exception");
+    check_headers(&h);
+    usual(&h, "contentBlockDelta");
+    evs_header(&h, ":event-type", "second");
+    check_headers(&h);
+    usual(&h, "contentBlockDelta");
+    h.len -= 1; /* the last value cut short */
+    check_headers(&h);
+    cg_buf_free(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32),
         cmocka_unit_test(test_crc32_long_known),
         cmocka_unit_test(test_crc32_folding_equals_table),
+        cmocka_unit_test(test_usual_headers),
         cmocka_unit_test(test_aws_vectors_positive),
         cmocka_unit_test(test_aws_vectors_negative),
         cmocka_unit_test(test_every_header_type_skipped),
