@@ -20,9 +20,10 @@
  * order, a source once per event, as content when the event comes (text
  * is never held, and a citation follows the text it cites); `guardrail`
  * with action INTERVENED makes the finish content_filter. The end of the
- * body at a message boundary is the normal end: the finish (stop, or
- * content_filter), then the transformer's [DONE]; a body cut inside a
- * message, or one that brought no event, ends as truncated. Exceptions and
+ * body (closed normally) at a message boundary is the normal end: the
+ * finish (stop, or content_filter), then the transformer's [DONE]; a body
+ * cut inside a message, one that brought no event, or a connection that
+ * failed or went idle ends as truncated. Exceptions and
  * error messages as for bedrock (view.c).
  *
  * Not streamed: output.text with each citation's references inserted after
@@ -278,13 +279,15 @@ static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
     cg__view_give_back(x, &s->in);
 }
 
-/* The end of the body: at a message boundary, after events, the answer is
- * whole; else the transformer ends it as truncated. */
+/* The end of the body (the upstream closed it normally) at a message
+ * boundary, after events: the answer is whole. Else the transformer ends
+ * it as truncated. */
 static void end_of_stream(cg_xform_t *x, void *state, cg_span_t pending)
 {
     (void)pending;
     kb_t *s = state;
-    if (s->over || !s->any || (x->dv->evs && cg_evs_pending(x->dv->evs) > 0))
+    if (s->over || !s->any || x->end_why != CG_END_EOF ||
+        (x->dv->evs && cg_evs_pending(x->dv->evs) > 0))
         return;
     cg__view_role(x, &s->started);
     cg__view_finish(x, s->intervened ? "content_filter" : "stop");

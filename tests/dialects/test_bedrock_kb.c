@@ -281,6 +281,29 @@ static void test_cut_short(void **state)
     in.len = 0;
     run("off", NULL, &in, &out, NULL);
     assert_non_null(strstr(out.p, "\"code\":\"upstream_closed\""));
+    /* whole messages, but the connection failed or went idle: not an end */
+    grounded(&in, "NONE");
+    static const cg_end_t why[] = {CG_END_RESET, CG_END_TIMEOUT, CG_END_SHUTDOWN};
+    for (size_t k = 0; k < 3; k++) {
+        dialect_case_t c;
+        dialect_case_init(&c, dialect_named("bedrock-kb"), NULL, 0);
+        cg_xform_cfg_t cfg;
+        cg_xform_cfg_default(&cfg, profile_named("off"));
+        cg_xform_t *x = dialect_xform(&cfg, &c);
+        cg_out_t o = {0};
+        out.len = 0;
+        cg_xform_feed(x, in.p, in.len, &o);
+        dialect_collect(&out, &o);
+        cg_xform_finish(x, why[k], &o);
+        dialect_collect(&out, &o);
+        cg_buf_putc(&out, '\0');
+        assert_non_null(strstr(out.p, "\"code\":\"upstream_closed\""));
+        assert_null(strstr(out.p, "finish_reason\":\"stop"));
+        assert_null(strstr(out.p, "[DONE]"));
+        cg_out_free(&o);
+        cg_xform_free(x);
+        dialect_case_free(&c);
+    }
     cg_buf_free(&in);
     cg_buf_free(&out);
 }
