@@ -66,12 +66,7 @@ static void grounded(cg_buf_t *s, const char *action)
 static void run(const char *profile, const char *request, const cg_buf_t *in, cg_buf_t *out,
                 cg_xform_stats_t *stats)
 {
-    dialect_case_t c;
-    dialect_case_init(&c, dialect_named("bedrock-kb"), request, request ? strlen(request) : 0);
-    cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg, profile_named(profile));
-    dialect_stream(&cfg, &c, in->p, in->len, NULL, 0, out, stats);
-    dialect_case_free(&c);
+    dialect_run("bedrock-kb", profile, request, in->p, in->len, out, stats);
 }
 
 static int run_body(const char *profile, const char *body, cg_buf_t *out)
@@ -178,26 +173,23 @@ static void test_every_location(void **state)
         "{\"location\":{\"type\":\"S3\"}}," /* no key */
         S3("s3://b/k/Guide%20One.pdf", "s3", "") "," WEB(
             "https://web.example/a", "web",
-            "") "," REF("confluenceLocation", "url", "https://c.example/p",
-                        "conf", "") "," REF("salesforceLocation", "url", "https://sf.example/r",
-                                            "sf",
-                                            "") "," REF("sharePointLocation", "url",
-                                                        "https://sp.example/s.docx", "sp",
-                                                        "") "," REF("kendraDocumentLocation", "uri",
-                                                                    "https://kendra.example/d",
-                                                                    "kendra",
-                                                                    "") "," REF("customDocumentLoca"
-                                                                                "tion",
-                                                                                "id", "doc-7",
-                                                                                "custom",
-                                                                                "") ","
-                                                                                    "{\"location\":"
-                                                                                    "{\"customDocum"
-                                                                                    "entLocation\":"
-                                                                                    "{\"id\":\"\"}}"
-                                                                                    "}" /* an empty
-                                                                                           key */
-                                                                                    "]}");
+            "") "," REF("confluenceLocation", "url", "https://c.example/p", "conf",
+                        "") "," REF("salesforceLocation", "url", "https://sf.example/r", "sf",
+                                    "") "," REF("sharePointLocation", "url",
+                                                "https://sp.example/s.docx", "sp",
+                                                "") "," REF("kendraDocumentLocation", "uri",
+                                                            "https://kendra.example/d", "kendra",
+                                                            "") "," REF("customDocumentLoca"
+                                                                        "tion",
+                                                                        "id", "doc-7", "custom",
+                                                                        "") ","
+                                                                            "{\"location\":"
+                                                                            "{\"customDocum"
+                                                                            "entLocation\":"
+                                                                            "{\"id\":\"\"}}"
+                                                                            "}" /* an empty
+                                                                                   key */
+                                                                            "]}");
     run("openwebui", NULL, &in, &out, NULL);
     view_t v;
     client_view(&v, &out, false);
@@ -370,23 +362,23 @@ static void test_body_bad_offsets(void **state)
     (void)state;
     body_content(
         "{\"output\":{\"text\":\"Short.\"},\"citations\":[" CITATION("a", "100", MANUAL) "," CITATION(
-            "b",
-            "6", FAQ) "," CITATION("c", "-1",
-                                   WIKI) "," CITATION("d", "2.5",
-                                                      MANUAL) "," CITATION("e", "\"2\"",
-                                                                           FAQ) ",{"
-                                                                                "\"retrievedReferen"
-                                                                                "ces\":[" WIKI
-                                                                                "]}," CITATION(
-                                                                                    "f", "1",
-                                                                                    "{\"location\":"
-                                                                                    "{}}") ",17,"
-                                                                                           "\"x\",{"
-                                                                                           "\"retri"
-                                                                                           "evedRef"
-                                                                                           "erences"
-                                                                                           "\":7}]"
-                                                                                           "}",
+            "b", "6",
+            FAQ) "," CITATION("c", "-1",
+                              WIKI) "," CITATION("d", "2.5",
+                                                 MANUAL) "," CITATION("e", "\"2\"",
+                                                                      FAQ) ",{"
+                                                                           "\"retrievedReferen"
+                                                                           "ces\":[" WIKI
+                                                                           "]}," CITATION(
+                                                                               "f", "1",
+                                                                               "{\"location\":"
+                                                                               "{}}") ",17,"
+                                                                                      "\"x\",{"
+                                                                                      "\"retri"
+                                                                                      "evedRef"
+                                                                                      "erences"
+                                                                                      "\":7}]"
+                                                                                      "}",
         "Short.[1][2][3][1][2][3]");
     body_content("{\"output\":{\"text\":\"\"},\"citations\":[" CITATION("a", "0", MANUAL) "]}",
                  "[1]");
@@ -435,23 +427,8 @@ static void test_every_split(void **state)
     grounded(&in, "INTERVENED");
     evs_event(&in, "citation", "{\"citation\":" CITATION("x", "1", WIKI) "}");
     evs_exception(&in, "throttlingException", "{\"message\":\"late\"}");
-    for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++) {
-        dialect_case_t c;
-        dialect_case_init(&c, dialect_named("bedrock-kb"), REQUEST, strlen(REQUEST));
-        cg_xform_cfg_t cfg;
-        cg_xform_cfg_default(&cfg, profile_named(profiles[p]));
-        cg_buf_t whole = {0};
-        dialect_stream(&cfg, &c, in.p, in.len, NULL, 0, &whole, NULL);
-        dialect_split_t ds = {&cfg, &c, profiles[p]};
-        split_case_t sc = dialect_split_case(&ds, in.p, in.len);
-        split_points_t sp;
-        split_points_init(&sp, in.p, in.len, p);
-        split_every(&sc, &sp, &whole);
-        split_points_free(&sp);
-        split_random(&sc, 100, &rng, &whole);
-        cg_buf_free(&whole);
-        dialect_case_free(&c);
-    }
+    dialect_every_split("bedrock-kb", REQUEST, in.p, in.len, profiles,
+                        sizeof(profiles) / sizeof(profiles[0]), 100, &rng);
     cg_buf_free(&in);
 }
 

@@ -258,18 +258,7 @@ class Startup(unittest.TestCase):
     """Settings that stop citegate at start (exit status 2), with --check and without."""
 
     def run_both(self, env):
-        e = {v: None for v in TB.AWS_VARS}
-        e.update({"CITEGATE_UPSTREAM_DIALECT": "bedrock-kb", "CITEGATE_BEDROCK_KB": None,
-                  "CITEGATE_LISTEN": f"127.0.0.1:{H.free_port()}",
-                  "CITEGATE_ADMIN_LISTEN": f"127.0.0.1:{H.free_port()}"})
-        e.update(env)
-        out = []
-        for args in (["--check"], []):
-            p = H.run_citegate(args, env=e)
-            text = (p.stdout + p.stderr).decode(errors="replace")
-            out.append((p.returncode, text))
-            self.assertEqual(H.sanitizer_reports(text), [])
-        return out
+        return TB.run_both(self, dict({"CITEGATE_BEDROCK_KB": None}, **env), "bedrock-kb")
 
     def test_exit_2(self):
         up = "http://127.0.0.1:9"

@@ -49,9 +49,7 @@ import bedrock_oracle  # noqa: E402  (the event-stream framing and the chat side
 import oracle  # noqa: E402
 
 DIALECTS = bedrock_oracle.DIALECTS
-EXPECTED = bedrock_oracle.EXPECTED
 CREATED = bedrock_oracle.CREATED
-PROFILES = bedrock_oracle.PROFILES
 
 CASES = [
     ("answers/bedrock_kb_grounded.bin", "answers/bedrock_kb.request.json"),
@@ -165,40 +163,15 @@ def read_stream(body, request):
             started = True
             ans.chunk("")
 
-    for headers, payload in bedrock_oracle.decode(body):
-        if headers == "broken":
-            ans.error, end = bedrock_oracle.protocol_error(), "error"
+    for kind, et, obj in bedrock_oracle.events(body):
+        if kind == "failure":
+            ans.error, end = obj, "error"
             break
-        if headers == "cut":
-            break
-        if headers == "end":
+        if kind == "end":
             end = "done" if events else None
+        if kind != "event":
             break
-        mtype = headers.get(":message-type")
-        if mtype in ("exception", "error"):
-            if mtype == "exception":
-                try:
-                    obj = json.loads(payload.decode("utf-8"))
-                except ValueError:
-                    obj = None
-                msg = _obj(obj).get("message")
-                code = headers.get(":exception-type")
-            else:
-                msg, code = headers.get(":error-message"), headers.get(":error-code")
-            ans.error = {"message": msg if isinstance(msg, str) else None,
-                         "type": "upstream_error", "code": code if isinstance(code, str) else None}
-            end = "error"
-            break
-        if mtype != "event":
-            continue
-        try:
-            obj = json.loads(payload.decode("utf-8"))
-        except ValueError:
-            continue
-        if not isinstance(obj, dict):
-            continue
         events += 1
-        et = headers.get(":event-type")
         if et == "output":
             role()
             if isinstance(obj.get("text"), str) and obj["text"]:
@@ -251,23 +224,7 @@ def read_body(obj, request):
     return ans
 
 
-def is_answer_body(obj):
-    return isinstance(obj, dict) and isinstance(_obj(obj.get("output")).get("text"), str)
-
-
-def expected_view(body, request=None, profile="openwebui"):
-    if oracle.is_json_body(body):
-        ans, end = read_body(json.loads(body.decode("utf-8")), request), "body"
-    else:
-        ans, end = read_stream(body, request)
-    view = {"content": dict(ans.content), "end": end, "sources": [], "annotations": {},
-            "citations": [], "entities": [], "events": []}
-    if profile != "off":
-        out = oracle.transform(ans, profile, "numeric", 8192, True)
-        for k in ("content", "sources", "annotations", "citations", "entities"):
-            view[k] = out[k]
-    view.update(finish_reason=ans.finish, usage=ans.usage, meta=ans.meta, error=ans.error)
-    return view
+expected_view = bedrock_oracle.viewer(read_body, read_stream)
 
 
 client_extras = bedrock_oracle.client_extras
@@ -277,39 +234,14 @@ COMPARED = bedrock_oracle.COMPARED
 
 
 def regen():
-    os.makedirs(EXPECTED, exist_ok=True)
-    for fixture, request in CASES:
-        with open(os.path.join(DIALECTS, fixture), "rb") as f:
-            body = f.read()
-        for profile in PROFILES:
-            view = expected_view(body, load_request(request), profile)
-            doc = {"fixture": fixture, "request": request, "dialect": "bedrock-kb",
-                   "created": CREATED, "profile": profile}
-            doc.update({k: view[k] for k in COMPARED})
-            path = os.path.join(EXPECTED, bedrock_oracle.expected_name(fixture, profile))
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(doc, f, indent=1, ensure_ascii=False)
-                f.write("\n")
+    bedrock_oracle.write_expected(CASES, expected_view, "bedrock-kb")
     return 0
 
 
 def main(argv):
     if argv[:1] == ["--regen"]:
         return regen()
-    body_path, request, profile, i = argv[0], None, "openwebui", 1
-    while i < len(argv):
-        if argv[i] == "--request":
-            with open(argv[i + 1], encoding="utf-8") as f:
-                request = json.load(f)
-        elif argv[i] == "--profile":
-            profile = argv[i + 1]
-        else:
-            raise SystemExit("unknown argument " + argv[i])
-        i += 2
-    with open(body_path, "rb") as f:
-        print(json.dumps(expected_view(f.read(), request, profile), indent=1, ensure_ascii=False))
-    return 0
-
+    return bedrock_oracle.print_view(argv, expected_view)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -40,22 +40,8 @@ def stream_of_body(body):
 
 
 def main():
-    with open(DESC, encoding="utf-8") as f:
-        desc = json.load(f)["answers"]
-    for name, d in desc.items():
-        stream = d.get("stream")
-        if d.get("stream_of_body"):
-            stream = stream_of_body(d["body"]) + d.get("stream_tail", [])
-        if stream is not None:
-            with open(os.path.join(mbf.ANSWERS, "bedrock_kb_%s.bin" % name), "wb") as f:
-                f.write(b"".join(mbf.entry_bytes(e) for e in stream))
-        if "body" in d:
-            with open(os.path.join(mbf.ANSWERS, "bedrock_kb_%s.json" % name), "w",
-                      encoding="utf-8") as f:
-                json.dump(d["body"], f, indent=1, ensure_ascii=False)
-                f.write("\n")
-    return 0
-
+    return mbf.write_answers(DESC, "bedrock_kb", lambda d: stream_of_body(d["body"]) + d.get("stream_tail", [])
+                             if d.get("stream_of_body") else d.get("stream"))
 
 if __name__ == "__main__":
     sys.exit(main())
