@@ -39,6 +39,9 @@
  * A sixth: Amazon Bedrock ConverseStream answers in AWS's binary event
  * stream (text deltas, web and document citation deltas, each payload
  * padded as Bedrock pads it), through the bedrock dialect's view.
+ * A seventh: Amazon Bedrock Knowledge Bases retrieveAndGenerateStream
+ * answers in the same event stream (output events, citation events with
+ * their retrieved references), through the bedrock-kb dialect's view.
  *
  * Usage: core [--read N] [--mib N] [--rounds N] [--events N] [--seed N]
  *             [--only SECTION]
@@ -1336,6 +1339,61 @@ static void br_cite(cg_buf_t *b, unsigned k, unsigned s, gen_totals_t *t)
     br.t.conts++;
 }
 
+/* 4-32 bytes of a delta's text, as JSON string bytes (the words, escapes
+ * and UTF-8 of the chunks above), into text; returns their length. */
+static size_t br_words(char *text)
+{
+    size_t n = 0, target = 4 + rng_below(29);
+    while (n < target) {
+        unsigned r = rng_below(100);
+        const char *w = r < 3    ? ".\\n\\n"
+                        : r < 10 ? ","
+                        : r < 14 ? "."
+                                 : words[rng_below(NWORDS)];
+        memcpy(text + n, w, strlen(w));
+        n += strlen(w);
+    }
+    return n;
+}
+
+/* Where each answer's expected content starts and ends in br.text. */
+static void br_answer_begin(void)
+{
+    if (br.want && br.n == 0) {
+        br.off = realloc(br.off, (br.cap = 64) * sizeof(size_t));
+        if (br.off == NULL)
+            die("out of memory");
+        br.off[0] = 0;
+    }
+}
+
+static void br_answer_end(void)
+{
+    if (br.want) {
+        if (br.n + 2 > br.cap && (br.off = realloc(br.off, (br.cap *= 2) * sizeof(size_t))) == NULL)
+            die("out of memory");
+        br.off[++br.n] = br.text.len;
+    }
+}
+
+/* The reference the view writes for source s, numbered by first citation
+ * in the answer (num, next), into the expected content: a link for a web
+ * result, as openwebui makes it. */
+static void br_expect_ref(unsigned s, unsigned *num, unsigned *next, gen_totals_t *t)
+{
+    if (num[s] == 0)
+        num[s] = ++*next;
+    t->refs++;
+    if (br_src[s].web)
+        t->refs_url++;
+    if (!br.want)
+        return;
+    if (br_src[s].web)
+        cg_buf_printf(&br.text, "[[%u]](%s)", num[s], web_urls[br_src[s].i]);
+    else
+        cg_buf_printf(&br.text, "[%u]", num[s]);
+}
+
 typedef struct br_block {
     unsigned k, n, src[BR_NSRC];
     bool before[BR_NSRC];
@@ -1381,18 +1439,9 @@ static void br_block_stop(cg_buf_t *b, const br_block_t *bl, unsigned *num, unsi
         unsigned s = order[c];
         if (num[s] == 0)
             num[s] = ++*next;
-        if (seen[s])
-            continue;
+        if (!seen[s])
+            br_expect_ref(s, num, next, t);
         seen[s] = true;
-        t->refs++;
-        if (br_src[s].web)
-            t->refs_url++;
-        if (!br.want)
-            continue;
-        if (br_src[s].web)
-            cg_buf_printf(&br.text, "[[%u]](%s)", num[s], web_urls[br_src[s].i]);
-        else
-            cg_buf_printf(&br.text, "[%u]", num[s]);
     }
 }
 
@@ -1400,12 +1449,7 @@ static void br_block_stop(cg_buf_t *b, const br_block_t *bl, unsigned *num, unsi
  * their citations and stops, messageStop, metadata. */
 static void gen_bedrock_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
 {
-    if (br.want && br.n == 0) {
-        br.off = realloc(br.off, (br.cap = 64) * sizeof(size_t));
-        if (br.off == NULL)
-            die("out of memory");
-        br.off[0] = 0;
-    }
+    br_answer_begin();
     br_pl.len = 0;
     cg_buf_putc(&br_pl, '{');
     br_pad(&br_pl);
@@ -1417,16 +1461,7 @@ static void gen_bedrock_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
     long to_stop = 300 + (long)rng_below(201);
     for (unsigned e = 0; e < nev; e++) {
         char text[160];
-        size_t n = 0, target = 4 + rng_below(29);
-        while (n < target) {
-            unsigned r = rng_below(100);
-            const char *w = r < 3    ? ".\\n\\n"
-                            : r < 10 ? ","
-                            : r < 14 ? "."
-                                     : words[rng_below(NWORDS)];
-            memcpy(text + n, w, strlen(w));
-            n += strlen(w);
-        }
+        size_t n = br_words(text);
         br_pl.len = 0;
         cg_buf_printf(&br_pl, "{\"contentBlockIndex\":%u,\"delta\":{\"text\":\"%.*s\"},", block,
                       (int)n, text);
@@ -1457,11 +1492,115 @@ static void gen_bedrock_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
                   ",\"usage\":{\"inputTokens\":2679,\"outputTokens\":%u,\"totalTokens\":%u}}", nev,
                   2679 + nev);
     br_event(b, "metadata", t);
-    if (br.want) {
-        if (br.n + 2 > br.cap && (br.off = realloc(br.off, (br.cap *= 2) * sizeof(size_t))) == NULL)
-            die("out of memory");
-        br.off[++br.n] = br.text.len;
+    br_answer_end();
+}
+
+/* --- The bedrock-kb view ------------------------------------------------------ */
+
+/* Answers as Knowledge Bases' retrieveAndGenerateStream sends them, in the
+ * same event stream: `output` events of the text deltas above, and after
+ * every 300-500 bytes of text a `citation` event for that part, as the
+ * service sends it: the part's text and span, and one to three retrieved
+ * references, each with its chunk's text, its location (a web result by
+ * webLocation url, a document by s3Location uri) and its metadata (source
+ * uri, chunk id, data source, a document's page), the whole again in the
+ * deprecated nested `citation`. An answer's first citation cites three
+ * sources; a later one may name a source twice. The view writes one [N]
+ * per distinct source of the event as content when it comes, which
+ * openwebui links for the web results. Knowledge Bases' captures show no
+ * padding member. */
+
+static void kb_reference(cg_buf_t *p, unsigned s)
+{
+    unsigned i = br_src[s].i;
+    if (br_src[s].web) {
+        cg_buf_printf(p,
+                      "{\"content\":{\"text\":\"%s\",\"type\":\"TEXT\"},\"location\":{\"type\":"
+                      "\"WEB\",\"webLocation\":{\"url\":\"%s\"}},\"metadata\":{"
+                      "\"x-amz-bedrock-kb-source-uri\":\"%s\",\"x-amz-bedrock-kb-chunk-id\":"
+                      "\"web-%u\",\"x-amz-bedrock-kb-data-source-id\":\"WEBDS01\"}}",
+                      docs[i].content, web_urls[i], web_urls[i], i);
+        return;
     }
+    cg_buf_printf(p,
+                  "{\"content\":{\"text\":\"%s\",\"type\":\"TEXT\"},\"location\":{\"s3Location\":"
+                  "{\"uri\":\"s3://kb-docs/%s\"},\"type\":\"S3\"},\"metadata\":{"
+                  "\"x-amz-bedrock-kb-source-uri\":\"s3://kb-docs/%s\","
+                  "\"x-amz-bedrock-kb-chunk-id\":\"1%%3A0%%3A%s\","
+                  "\"x-amz-bedrock-kb-data-source-id\":\"S3DS01\","
+                  "\"x-amz-bedrock-kb-document-page-number\":%u.0}}",
+                  docs[i].content, docs[i].filepath, docs[i].filepath, docs[i].chunk_id, i + 1);
+}
+
+/* The citation event of the part (JSON string bytes) that ends at byte
+ * `at` of the answer, and the references the view writes for it. */
+static void kb_citation(cg_buf_t *b, const cg_buf_t *part, size_t at, bool first, unsigned *num,
+                        unsigned *next, gen_totals_t *t)
+{
+    static cg_buf_t one;
+    unsigned src[3], n = first ? 3 : 1 + (rng_below(100) >= 50) + (rng_below(100) >= 70);
+    for (unsigned c = 0; c < n; c++)
+        src[c] = first ? c : rng_below(BR_NSRC);
+    one.len = 0;
+    cg_buf_printf(&one,
+                  "\"generatedResponsePart\":{\"textResponsePart\":{\"span\":{\"end\":%zu,"
+                  "\"start\":%zu},\"text\":\"%.*s\"}},\"retrievedReferences\":[",
+                  at - 1, at - part->len, (int)part->len, part->p);
+    for (unsigned c = 0; c < n; c++) {
+        if (c)
+            cg_buf_putc(&one, ',');
+        kb_reference(&one, src[c]);
+    }
+    cg_buf_putc(&one, ']');
+    br_pl.len = 0;
+    cg_buf_puts(&br_pl, "{\"citation\":{");
+    cg_buf_put(&br_pl, one.p, one.len);
+    cg_buf_puts(&br_pl, "},");
+    cg_buf_put(&br_pl, one.p, one.len);
+    cg_buf_putc(&br_pl, '}');
+    br_event(b, "citation", t);
+    br.t.cites++;
+    bool seen[BR_NSRC] = {false};
+    for (unsigned c = 0; c < n; c++)
+        if (!seen[src[c]]) {
+            seen[src[c]] = true;
+            br_expect_ref(src[c], num, next, t);
+        }
+}
+
+/* Appends one bedrock-kb answer: nev output events, a citation event after
+ * each part of 300-500 bytes and after the last. */
+static void gen_kb_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
+{
+    static cg_buf_t part;
+    br_answer_begin();
+    unsigned num[BR_NSRC] = {0}, next = 0;
+    size_t at = 0;
+    bool first = true;
+    part.len = 0;
+    long to_cite = 300 + (long)rng_below(201);
+    for (unsigned e = 0; e < nev; e++) {
+        char text[160];
+        size_t n = br_words(text);
+        br_pl.len = 0;
+        cg_buf_printf(&br_pl, "{\"text\":\"%.*s\"}", (int)n, text);
+        br_event(b, "output", t);
+        if (br.want)
+            cg_buf_put(&br.text, text, n);
+        cg_buf_put(&part, text, n);
+        at += n;
+        t->content_bytes += n;
+        t->content_events++;
+        to_cite -= (long)n;
+        if (to_cite <= 0 || e + 1 == nev) {
+            kb_citation(b, &part, at, first, num, &next, t);
+            first = false;
+            part.len = 0;
+            to_cite = 300 + (long)rng_below(201);
+        }
+    }
+    br.t.blocks++;
+    br_answer_end();
 }
 
 /* Appends the decoded content of every content delta of the chunks in
@@ -1495,8 +1634,8 @@ static void br_content_of(const char *p, size_t n, cg_buf_t *out)
  * references (and links) after each citing block, byte for byte once
  * decoded; [DONE] ends it, the view read every message, nothing was
  * malformed, no framing error. */
-static int verify_bedrock(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
-                          const gen_totals_t *gt)
+static int verify_bedrock(const char *section, const input_t *in, size_t rd,
+                          const cg_xform_cfg_t *cfg, const gen_totals_t *gt)
 {
     uint64_t links = 0, linked = 0, events = 0, done = 0, bad = 0, same = 0, finish = 0;
     cg_buf_t all = {0}, got = {0}, want = {0};
@@ -1537,49 +1676,51 @@ static int verify_bedrock(const input_t *in, size_t rd, const cg_xform_cfg_t *cf
     cg_buf_free(&want);
     int ok = same == in->nans && links == gt->refs_url && linked == gt->refs_url &&
              events == gt->events && done == in->nans && finish == in->nans && bad == 0;
-    printf("bedrock verify (untimed): content = text + references in %" PRIu64 "/%zu answers, "
+    printf("%s verify (untimed): content = text + references in %" PRIu64 "/%zu answers, "
            "links = %" PRIu64 ", refs_linked = %" PRIu64 " (web references generated %" PRIu64
            "), events_in = %" PRIu64 " (generated %" PRIu64
            "), answers with finish + [DONE] = %" PRIu64 " + %" PRIu64
            "/%zu, malformed + truncated + framing = %" PRIu64 " -> %s\n",
-           same, in->nans, links, linked, gt->refs_url, events, gt->events, finish, done, in->nans,
-           bad, ok ? "OK" : "MISMATCH");
+           section, same, in->nans, links, linked, gt->refs_url, events, gt->events, finish, done,
+           in->nans, bad, ok ? "OK" : "MISMATCH");
     return ok ? 0 : 1;
 }
 
 /* Median MB/s of the view and of memchr over rounds alternating the two,
  * and heap allocations per event in the feeds between each answer's first
  * two and its last; returns 1 when verification fails. */
-static int bench_bedrock(size_t mib, size_t rd, size_t rounds, unsigned nev,
-                         const cg_xform_cfg_t *cfg)
+static int bench_evs(const char *section, gen_fn gen, size_t mib, size_t rd, size_t rounds,
+                     unsigned nev, const cg_xform_cfg_t *cfg)
 {
     cg_buf_t buf = {0};
     gen_totals_t gt = {0};
     input_t in;
     br.want = true;
     br.t = (br_totals_t){0};
-    make_input(&in, &buf, mib << 20, nev, rd, gen_bedrock_answer, &gt);
+    make_input(&in, &buf, mib << 20, nev, rd, gen, &gt);
     br.want = false;
-    in.view = cg_dialect_view(dialect("bedrock"));
-    printf("\nbedrock input: %.2f MiB, %zu answers, %" PRIu64 " messages (%" PRIu64
-           " text deltas of %.1f bytes of text, %" PRIu64 " citation deltas + %" PRIu64
-           " continued, %" PRIu64 " blocks; %.1f bytes each), %" PRIu64 " references\n",
-           (double)in.len / 1048576.0, in.nans, gt.events, gt.content_events,
-           (double)gt.content_bytes / (double)gt.content_events, br.t.cites, br.t.conts,
-           br.t.blocks, (double)in.len / (double)gt.events, gt.refs);
-    int bad = verify_bedrock(&in, rd, cfg, &gt);
+    bool kb = gen != gen_bedrock_answer;
+    in.view = cg_dialect_view(dialect(kb ? "bedrock-kb" : "bedrock"));
+    printf("\n%s input: %.2f MiB, %zu answers, %" PRIu64 " messages (%" PRIu64
+           " text %s of %.1f bytes of text, %" PRIu64 " citation %s + %" PRIu64
+           " continued, %" PRIu64 " %s; %.1f bytes each), %" PRIu64 " references\n",
+           section, (double)in.len / 1048576.0, in.nans, gt.events, gt.content_events,
+           kb ? "events" : "deltas", (double)gt.content_bytes / (double)gt.content_events,
+           br.t.cites, kb ? "events" : "deltas", br.t.conts, br.t.blocks,
+           kb ? "answers" : "blocks", (double)in.len / (double)gt.events, gt.refs);
+    int bad = verify_bedrock(section, &in, rd, cfg, &gt);
     double *tx, *tm;
     xres_t sum;
     (void)time_rounds(&in, rd, cfg, rounds, &tx, &tm, &sum);
     double mb = (double)buf.len / 1e6, x_med = pct(tx, rounds, 50), m_med = pct(tm, rounds, 50);
     double mid = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
-    printf("bedrock: steady feeds %" PRIu64 " allocations / %" PRIu64 " events (%" PRIu64
+    printf("%s: steady feeds %" PRIu64 " allocations / %" PRIu64 " events (%" PRIu64
            " of %" PRIu64 " feeds allocated); bars: ratio >= 0.10 %s, 0 allocs/event steady %s\n",
-           sum.allocs_mid, sum.events_mid, sum.feeds_mid_alloc, sum.feeds_mid,
+           section, sum.allocs_mid, sum.events_mid, sum.feeds_mid_alloc, sum.feeds_mid,
            m_med / x_med >= 0.10 ? "PASS" : "MISS", sum.allocs_mid == 0 ? "PASS" : "MISS");
-    printf("bedrock: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
+    printf("%s: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
            "allocs_per_event=%.4f (steady feeds; with each answer's last feed: %.4f) %s\n",
-           mb / (x_med / 1e9), mb / (m_med / 1e9), m_med / x_med,
+           section, mb / (x_med / 1e9), mb / (m_med / 1e9), m_med / x_med,
            x_med / ((double)sum.events / (double)rounds), mid,
            sum.events_steady ? (double)sum.allocs_steady / (double)sum.events_steady : 0.0,
            bad ? "verify FAIL" : "verify OK");
@@ -1833,7 +1974,7 @@ static void usage(void)
          "  --events  content chunks per answer (default 512)\n"
          "  --seed    PRNG seed (default 1)\n"
          "  --only    one section: core, request, anthropic, responses, responses_markers, "
-         "gemini, bedrock");
+         "gemini, bedrock, bedrock_kb");
 }
 
 int main(int argc, char **argv)
@@ -1896,7 +2037,11 @@ int main(int argc, char **argv)
     }
     if (want(only, "bedrock")) {
         reseed(seed, 6);
-        bad |= bench_bedrock(mib, rd, rounds, (unsigned)nev, &cfg);
+        bad |= bench_evs("bedrock", gen_bedrock_answer, mib, rd, rounds, (unsigned)nev, &cfg);
+    }
+    if (want(only, "bedrock_kb")) {
+        reseed(seed, 7);
+        bad |= bench_evs("bedrock_kb", gen_kb_answer, mib, rd, rounds, (unsigned)nev, &cfg);
     }
     static const struct {
         const char *section;
@@ -1909,6 +2054,7 @@ int main(int argc, char **argv)
         {"responses_markers", gen_rs_markers, "responses"},
         {"gemini", gen_gemini_answer, "gemini"},
         {"bedrock", gen_bedrock_answer, "bedrock"},
+        {"bedrock_kb", gen_kb_answer, "bedrock-kb"},
     };
     for (size_t k = 0; k < sizeof(slopes) / sizeof(slopes[0]); k++) {
         if (!want(only, slopes[k].section))

@@ -36,6 +36,7 @@ typedef struct cg_citation {
     char *key;      /* metadata key: filepath, else url, else title, then #chunk_id */
     char *filepath; /* or NULL */
     char *chunk_id; /* or NULL */
+    char *page;     /* a page number, digits only (Open WebUI metadata `page`), or NULL */
     double score;   /* in [0,1] when has_score */
     bool has_score;
 } cg_citation_t;
@@ -67,10 +68,13 @@ void cg_cites_add_source(cg_cites_t *c, unsigned id, const char *name, size_t na
 
 /* A citation as an upstream dialect names it: decoded strings, any of
  * them empty. The title falls back as SPEC §7 says; url counts when it is
- * absolute; key, when not empty, replaces the metadata key (SPEC §7 KEY). */
+ * absolute; key, when not empty, replaces the metadata key (SPEC §7 KEY);
+ * chunk_id goes after the key as Azure's does; page is a page number's
+ * digits. */
 typedef struct cg_cite_in {
     unsigned id; /* the N its references use */
     cg_span_t title, url, content, key;
+    cg_span_t chunk_id, page;
 } cg_cite_in_t;
 
 /* Adds a citation numbered in->id unless one of that id is there. A table

@@ -81,6 +81,12 @@ typedef struct cg_dialect_in {
     /* CITEGATE_BEDROCK_TOOL_CONFIG, a JSON object sent as bedrock's
      * `toolConfig` as it is; NULL: none. */
     const char *tool_config;
+    /* CITEGATE_BEDROCK_KB, a JSON object sent as bedrock-kb's
+     * `retrieveAndGenerateConfiguration` as it is; NULL: none. */
+    const char *kb_config;
+    /* The client's header fields (`get` only), for a dialect that carries
+     * one in its body (bedrock-kb's sessionId); NULL: none. */
+    const struct cg_dialect_hdrs *client;
 } cg_dialect_in_t;
 
 /* What the shell sends upstream, and what the answer side must know. */
@@ -174,6 +180,15 @@ typedef struct cg_dialect {
     /* An AWS API: with AWS keys configured the shell signs each request
      * (SigV4, service `aws_service`) and sends none of the client's keys. */
     const char *aws_service;
+    /* It takes no other key: without AWS keys citegate does not start
+     * (an upstream of this dialect, not the demo). */
+    bool aws_keys_required;
+    /* It needs CITEGATE_BEDROCK_KB: without it citegate does not start. */
+    bool kb_config_required;
+    /* Adds fields to the client's answer from the upstream answer's (`get`
+     * reads the upstream's, `add` adds to the client's): what the dialect
+     * carries back in a header of its own. NULL: none. */
+    void (*answer_headers)(const struct cg_dialect_hdrs *h);
 } cg_dialect_t;
 
 /* --- The registry -------------------------------------------------------- */
@@ -231,6 +246,15 @@ void cg_dialect_req_free(cg_dialect_req_t *r);
 
 /* The SigV4 service name of an AWS dialect; NULL for the others. */
 const char *cg_dialect_aws_service(const cg_dialect_t *d);
+
+/* Whether dialect d takes no key but AWS's (citegate refuses to start
+ * without them), and whether it needs CITEGATE_BEDROCK_KB. */
+bool cg_dialect_aws_keys_required(const cg_dialect_t *d);
+bool cg_dialect_kb_config_required(const cg_dialect_t *d);
+
+/* Adds the dialect's fields to the answer of a translated chat request
+ * (SPEC §6a), from the upstream answer's fields. */
+void cg_dialect_add_answer_headers(const cg_dialect_t *d, const cg_dialect_hdrs_t *h);
 
 /* The answer view of d; NULL: chat completions (the transformer's own). */
 const cg_dialect_view_t *cg_dialect_view(const cg_dialect_t *d);

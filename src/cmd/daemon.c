@@ -133,6 +133,18 @@ static int validate_aws(const cg_config_t *cfg, char *err, size_t el)
     const char *service = cg_dialect_aws_service(cfg->upstream_dialect);
     if (service == NULL || cfg->upstream == NULL || cfg->demo)
         return 0;
+    const cg_dialect_t *d = cfg->upstream_dialect;
+    if (cg_dialect_kb_config_required(d) && cfg->bedrock_kb == NULL) {
+        snprintf(err, el, "CITEGATE_BEDROCK_KB: unset, and the %s dialect needs it (the "
+                          "retrieveAndGenerateConfiguration JSON object)", cg_dialect_name(d));
+        return -1;
+    }
+    if (cg_dialect_aws_keys_required(d) && !cg_config_aws_signs(cfg)) {
+        const char *missing = cfg->aws_access_key_id ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID";
+        snprintf(err, el, "%s: unset, and the %s dialect signs every request (SigV4): set "
+                          "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", missing, cg_dialect_name(d));
+        return -1;
+    }
     if ((cfg->aws_access_key_id == NULL) != (cfg->aws_secret_access_key == NULL)) {
         snprintf(err, el, "%s is set without %s: set both to sign requests, or neither",
                  cfg->aws_access_key_id ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
@@ -147,7 +159,8 @@ static int validate_aws(const cg_config_t *cfg, char *err, size_t el)
                          service};
     if (k.region == NULL) {
         snprintf(err, el, "AWS_REGION: unset, and CITEGATE_UPSTREAM is no "
-                          "bedrock-runtime.REGION.amazonaws.com host: set AWS_REGION");
+                          "bedrock-runtime.REGION.amazonaws.com or "
+                          "bedrock-agent-runtime.REGION.amazonaws.com host: set AWS_REGION");
         return -1;
     }
     cg_sigv4_t sig = {0};

@@ -98,6 +98,7 @@ static void citation_free(cg_citation_t *c)
     free(c->key);
     free(c->filepath);
     free(c->chunk_id);
+    free(c->page);
 }
 
 void cg_cites_free(cg_cites_t *c)
@@ -131,6 +132,7 @@ void cg_cites_copy(cg_cites_t *dst, const cg_cites_t *src)
         d->key = dup_or_null(s->key);
         d->filepath = dup_or_null(s->filepath);
         d->chunk_id = dup_or_null(s->chunk_id);
+        d->page = dup_or_null(s->page);
     }
 }
 
@@ -425,6 +427,14 @@ void cg_cites_add_source(cg_cites_t *c, unsigned id, const char *name, size_t na
     c->kind = CG_CITES_REQUEST;
 }
 
+static bool all_digits(cg_span_t s)
+{
+    for (size_t i = 0; i < s.n; i++)
+        if (s.p[i] < '0' || s.p[i] > '9')
+            return false;
+    return s.n > 0;
+}
+
 const cg_citation_t *cg_cites_add(cg_cites_t *c, const cg_cite_in_t *in, const cg_cite_opts_t *o)
 {
     const cg_citation_t *old = cg_cites_find(c, in->id);
@@ -439,6 +449,10 @@ const cg_citation_t *cg_cites_add(cg_cites_t *c, const cg_cite_in_t *in, const c
     if (in->title.n)
         x->title = dup_cut(in->title.p, in->title.n, CG_CITE_MAX_FIELD);
     x->content = dup_cut(in->content.p ? in->content.p : "", in->content.n, o->max_doc_bytes);
+    if (in->chunk_id.n)
+        x->chunk_id = dup_cut(in->chunk_id.p, in->chunk_id.n, CG_CITE_MAX_FIELD);
+    if (all_digits(in->page) && in->page.n <= 15) /* written as a JSON number */
+        x->page = cg_xstrndup(in->page.p, in->page.n);
     char *url = in->url.n ? cg_xstrndup(in->url.p, in->url.n) : NULL;
     finish(x, url);
     free(url);

@@ -1402,6 +1402,7 @@ int cg_xform_feed(cg_xform_t *x, const char *in, size_t len, cg_out_t *out)
 static void finish_events(cg_xform_t *x, cg_end_t why)
 {
     cg_out_t *out = x->out;
+    x->end_why = why;
     /* An event-stream message cut short is dropped, as an SSE event is. */
     cg_span_t pending = x->view && x->view->message ? cg_span("", 0) : cg_sse_pending(&x->sse);
     if (x->sse.lead && pending.n && x->last_raw && !x->stats.passthrough && !x->view)

@@ -100,6 +100,8 @@ struct cg_xform {
     uint8_t tpl_nholes;
     cg_xform_stats_t stats;
     bool ended;     /* citation events and the end of stream went out */
+    cg_end_t end_why; /* how the upstream ended, once cg_xform_finish is called (a view's
+                         `end` hook reads it: only CG_END_EOF is an answer's end) */
     bool body_mode; /* a non-streaming body */
 
     /* Per call / per event. */

@@ -103,20 +103,6 @@ static void converse_free(void *p)
     free(s->src);
 }
 
-/* --- Reading the upstream's JSON -------------------------------------------- */
-
-/* Appends string token tok, decoded, to b (at most CG_CITE_MAX_FIELD
- * bytes in all); nothing when it is not a string. */
-static void put_decoded(const cg_json_t *j, int tok, cg_buf_t *b)
-{
-    size_t n;
-    if (b->len >= CG_CITE_MAX_FIELD)
-        return;
-    cg__view_decode(b, j, tok, &n);
-    if (b->len > CG_CITE_MAX_FIELD)
-        b->len = CG_CITE_MAX_FIELD;
-}
-
 /* --- Writing chunks of our own ---------------------------------------------- */
 
 static const char *finish_reason(cg_span_t stop)
@@ -172,7 +158,7 @@ static void put_source_content(const cg_json_t *j, int sc, cg_buf_t *b)
         return;
     int n = j->tok[sc].size;
     for (int k = 0, e = sc + 1; k < n; k++, e = cg_json_skip(j, e))
-        put_decoded(j, cg_json_get(j, e, "text"), b);
+        cg__view_put_field(j, cg_json_get(j, e, "text"), b);
 }
 
 /* What tells citation c's source from another; false when nothing does. */
@@ -184,13 +170,13 @@ static bool read_key(const cg_json_t *j, int c, source_t *k, cg_buf_t *b)
     k->index = -1;
     b->len = 0;
     if (cg_json_is_str(j, url))
-        k->kind = KEY_URL, put_decoded(j, url, b);
+        k->kind = KEY_URL, cg__view_put_field(j, url, b);
     else if (location_index(j, loc, &k->kind, &k->index))
         ;
     else if (cg_json_is_str(j, source))
-        k->kind = KEY_SOURCE, put_decoded(j, source, b);
+        k->kind = KEY_SOURCE, cg__view_put_field(j, source, b);
     else if (cg_json_is_str(j, title))
-        k->kind = KEY_TITLE, put_decoded(j, title, b);
+        k->kind = KEY_TITLE, cg__view_put_field(j, title, b);
     else
         return false;
     k->key = b->p;
@@ -230,9 +216,9 @@ static unsigned new_citation(cg_xform_t *x, converse_t *s, const cg_json_t *j, i
     if (file) /* the title Bedrock echoes is the document-K it was sent as */
         cg_buf_puts(b, file);
     else
-        put_decoded(j, title, b);
+        cg__view_put_field(j, title, b);
     if (b->len == at)
-        put_decoded(j, cg_json_get(j, web, "domain"), b);
+        cg__view_put_field(j, cg_json_get(j, web, "domain"), b);
     size_t t = at, tn = b->len - at;
     size_t u = b->len, un = 0;
     if (cg_json_is_str(j, cg_json_get(j, web, "url")))
@@ -389,31 +375,6 @@ static void on_event(cg_xform_t *x, converse_t *s, cg_span_t type)
     }
 }
 
-/* An exception message ({"message"}) or an error message (its message in a
- * header): SPEC §6's error event, with the upstream's type or code. */
-static void on_failure(cg_xform_t *x, converse_t *s, const cg_evs_msg_t *m, bool parsed)
-{
-    bool exception = IS(m->message_type, "exception");
-    cg_span_t code = exception ? m->exception_type : m->error_code;
-    cg_buf_t *b = &s->strs;
-    b->len = 0;
-    int msg = parsed ? cg_json_get(&s->in.json, 0, "message") : -1;
-    cg_span_t text = cg__view_str(&s->in.json, msg, NULL);
-    if (exception && text.p)
-        cg_buf_put(b, text.p, text.n);
-    else if (!exception && m->error_message.n)
-        cg_json_put_str(b, m->error_message.p, m->error_message.n);
-    else
-        cg_buf_puts(b, "\"upstream sent an error message\"");
-    size_t at = b->len;
-    if (code.n)
-        cg_json_put_str(b, code.p, code.n);
-    else
-        cg_buf_puts(b, "\"upstream_error\"");
-    s->over = true;
-    cg__xform_error(x, cg_span(b->p, at), cg_span(b->p + at, b->len - at));
-}
-
 /* Bedrock names no answer id; the model is the one the path named (its
  * bytes need no escape: cg__req_read_model allowed none that do). */
 static void set_meta(cg_xform_t *x, converse_t *s)
@@ -568,34 +529,35 @@ bool cg__bedrock_block_stop(const char *p, size_t n)
     return i != 0 && padded_end(p, n, i);
 }
 
+/* The usual text delta and block stop are read without a parse; every
+ * other message, and anything unusual in those, goes through it. */
+static bool steady(cg_xform_t *x, converse_t *s, const cg_evs_msg_t *m)
+{
+    cg_span_t text;
+    if (!IS(m->message_type, "event"))
+        return false;
+    if (IS(m->event_type, "contentBlockDelta") &&
+        cg__bedrock_text_delta(m->payload.p, m->payload.n, &text)) {
+        put_text(x, s, text);
+        return true;
+    }
+    if (IS(m->event_type, "contentBlockStop") &&
+        cg__bedrock_block_stop(m->payload.p, m->payload.n)) {
+        on_block_stop(x, s);
+        return true;
+    }
+    return false;
+}
+
 static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
 {
     converse_t *s = state;
     if (s->over)
         return;
     set_meta(x, s);
-    cg_span_t text;
-    if (IS(m->message_type, "event")) {
-        if (IS(m->event_type, "contentBlockDelta") &&
-            cg__bedrock_text_delta(m->payload.p, m->payload.n, &text)) {
-            put_text(x, s, text);
-            return;
-        }
-        if (IS(m->event_type, "contentBlockStop") &&
-            cg__bedrock_block_stop(m->payload.p, m->payload.n)) {
-            on_block_stop(x, s);
-            return;
-        }
-    }
-    bool parsed = cg__view_parse_bytes(x, &s->in, m->payload.p, m->payload.n);
-    if (IS(m->message_type, "exception") || IS(m->message_type, "error"))
-        on_failure(x, s, m, parsed);
-    else if (!IS(m->message_type, "event"))
-        ; /* another kind of message: nothing of the answer */
-    else if (parsed)
-        on_event(x, s, m->event_type);
-    else
-        x->stats.malformed++;
+    if (steady(x, s, m) || !cg__view_evs_event(x, &s->in, m, &s->strs, &s->over))
+        return;
+    on_event(x, s, m->event_type);
     cg__view_give_back(x, &s->in);
 }
 

@@ -10,17 +10,19 @@
 #include <string.h>
 
 /* Every dialect; the first is the default (CITEGATE_UPSTREAM_DIALECT). */
-#define DIALECTS(X) X(openai) X(anthropic) X(responses) X(gemini) X(vertex) X(bedrock)
+#define DIALECTS(X)                                                                                \
+    X(openai, "openai") X(anthropic, "anthropic") X(responses, "responses") X(gemini, "gemini")    \
+    X(vertex, "vertex") X(bedrock, "bedrock") X(bedrock_kb, "bedrock-kb")
 
-#define DECLARE(name) extern const cg_dialect_t cg__dialect_##name;
+#define DECLARE(id, name) extern const cg_dialect_t cg__dialect_##id;
 DIALECTS(DECLARE)
 
-#define ENTRY(name) &cg__dialect_##name,
+#define ENTRY(id, name) &cg__dialect_##id,
 static const cg_dialect_t *const dialects[] = {DIALECTS(ENTRY)};
 #define NDIALECTS (sizeof(dialects) / sizeof(dialects[0]))
 
-/* ", openai, anthropic, …": each dialect's name is also its entry's. */
-#define LISTED(name) ", " #name
+/* ", openai, anthropic, …": each name as its dialect's table spells it. */
+#define LISTED(id, name) ", " name
 static const char names[] = DIALECTS(LISTED);
 
 bool cg_dialect_parse(const char *name, const cg_dialect_t **out)
@@ -52,6 +54,22 @@ const char *cg_dialect_name(const cg_dialect_t *d)
 const char *cg_dialect_aws_service(const cg_dialect_t *d)
 {
     return d->aws_service;
+}
+
+bool cg_dialect_aws_keys_required(const cg_dialect_t *d)
+{
+    return d->aws_keys_required;
+}
+
+bool cg_dialect_kb_config_required(const cg_dialect_t *d)
+{
+    return d->kb_config_required;
+}
+
+void cg_dialect_add_answer_headers(const cg_dialect_t *d, const cg_dialect_hdrs_t *h)
+{
+    if (d->answer_headers)
+        d->answer_headers(h);
 }
 
 bool cg_dialect_translates(const cg_dialect_t *d)

@@ -85,6 +85,60 @@ bool cg__view_absolute_url(const char *p, size_t n)
            (n >= 8 && strncasecmp(p, "https://", 8) == 0);
 }
 
+void cg__view_put_field(const cg_json_t *j, int tok, cg_buf_t *b)
+{
+    size_t n;
+    if (b->len >= CG_CITE_MAX_FIELD)
+        return;
+    cg__view_decode(b, j, tok, &n);
+    if (b->len > CG_CITE_MAX_FIELD)
+        b->len = CG_CITE_MAX_FIELD;
+}
+
+/* --- AWS event-stream messages ---------------------------------------------- */
+
+/* An exception or error message: SPEC §6's error event, with the
+ * upstream's type or code. */
+static void evs_failure(cg_xform_t *x, const cg_json_t *j, const cg_evs_msg_t *m, bool parsed,
+                        cg_buf_t *b)
+{
+    bool exception = cg_span_eq(m->message_type, "exception");
+    cg_span_t code = exception ? m->exception_type : m->error_code;
+    b->len = 0;
+    cg_span_t text = cg__view_str(j, parsed ? cg_json_get(j, 0, "message") : -1, NULL);
+    if (exception && text.p)
+        cg_buf_put(b, text.p, text.n);
+    else if (!exception && m->error_message.n)
+        cg_json_put_str(b, m->error_message.p, m->error_message.n);
+    else
+        cg_buf_puts(b, "\"upstream sent an error message\"");
+    size_t at = b->len;
+    if (code.n)
+        cg_json_put_str(b, code.p, code.n);
+    else
+        cg_buf_puts(b, "\"upstream_error\"");
+    cg__xform_error(x, cg_span(b->p, at), cg_span(b->p + at, b->len - at));
+}
+
+bool cg__view_evs_event(cg_xform_t *x, cg_view_json_t *in, const cg_evs_msg_t *m, cg_buf_t *scratch,
+                        bool *over)
+{
+    if (*over)
+        return false;
+    bool parsed = cg__view_parse_bytes(x, in, m->payload.p, m->payload.n);
+    bool failed = cg_span_eq(m->message_type, "exception") || cg_span_eq(m->message_type, "error");
+    if (failed) {
+        *over = true;
+        evs_failure(x, &in->json, m, parsed, scratch);
+    } else if (cg_span_eq(m->message_type, "event") && parsed) {
+        return true; /* the view reads it, then gives the tokens back */
+    } else if (cg_span_eq(m->message_type, "event")) {
+        x->stats.malformed++;
+    } /* another kind of message: nothing of the answer */
+    cg__view_give_back(x, in);
+    return false;
+}
+
 /* --- Chunks of our own ------------------------------------------------------ */
 
 void cg__view_meta(cg_xform_t *x, const cg_json_t *j, int id, int model)

@@ -55,6 +55,24 @@ size_t cg__view_decode(cg_buf_t *b, const cg_json_t *j, int tok, size_t *len);
 size_t cg__view_unescape(cg_buf_t *b, const char *p, size_t n);
 /* Is p[0..n) an absolute http:// or https:// URL (scheme in any case)? */
 bool cg__view_absolute_url(const char *p, size_t n);
+/* Appends string token tok, decoded, to b, which holds at most
+ * CG_CITE_MAX_FIELD bytes in all (a citation's field); nothing when tok is
+ * no string or b is full. */
+void cg__view_put_field(const cg_json_t *j, int tok, cg_buf_t *b);
+
+/* --- AWS event-stream messages ---------------------------------------------- */
+
+/* Opens message m of a view that reads AWS's event stream (bedrock,
+ * bedrock-kb): parses its payload into in. An `exception` message
+ * ({"message"}) or an `error` message (its message in a header) ends the
+ * stream with SPEC §6's error event, code = the exception type or error
+ * code, and sets *over; once *over, nothing more is read. Returns true when
+ * m is an event whose payload is a JSON object, which the view then reads
+ * from in->json and gives back (cg__view_give_back); false otherwise, with
+ * the tokens given back (a payload that is no JSON object is counted
+ * malformed). scratch is the view's, for the error's values. */
+bool cg__view_evs_event(cg_xform_t *x, cg_view_json_t *in, const cg_evs_msg_t *m, cg_buf_t *scratch,
+                        bool *over);
 
 /* The steady paths read an event without a parse when its bytes match the
  * last one's but for its text and numbers; these say where such a value

@@ -762,6 +762,106 @@ static void bedrock_body(cg_demo_answer_t *a, size_t request_docs)
     add_piece(a);
 }
 
+/* --- bedrock-kb: Knowledge Bases, RetrieveAndGenerate ---------------------------- */
+
+/* A retrieved reference of document k: a web page when it has a URL, else
+ * a file in S3 (a title, never a link). */
+static void kb_reference(cg_buf_t *b, int k)
+{
+    const demo_doc_t *doc = &DOCS[k];
+    cg_buf_puts(b, "{\"content\":{\"type\":\"TEXT\",\"text\":");
+    cg_json_put_cstr(b, doc->text);
+    if (doc->url) {
+        cg_buf_puts(b, "},\"location\":{\"type\":\"WEB\",\"webLocation\":{\"url\":");
+        cg_json_put_cstr(b, doc->url);
+    } else {
+        cg_buf_puts(b, "},\"location\":{\"type\":\"S3\",\"s3Location\":{\"uri\":\"s3://demo-kb/");
+        cg_json_put_escaped(b, doc->name, strlen(doc->name));
+        cg_buf_putc(b, '"');
+    }
+    cg_buf_puts(b, "}},\"metadata\":{\"x-amz-bedrock-kb-title\":");
+    cg_json_put_cstr(b, doc->title);
+    cg_buf_printf(b, ",\"x-amz-bedrock-kb-chunk-id\":\"demo-%d\"}}", k);
+}
+
+/* Block i's citation: its text, the span that ends at `end` (inclusive,
+ * in characters: the demo's text is ASCII), its references. */
+static void kb_citation(cg_buf_t *b, const demo_block_t *bl, size_t start, size_t end)
+{
+    cg_buf_puts(b, "{\"generatedResponsePart\":{\"textResponsePart\":{\"text\":\"");
+    for (int k = 0; bl->tokens[k]; k++)
+        cg_json_put_escaped(b, bl->tokens[k], strlen(bl->tokens[k]));
+    cg_buf_printf(b, " \",\"span\":{\"start\":%zu,\"end\":%zu}}},\"retrievedReferences\":[", start,
+                  end);
+    for (int c = 0; c < bl->ncites; c++) {
+        if (c)
+            cg_buf_putc(b, ',');
+        kb_reference(b, bl->cites[c]);
+    }
+    cg_buf_puts(b, "]}");
+}
+
+static void kb_output(cg_demo_answer_t *a, cg_buf_t *p, const char *text)
+{
+    p->len = 0;
+    cg_buf_puts(p, "{\"text\":");
+    cg_json_put_cstr(p, text);
+    cg_buf_putc(p, '}');
+    br_event(a, "output", p);
+}
+
+/* Each block's text in `output` events, a cited block's with a space
+ * after it, then its `citation`. */
+static void kb_stream(cg_demo_answer_t *a, size_t request_docs)
+{
+    (void)request_docs;
+    cg_buf_t p = {0};
+    size_t at = 0;
+    for (size_t i = 0; i < NBLOCKS; i++) {
+        const demo_block_t *bl = &BLOCKS[i];
+        size_t start = at;
+        for (int k = 0; bl->tokens[k]; k++) {
+            kb_output(a, &p, bl->tokens[k]);
+            at += strlen(bl->tokens[k]);
+        }
+        if (bl->ncites == 0)
+            continue;
+        kb_output(a, &p, " ");
+        at++;
+        p.len = 0;
+        kb_citation(&p, bl, start, at - 1);
+        br_event(a, "citation", &p);
+    }
+    cg_buf_free(&p);
+}
+
+static void kb_body(cg_demo_answer_t *a, size_t request_docs)
+{
+    (void)request_docs;
+    cg_buf_t *b = &a->bytes;
+    cg_buf_puts(b, "{\"sessionId\":\"demo-session\",\"output\":{\"text\":\"");
+    for (size_t i = 0; i < NBLOCKS; i++) {
+        for (int k = 0; BLOCKS[i].tokens[k]; k++)
+            cg_json_put_escaped(b, BLOCKS[i].tokens[k], strlen(BLOCKS[i].tokens[k]));
+        if (BLOCKS[i].ncites)
+            cg_buf_putc(b, ' ');
+    }
+    cg_buf_puts(b, "\"},\"citations\":[");
+    size_t at = 0;
+    for (size_t i = 0, n = 0; i < NBLOCKS; i++) {
+        size_t start = at;
+        for (int k = 0; BLOCKS[i].tokens[k]; k++)
+            at += strlen(BLOCKS[i].tokens[k]);
+        if (BLOCKS[i].ncites == 0)
+            continue;
+        at++; /* the space */
+        cg_buf_puts(b, n++ ? "," : "");
+        kb_citation(b, &BLOCKS[i], start, at - 1);
+    }
+    cg_buf_puts(b, "]}");
+    add_piece(a);
+}
+
 /* The answers of each dialect, by name; any other gets openai's. */
 typedef struct demo_dialect {
     const char *name;
@@ -799,6 +899,7 @@ static const demo_dialect_t demos[] = {
     {"gemini", gemini_stream, gemini_body},
     {"vertex", gemini_stream, gemini_body},
     {"bedrock", bedrock_stream, bedrock_body},
+    {"bedrock-kb", kb_stream, kb_body},
 };
 
 const char *cg_demo_content_type(const cg_dialect_t *d, bool stream)
@@ -816,4 +917,25 @@ void cg_demo_answer(cg_demo_answer_t *a, const cg_dialect_t *d, bool stream, siz
         if (strcmp(cg_dialect_name(d), demos[i].name) == 0)
             demo = demos[i];
     (stream ? demo.stream : demo.body)(a, request_docs);
+}
+
+bool cg_demo_answer_field(const cg_dialect_t *d, cg_span_t request, cg_buf_t *name, cg_buf_t *value)
+{
+    if (strcmp(cg_dialect_name(d), "bedrock-kb") != 0)
+        return false;
+    cg_buf_puts(name, "x-amzn-bedrock-knowledge-base-session-id");
+    cg_json_t j;
+    cg_json_init(&j, 256);
+    int session = -1;
+    if (request.n && cg_json_parse(&j, request.p, request.n) >= 0)
+        session = cg_json_get(&j, 0, "sessionId");
+    if (cg_json_is_str(&j, session)) {
+        cg_span_t raw = cg_json_raw(&j, session);
+        char *dst = cg_buf_reserve(value, raw.n + 1);
+        value->len += cg_json_unescape(raw.p, raw.n, dst);
+    } else {
+        cg_buf_puts(value, "demo-session");
+    }
+    cg_json_free(&j);
+    return true;
 }

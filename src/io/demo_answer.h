@@ -18,6 +18,10 @@
  * pads them; a content block per cited passage, its citations as web
  * locations (the documents with a URL) and a documentChar location (the
  * one without); the body's cited blocks as citationsContent.
+ * bedrock-kb: RetrieveAndGenerate in the same event stream: `output`
+ * events, each cited passage's `citation` after it (web locations for the
+ * documents with a URL, an s3 location for the other), and the body with
+ * the citations' inclusive spans; the session header of the answer.
  * The demo's documents are its own: the request's <source> tags are not
  * cited, and the anthropic answer numbers its document after theirs.
  */
@@ -43,6 +47,11 @@ typedef struct cg_demo_answer {
 void cg_demo_answer(cg_demo_answer_t *a, const cg_dialect_t *d, bool stream, size_t request_docs);
 /* The Content-Type of that answer. */
 const char *cg_demo_content_type(const cg_dialect_t *d, bool stream);
+/* The header field, besides its Content-Type, that the answer of dialect
+ * d carries, into name and value: bedrock-kb's session id, the one the
+ * translated request body names, else a new one. False when none. */
+bool cg_demo_answer_field(const cg_dialect_t *d, cg_span_t request, cg_buf_t *name,
+                          cg_buf_t *value);
 /* The 404 body the demo gives on every path but the chat routes. */
 void cg_demo_not_found(cg_demo_answer_t *a);
 void cg_demo_answer_free(cg_demo_answer_t *a);

@@ -401,8 +401,13 @@ static bool translate(cg_exchange_t *ex, size_t path_len)
 {
     cg_reqmsg_t *m = &ex->msg;
     cg_dialect_err_t e;
-    cg_dialect_in_t in = {&ex->req, cg_route_deployment(cg_span(m->url.p, path_len)),
-                          ex->ctx->cfg->gemini_tools, ex->ctx->cfg->bedrock_tool_config};
+    cg_dialect_hdrs_t client = {client_field, NULL, ex};
+    cg_dialect_in_t in = {&ex->req,
+                          cg_route_deployment(cg_span(m->url.p, path_len)),
+                          ex->ctx->cfg->gemini_tools,
+                          ex->ctx->cfg->bedrock_tool_config,
+                          ex->ctx->cfg->bedrock_kb,
+                          &client};
     if (cg_dialect_request(ex->dialect, m->body.p ? m->body.p : "", m->body.len, &in, &ex->dreq,
                            &e) == 0)
         return true;
@@ -553,6 +558,25 @@ static bool drop_response_header(const cg_exchange_t *ex, const cg_hdrs_t *h, cg
            (cg_span_ieq(name, "cache-control") || cg_span_ieq(name, "x-accel-buffering"));
 }
 
+/* The dialect reads the upstream answer's fields and adds its own to the
+ * client's (SPEC §6a). */
+typedef struct answer_fields {
+    const cg_hdrs_t *up;
+    cg_hdrs_t *out;
+} answer_fields_t;
+
+static cg_span_t answer_field(void *arg, const char *name)
+{
+    const answer_fields_t *a = arg;
+    return cg_hdrs_get(a->up, name);
+}
+
+static void add_answer_field(void *arg, cg_span_t name, cg_span_t value)
+{
+    answer_fields_t *a = arg;
+    cg_hdrs_add(a->out, name.p, name.n, value.p, value.n);
+}
+
 /* Sends the response head: the upstream's end-to-end headers, ours, and
  * the body length when it is known (content_length, else -1). */
 static void send_head(cg_exchange_t *ex, const cg_hdrs_t *h, long long content_length)
@@ -564,6 +588,11 @@ static void send_head(cg_exchange_t *ex, const cg_hdrs_t *h, long long content_l
             cg_hdrs_add(&out, name.p, name.n, v.p, v.n);
     }
     cg_hdrs_add_str(&out, "X-Request-Id", ex->rid);
+    if (ex->transform && h) {
+        answer_fields_t a = {h, &out};
+        cg_dialect_hdrs_t fields = {answer_field, add_answer_field, &a};
+        cg_dialect_add_answer_headers(ex->dialect, &fields);
+    }
     cors_headers(ex, &out);
     if (ex->retyped)
         cg_hdrs_add_str(&out, "Content-Type", "text/event-stream");

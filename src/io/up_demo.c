@@ -59,7 +59,16 @@ static void start(demo_run_t *d)
         return;
     }
     cg_demo_answer(&d->answer, ex->dialect, ex->req.stream, ex->dreq.ndocs);
-    respond(ex, 200, cg_demo_content_type(ex->dialect, ex->req.stream));
+    cg_hdrs_t h = {0};
+    cg_hdrs_add_str(&h, "Content-Type", cg_demo_content_type(ex->dialect, ex->req.stream));
+    cg_buf_t name = {0}, value = {0};
+    cg_span_t sent = ex->upreq ? cg_span(ex->upreq->body.p, ex->upreq->body.len) : cg_span("", 0);
+    if (cg_demo_answer_field(ex->dialect, sent, &name, &value))
+        cg_hdrs_add(&h, name.p, name.len, value.p, value.len);
+    cg_buf_free(&name);
+    cg_buf_free(&value);
+    cg_exchange_on_head(ex, 200, &h);
+    cg_hdrs_free(&h);
 }
 
 static void on_tick(uv_timer_t *t)

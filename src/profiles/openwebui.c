@@ -56,6 +56,8 @@ void cg__openwebui_put_source(const cg_xform_t *x, cg_buf_t *b, const cg_citatio
     put_member(b, "source_url", c->url);
     put_member(b, "filepath", c->filepath);
     put_member(b, "chunk_id", c->chunk_id);
+    if (c->page)
+        cg_buf_printf(b, ",\"page\":%s", c->page);
     cg_buf_putc(b, '}');
     cg_buf_putc(b, ']');
     if (c->has_score && x->cfg.scores) {

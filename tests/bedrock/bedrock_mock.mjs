@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// A mock Amazon Bedrock Converse upstream for tests/integration/test_bedrock.py, built on
+// A mock Amazon Bedrock Converse and Knowledge Bases upstream for
+// tests/integration/test_bedrock.py and test_bedrock_kb.py, built on
 // AWS's own code: its event-stream messages are framed by @smithy/eventstream-codec (the
 // codec of AWS's JavaScript SDK), and its signature check is @smithy/signature-v4 with
 // @aws-crypto/sha256-js, the SDK's signer. Nothing here frames or signs by hand.
@@ -11,6 +12,12 @@
 //
 //   POST /model/{MODEL}/converse-stream   the scenario's events in AWS's event stream
 //   POST /model/{MODEL}/converse          the scenario's answer as a Converse JSON body
+//   POST /retrieveAndGenerateStream       Knowledge Bases: the scenario's events (default
+//                                          kb_grounded) in AWS's event stream
+//   POST /retrieveAndGenerate             the same answer as a RetrieveAndGenerate body
+//                                          (both answer with the header
+//                                          x-amzn-bedrock-knowledge-base-session-id: the
+//                                          request's sessionId, else a new one)
 //   GET  /__mock/requests                 every model request, in arrival order: {seq, proto,
 //                                          conn, method, path (as received), headers ([name,
 //                                          value] in order, h2's pseudo-headers too), body,
@@ -40,7 +47,9 @@
 // AWS's JSON error body. "body" is the /converse answer; without it the body is made of
 // the events as Bedrock makes one: a block's text deltas joined, a block with citations a
 // citationsContent block (a citation delta with only sourceContent continues the one
-// before), stopReason, usage and metrics.
+// before), stopReason, usage and metrics. A Knowledge Bases body is made of `output`
+// events' texts joined, the `citation` events' citations (their deprecated nested
+// `citation` left out) and a guardrail's INTERVENED as guardrailAction.
 //
 // A fixture's "delay_ms" is a pause before each message. Request headers that steer it:
 // X-Mock-Delay-Ms (the pause, instead of the fixture's),
@@ -157,6 +166,21 @@ function bodyOf(fx) {
   return out;
 }
 
+// The /retrieveAndGenerate body Knowledge Bases give for the same answer.
+function kbBodyOf(fx, sessionId) {
+  const out = { sessionId, output: { text: "" }, citations: [] };
+  for (const e of fx.events ?? []) {
+    const p = e.payload ?? {};
+    if (e.event === "output" && typeof p.text === "string") out.output.text += p.text;
+    else if (e.event === "citation") {
+      const c = p.generatedResponsePart || p.retrievedReferences ? { ...p } : { ...(p.citation ?? {}) };
+      delete c.citation;
+      out.citations.push(c);
+    } else if (e.event === "guardrail" && p.action === "INTERVENED") out.guardrailAction = "INTERVENED";
+  }
+  return fx.body ? { ...fx.body, sessionId } : out;
+}
+
 function loadFixture(name) {
   if (!/^[A-Za-z0-9_-]+$/.test(name)) throw new Error(`bad scenario name ${JSON.stringify(name)}`);
   return JSON.parse(fs.readFileSync(path.join(args.fixtures, name + ".json"), "utf8"));
@@ -227,8 +251,8 @@ function awsError(res, status, type, message) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function stream(req, res, rec, fx) {
-  res.writeHead(200, { "content-type": "application/vnd.amazon.eventstream", "x-amzn-requestid": `req-${rec.seq}` });
+async function stream(req, res, rec, fx, extra = {}) {
+  res.writeHead(200, { "content-type": "application/vnd.amazon.eventstream", "x-amzn-requestid": `req-${rec.seq}`, ...extra });
   const delay = Number(header(rec, "x-mock-delay-ms") ?? fx.delay_ms ?? 0);
   const pieces = Number(header(rec, "x-mock-pieces") ?? 0);
   let hold = false;
@@ -279,7 +303,8 @@ async function stream(req, res, rec, fx) {
 
 async function answer(req, res, rec, bodyBytes) {
   const route = /^\/model\/([^/?]+)\/(converse|converse-stream)(\?.*)?$/.exec(rec.path);
-  if (req.method !== "POST" || !route) {
+  const kb = /^\/(retrieveAndGenerate|retrieveAndGenerateStream)(\?.*)?$/.exec(rec.path);
+  if (req.method !== "POST" || !(route || kb)) {
     awsError(res, 404, "UnknownOperationException", `no route for ${req.method} ${rec.path}`);
     return;
   }
@@ -293,9 +318,16 @@ async function answer(req, res, rec, bodyBytes) {
       return;
     }
   }
-  const fx = loadFixture(header(rec, "x-mock-scenario") ?? "nova_web");
+  const fx = loadFixture(header(rec, "x-mock-scenario") ?? (kb ? "kb_grounded" : "nova_web"));
   if (fx.http) {
     awsError(res, fx.http.status, fx.http.errortype, fx.http.message);
+    return;
+  }
+  if (kb) {
+    const session = typeof rec.body_json?.sessionId === "string" ? rec.body_json.sessionId : `kb-session-${rec.seq}`;
+    const extra = { "x-amzn-bedrock-knowledge-base-session-id": session };
+    if (kb[1] === "retrieveAndGenerateStream") await stream(req, res, rec, fx, extra);
+    else sendJson(res, 200, kbBodyOf(fx, session), { "x-amzn-requestid": `req-${rec.seq}`, ...extra });
     return;
   }
   if (route[2] === "converse-stream") await stream(req, res, rec, fx);

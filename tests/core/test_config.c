@@ -386,6 +386,26 @@ static void test_gemini_tools(void **state)
     assert_string_equal(err, "CITEGATE_GEMINI_TOOLS: is not a JSON array");
 }
 
+/* CITEGATE_BEDROCK_KB: a JSON object, kept as given; anything else names
+ * the variable. */
+static void test_bedrock_kb(void **state)
+{
+    (void)state;
+    cg_config_t c;
+    static const char kb[] = "{\"type\":\"KNOWLEDGE_BASE\",\"knowledgeBaseConfiguration\":"
+                             "{\"knowledgeBaseId\":\"KB1\",\"modelArn\":\"arn:aws:bedrock:x\"}}";
+    accept_val(&c, "CITEGATE_BEDROCK_KB", kb);
+    assert_string_equal(c.bedrock_kb, kb);
+    cg_config_free(&c);
+    assert_null(c.bedrock_kb);
+    static const char *const bad[] = {"[]", "KB1", "", "{", "{} {}", "null", "\"x\""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        reject_val("CITEGATE_BEDROCK_KB", bad[i]);
+    char err[256];
+    assert_int_equal(load_with(&c, "CITEGATE_BEDROCK_KB", "[]", err, sizeof(err)), -1);
+    assert_string_equal(err, "CITEGATE_BEDROCK_KB: is not a JSON object");
+}
+
 static void test_enums(void **state)
 {
     (void)state;
@@ -437,12 +457,13 @@ static void test_enums(void **state)
     reject_val("CITEGATE_UPSTREAM_PROTOCOL", "");
 
     static const char *const dialects[] = {"openai", "anthropic", "responses", "gemini",
-                                           "vertex", "bedrock"};
+                                           "vertex", "bedrock", "bedrock-kb"};
     for (size_t i = 0; i < sizeof(dialects) / sizeof(dialects[0]); i++) {
         accept_val(&c, "CITEGATE_UPSTREAM_DIALECT", dialects[i]);
         assert_string_equal(c.upstream_dialect->name, dialects[i]);
         cg_config_free(&c);
     }
+    reject_val("CITEGATE_UPSTREAM_DIALECT", "bedrock_kb");
     reject_val("CITEGATE_UPSTREAM_DIALECT", "Anthropic");
     reject_val("CITEGATE_UPSTREAM_DIALECT", "claude");
     reject_val("CITEGATE_UPSTREAM_DIALECT", "chat");
@@ -451,7 +472,7 @@ static void test_enums(void **state)
     char err[256];
     assert_int_equal(load_with(&c, "CITEGATE_UPSTREAM_DIALECT", "cohere", err, sizeof(err)), -1);
     assert_string_equal(err, "CITEGATE_UPSTREAM_DIALECT: 'cohere' is not one of: openai, "
-                             "anthropic, responses, gemini, vertex, bedrock");
+                             "anthropic, responses, gemini, vertex, bedrock, bedrock-kb");
 
     accept_val(&c, "CITEGATE_LOG_FORMAT", "text");
     assert_false(c.log_json);
@@ -784,6 +805,7 @@ int main(void)
         cmocka_unit_test_setup(test_upstream_url, clear_env),
         cmocka_unit_test_setup(test_data_sources, clear_env),
         cmocka_unit_test_setup(test_gemini_tools, clear_env),
+        cmocka_unit_test_setup(test_bedrock_kb, clear_env),
         cmocka_unit_test_setup(test_enums, clear_env),
         cmocka_unit_test_setup(test_many_at_once, clear_env),
         cmocka_unit_test_setup(test_set_overrides, clear_env),

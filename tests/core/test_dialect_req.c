@@ -140,9 +140,11 @@ static void test_names(void **state)
         assert_string_equal(cg_dialect_name(d), all[i]);
         assert_non_null(strstr(cg_dialect_list(), all[i]));
     }
-    assert_string_equal(cg_dialect_list(), "openai, anthropic, responses, gemini, vertex, bedrock");
+    assert_string_equal(cg_dialect_list(),
+                        "openai, anthropic, responses, gemini, vertex, bedrock, bedrock-kb");
     assert_ptr_equal(cg_dialect_default(), O);
-    static const char *const bad[] = {"", "Anthropic", "openai ", "claude", "response", "azure"};
+    static const char *const bad[] = {"",         "Anthropic", "openai ",   "claude",
+                                      "response", "azure",     "bedrock_kb"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         const cg_dialect_t *d = A;
         assert_false(cg_dialect_parse(bad[i], &d));

@@ -11,6 +11,7 @@
 #include "citegate/dialect.h"
 #include "dialects.h"
 #include "citegate/xform.h"
+#include "profiles.h"
 #include "split.h"
 
 #include <stdio.h>
@@ -138,6 +139,45 @@ static inline void dialect_split_check(const split_case_t *sc, const cg_buf_t *w
 static inline split_case_t dialect_split_case(const dialect_split_t *ds, const char *in, size_t n)
 {
     return (split_case_t){in, n, dialect_split_run, dialect_split_check, (void *)ds};
+}
+
+/* Stream in[0..n) of dialect `name` (request: the client's body, or NULL)
+ * in profile `profile`, in one read, into *out; stats as dialect_stream. */
+static inline void dialect_run(const char *name, const char *profile, const char *request,
+                               const char *in, size_t n, cg_buf_t *out, cg_xform_stats_t *stats)
+{
+    dialect_case_t c;
+    dialect_case_init(&c, dialect_named(name), request, request ? strlen(request) : 0);
+    cg_xform_cfg_t cfg;
+    cg_xform_cfg_default(&cfg, profile_named(profile));
+    dialect_stream(&cfg, &c, in, n, NULL, 0, out, stats);
+    dialect_case_free(&c);
+}
+
+/* Stream in[0..n) of dialect `name` in each of the profiles, cut at every
+ * point of split.h (profile k with phase k) and in `random` random
+ * patterns (*rng's): every run gives the client the bytes of one read. */
+static inline void dialect_every_split(const char *name, const char *request, const char *in,
+                                       size_t n, const char *const *profiles, size_t nprofiles,
+                                       size_t random, uint64_t *rng)
+{
+    for (size_t p = 0; p < nprofiles; p++) {
+        dialect_case_t c;
+        dialect_case_init(&c, dialect_named(name), request, request ? strlen(request) : 0);
+        cg_xform_cfg_t cfg;
+        cg_xform_cfg_default(&cfg, profile_named(profiles[p]));
+        cg_buf_t whole = {0};
+        dialect_stream(&cfg, &c, in, n, NULL, 0, &whole, NULL);
+        dialect_split_t ds = {&cfg, &c, profiles[p]};
+        split_case_t sc = dialect_split_case(&ds, in, n);
+        split_points_t sp;
+        split_points_init(&sp, in, n, p);
+        split_every(&sc, &sp, &whole);
+        split_points_free(&sp);
+        split_random(&sc, random, rng, &whole);
+        cg_buf_free(&whole);
+        dialect_case_free(&c);
+    }
 }
 
 #endif

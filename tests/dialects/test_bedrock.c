@@ -63,12 +63,7 @@ static void grounded(cg_buf_t *s, const char *stop_reason)
 static void run(const char *profile, const char *request, const cg_buf_t *in, cg_buf_t *out,
                 cg_xform_stats_t *stats)
 {
-    dialect_case_t c;
-    dialect_case_init(&c, dialect_named("bedrock"), request, request ? strlen(request) : 0);
-    cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg, profile_named(profile));
-    dialect_stream(&cfg, &c, in->p, in->len, NULL, 0, out, stats);
-    dialect_case_free(&c);
+    dialect_run("bedrock", profile, request, in->p, in->len, out, stats);
 }
 
 static char *content_of(const char *s, size_t n, bool body)
@@ -296,23 +291,8 @@ static void test_every_split(void **state)
     cg_buf_t in = {0};
     grounded(&in, "end_turn");
     evs_exception(&in, "modelStreamErrorException", "{\"message\":\"late\"}");
-    for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++) {
-        dialect_case_t c;
-        dialect_case_init(&c, dialect_named("bedrock"), RAG_REQUEST, strlen(RAG_REQUEST));
-        cg_xform_cfg_t cfg;
-        cg_xform_cfg_default(&cfg, profile_named(profiles[p]));
-        cg_buf_t whole = {0};
-        dialect_stream(&cfg, &c, in.p, in.len, NULL, 0, &whole, NULL);
-        dialect_split_t ds = {&cfg, &c, profiles[p]};
-        split_case_t sc = dialect_split_case(&ds, in.p, in.len);
-        split_points_t sp;
-        split_points_init(&sp, in.p, in.len, p);
-        split_every(&sc, &sp, &whole);
-        split_points_free(&sp);
-        split_random(&sc, 100, &rng, &whole);
-        cg_buf_free(&whole);
-        dialect_case_free(&c);
-    }
+    dialect_every_split("bedrock", RAG_REQUEST, in.p, in.len, profiles, sizeof(profiles) / sizeof(profiles[0]),
+                        100, &rng);
     cg_buf_free(&in);
 }
 

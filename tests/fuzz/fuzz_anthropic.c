@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < FZ_HEADER)
         return 0;
-    fz_init_requests("anthropic");
+    fz_init_requests("anthropic", 3);
     const uint8_t *in = data + FZ_HEADER;
     size_t len = size - FZ_HEADER;
     const fz_req_t *r = fz_pick_request(data[1]);

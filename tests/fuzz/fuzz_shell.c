@@ -72,8 +72,10 @@ fs_opts_t fs_configure(uint8_t flags)
     };
     fs_cfg.max_request_bytes = o.small_body ? 4096 : 8u << 20;
     fs_cfg.cors_origins = o.cors ? cors_origins : NULL;
-    /* The ends past FS_NEND repeat the first ones: with bedrock. */
-    const char *dialect = end >= FS_NEND ? "bedrock" : dialects[(flags >> 2) & 3];
+    /* The ends past FS_NEND repeat the first ones: with an upstream that
+     * answers in AWS's event stream, bedrock, or bedrock-kb when bit 2 is set. */
+    const char *evstream = (flags >> 2) & 1 ? "bedrock-kb" : "bedrock";
+    const char *dialect = end >= FS_NEND ? evstream : dialects[(flags >> 2) & 3];
     FZ_CHECK(cg_dialect_parse(dialect, &o.dialect));
     fs_cfg.upstream_dialect = o.dialect;
     return o;

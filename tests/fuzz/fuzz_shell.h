@@ -51,6 +51,7 @@ void fs_init(void);
  *   bits 2-3: the upstream dialect (openai, anthropic, responses, gemini)
  *   bits 4-6: the end of the input (FS_END_*, modulo FS_NEND); past
  *             FS_NEND, the upstream dialect is bedrock instead of bits 2-3's
+ *             (bedrock-kb when bit 2 is set)
  *   bit 7: time passes between pieces (FS_PIECE_MS of the fake clock each)
  */
 enum { FS_END_EOF, FS_END_CLOSE, FS_END_DRAIN, FS_END_SHUTDOWN, FS_END_WAIT, FS_NEND };

@@ -506,6 +506,48 @@ def gemini_answers():
                   if f.suffix in (".sse", ".json") and ".request." not in f.name)
 
 
+def bedrock_kb_answers():
+    return sorted(f for f in (FIXTURES / "dialects" / "answers").glob("bedrock_kb_*")
+                  if f.suffix in (".bin", ".json") and ".request." not in f.name and ".desc." not in f.name)
+
+
+# fuzz_bedrock_kb byte 1: as fuzz_bedrock's (BR_*). Knowledge Bases' events, and a body whose
+# spans are past the text, negative, fractional, and inside a multi-byte character's code point.
+KB_BODY = (rb'{"output":{"text":"\u00e9t\u00e9 \ud83d\ude00 ok."},"citations":['
+           rb'{"generatedResponsePart":{"textResponsePart":{"span":{"start":0,"end":1}}},'
+           rb'"retrievedReferences":[{"content":{"text":"a"},"location":{"s3Location":{"uri":"s3://b/a.pdf"}},'
+           rb'"metadata":{"x-amz-bedrock-kb-chunk-id":"c1","x-amz-bedrock-kb-document-page-number":3}}]},'
+           rb'{"generatedResponsePart":{"textResponsePart":{"span":{"start":0,"end":99}}},'
+           rb'"retrievedReferences":[{"location":{"webLocation":{"url":"https://w.example/p"}}}]},'
+           rb'{"citation":{"generatedResponsePart":{"textResponsePart":{"span":{"end":-1}}},'
+           rb'"retrievedReferences":[{"location":{"customDocumentLocation":{"id":"d"}}}]}},'
+           rb'{"generatedResponsePart":{"textResponsePart":{"span":{"end":2.5}}},'
+           rb'"retrievedReferences":[{"location":{}}]}],"guardrailAction":"INTERVENED"}')
+
+
+def kb_stream():
+    return b"".join([
+        ev_event("output", rb'{"text":"Charge \u00e9 [1] "}'),
+        ev_event("citation", b'{"generatedResponsePart":{"textResponsePart":{"text":"C","span":'
+                             b'{"start":0,"end":3}}},"retrievedReferences":[{"content":{"text":"s"},'
+                             b'"location":{"type":"S3","s3Location":{"uri":"s3://b/k.pdf"}},"metadata":'
+                             b'{"x-amz-bedrock-kb-title":"K"}},{"location":{"webLocation":'
+                             b'{"url":"https://w.example/a"}}}]}'),
+        ev_event("citation", b'{"citation":{"retrievedReferences":[{"location":{"confluenceLocation":'
+                             b'{"url":"https://c.example/x"}}}]}}'),
+        ev_event("guardrail", b'{"action":"INTERVENED"}'),
+    ])
+
+
+KB_SEEDS = {
+    "events_openwebui": (0xC0, BR_SOURCES, kb_stream()),
+    "events_webchat_mend": (0x41, BR_BOTH | BR_WEBCHAT | BR_MEND, kb_stream()),
+    "events_off_r7": (0x42, BR_NONE | BR_OFF, kb_stream()),
+    "body_offsets": (0x80, BR_NONE, KB_BODY),
+    "body_offsets_openai": (0x80, BR_NONE | BR_OPENAI, KB_BODY),
+}
+
+
 def responses_answers():
     return sorted(f for f in (FIXTURES / "dialects" / "answers").glob("responses_*")
                   if f.suffix in (".sse", ".json") and ".request." not in f.name)
@@ -573,6 +615,12 @@ def main():
         write("evstream", name, bytes([seed, flags]) + data)
     for name, (seed, flags, data) in BEDROCK_SEEDS.items():
         write("bedrock", name, bytes([seed, flags]) + data)
+    for k, f in enumerate(bedrock_kb_answers()):  # one profile each, in turn
+        profile = (BR_NONE, BR_NONE | BR_OPENAI, BR_NONE | BR_WEBCHAT, BR_NONE | BR_OFF,
+                   BR_USAGE | BR_STRUCTURED)[k % 5]
+        write("bedrock_kb", f.name.replace(".", "_"), bytes([0x80, profile]) + f.read_bytes())
+    for name, (seed, flags, data) in KB_SEEDS.items():
+        write("bedrock_kb", name, bytes([seed, flags]) + data)
     alias_seeds()
 
 

@@ -881,21 +881,27 @@ class H2Signing(Signing, BedrockCase):
 
 # --------------------------------------------------------------------------- start-up
 
+def run_both(case, env, dialect="bedrock"):
+    """citegate of that dialect with env (the AWS variables unset unless env sets them), with
+    --check and without: [(exit status, output)], each checked free of sanitizer reports."""
+    e = {v: None for v in AWS_VARS}
+    e.update({"CITEGATE_UPSTREAM_DIALECT": dialect, "CITEGATE_LISTEN": f"127.0.0.1:{H.free_port()}",
+              "CITEGATE_ADMIN_LISTEN": f"127.0.0.1:{H.free_port()}"})
+    e.update(env)
+    out = []
+    for args in (["--check"], []):
+        p = H.run_citegate(args, env=e)
+        text = (p.stdout + p.stderr).decode(errors="replace")
+        out.append((p.returncode, text))
+        case.assertEqual(H.sanitizer_reports(text), [])
+    return out
+
+
 class Startup(unittest.TestCase):
     """Settings that stop citegate at start (exit status 2), with --check and without."""
 
     def run_both(self, env):
-        e = {v: None for v in AWS_VARS}
-        e.update({"CITEGATE_UPSTREAM_DIALECT": "bedrock", "CITEGATE_LISTEN": f"127.0.0.1:{H.free_port()}",
-                  "CITEGATE_ADMIN_LISTEN": f"127.0.0.1:{H.free_port()}"})
-        e.update(env)
-        out = []
-        for args in (["--check"], []):
-            p = H.run_citegate(args, env=e)
-            text = (p.stdout + p.stderr).decode(errors="replace")
-            out.append((p.returncode, text))
-            self.assertEqual(H.sanitizer_reports(text), [])
-        return out
+        return run_both(self, env)
 
     def test_tool_config_must_be_a_json_object(self):
         for value in ("[1]", '"nova_grounding"', "{", "null"):

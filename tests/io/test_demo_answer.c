@@ -98,10 +98,11 @@ static void test_openai_stream_ends_with_done(void **state)
 static void test_bodies_are_one_json_object(void **state)
 {
     (void)state;
-    const char *const dialects[] = {"openai", "anthropic", "responses", "gemini", "vertex"};
+    const char *const dialects[] = {"openai", "anthropic", "responses",
+                                    "gemini", "vertex",    "bedrock-kb"};
     cg_json_t j;
     cg_json_init(&j, 4096);
-    for (size_t k = 0; k < 5; k++) {
+    for (size_t k = 0; k < 6; k++) {
         cg_demo_answer_t a = {0};
         cg_demo_answer(&a, dialect_named(dialects[k]), false, 0);
         assert_int_equal(a.npieces, 1);
@@ -109,6 +110,29 @@ static void test_bodies_are_one_json_object(void **state)
         cg_demo_answer_free(&a);
     }
     cg_json_free(&j);
+}
+
+/* bedrock-kb's answer carries the session its request names, else one of
+ * its own; no other dialect's carries a field. */
+static void test_session_field(void **state)
+{
+    (void)state;
+    cg_buf_t name = {0}, value = {0};
+    assert_true(cg_demo_answer_field(
+        dialect_named("bedrock-kb"),
+        CG_SPAN_LIT("{\"input\":{\"text\":\"q\"},\"sessionId\":\"s\\u002d1\"}"), &name, &value));
+    assert_int_equal(name.len, strlen("x-amzn-bedrock-knowledge-base-session-id"));
+    assert_int_equal(value.len, 3);
+    assert_memory_equal(value.p, "s-1", 3);
+    name.len = value.len = 0;
+    assert_true(
+        cg_demo_answer_field(dialect_named("bedrock-kb"), CG_SPAN_LIT("{}"), &name, &value));
+    assert_int_equal(value.len, strlen("demo-session"));
+    name.len = value.len = 0;
+    assert_false(cg_demo_answer_field(dialect_named("bedrock"), CG_SPAN_LIT("{}"), &name, &value));
+    assert_int_equal(name.len + value.len, 0);
+    cg_buf_free(&name);
+    cg_buf_free(&value);
 }
 
 /* The text of an anthropic stream, block by block, as the body has it. */
@@ -339,6 +363,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_events_are_named_by_their_type),
         cmocka_unit_test(test_openai_stream_ends_with_done),
+        cmocka_unit_test(test_session_field),
         cmocka_unit_test(test_bodies_are_one_json_object),
         cmocka_unit_test(test_anthropic_stream_says_what_the_body_says),
         cmocka_unit_test(test_anthropic_document_follows_the_request_ones),

@@ -333,17 +333,18 @@ def protocol_error():
     return {"message": None, "type": "upstream_error", "code": "upstream_protocol_error"}
 
 
-def read_stream(body, request):
-    ans = Answer(request)
-    include_usage = isinstance(request, dict) and isinstance(request.get("stream_options"), dict) \
-        and request["stream_options"].get("include_usage") is True
-    blocks, started, finished, tokens, end = {}, False, False, None, None
+def events(body):
+    """What an event-stream body says, message by message: ("event", TYPE, PAYLOAD) for an
+    event whose payload is a JSON object (others are read and dropped); then one of
+    ("failure", None, ERROR) (SPEC §6's error of an exception or error message, or
+    upstream_protocol_error for broken framing), ("end", None, None) or ("cut", None, None)."""
     for headers, payload in decode(body):
         if headers == "broken":
-            ans.error, end = protocol_error(), "error"
-            break
+            yield "failure", None, protocol_error()
+            return
         if headers in ("end", "cut"):
-            break
+            yield headers, None, None
+            return
         mtype = headers.get(":message-type")
         if mtype == "exception":
             try:
@@ -351,24 +352,34 @@ def read_stream(body, request):
             except ValueError:
                 obj = None
             msg = _str(obj.get("message")) if isinstance(obj, dict) else None
-            ans.error = {"message": msg, "type": "upstream_error",
-                         "code": _str(headers.get(":exception-type"))}
-            end = "error"
-            break
+            yield "failure", None, {"message": msg, "type": "upstream_error",
+                                    "code": _str(headers.get(":exception-type"))}
+            return
         if mtype == "error":
-            ans.error = {"message": _str(headers.get(":error-message")), "type": "upstream_error",
-                         "code": _str(headers.get(":error-code"))}
-            end = "error"
-            break
+            yield "failure", None, {"message": _str(headers.get(":error-message")),
+                                    "type": "upstream_error", "code": _str(headers.get(":error-code"))}
+            return
         if mtype != "event":
             continue
         try:
             obj = json.loads(payload.decode("utf-8"))
         except ValueError:
             continue
-        if not isinstance(obj, dict):
-            continue
-        et = headers.get(":event-type")
+        if isinstance(obj, dict):
+            yield "event", headers.get(":event-type"), obj
+
+
+def read_stream(body, request):
+    ans = Answer(request)
+    include_usage = isinstance(request, dict) and isinstance(request.get("stream_options"), dict) \
+        and request["stream_options"].get("include_usage") is True
+    blocks, started, finished, tokens, end = {}, False, False, None, None
+    for kind, et, obj in events(body):
+        if kind == "failure":
+            ans.error, end = obj, "error"
+            break
+        if kind != "event":
+            break
         if et == "messageStart":
             if not started:  # the role chunk, with content "" (as for anthropic)
                 started = True
@@ -443,11 +454,23 @@ def read_body(obj, request):
     return ans
 
 
-def expected_view(body, request=None, profile="openwebui"):
-    if oracle.is_json_body(body):
-        ans, end = read_body(json.loads(body.decode("utf-8")), request), "body"
-    else:
-        ans, end = read_stream(body, request)
+def viewer(body_reader, stream_reader):
+    """The expected_view(body, request, profile) of an oracle whose readers of a JSON body
+    and of an event stream are these."""
+    def expected_view(body, request=None, profile="openwebui"):
+        if oracle.is_json_body(body):
+            ans, end = body_reader(json.loads(body.decode("utf-8")), request), "body"
+        else:
+            ans, end = stream_reader(body, request)
+        return view_of(ans, end, profile)
+    return expected_view
+
+
+expected_view = viewer(read_body, read_stream)
+
+
+def view_of(ans, end, profile):
+    """The client's view of answer ans (ended as `end`) in that profile."""
     view = {"content": dict(ans.content), "end": end, "sources": [], "annotations": {},
             "citations": [], "entities": [], "events": []}
     if profile != "off":
@@ -488,21 +511,28 @@ def expected_name(fixture, profile):
     return "%s_%s.%s.json" % (stem, "body" if ext == "json" else "stream", profile)
 
 
-def regen():
+def write_expected(cases, view_of, dialect):
+    """Writes the expected view of each (fixture, request) case in every profile; returns
+    {(fixture, profile): view}."""
     os.makedirs(EXPECTED, exist_ok=True)
     views = {}
-    for fixture, request in CASES:
+    for fixture, request in cases:
         with open(os.path.join(DIALECTS, fixture), "rb") as f:
             body = f.read()
         for profile in PROFILES:
-            view = expected_view(body, load_request(request), profile)
+            view = view_of(body, load_request(request), profile)
             views[fixture, profile] = view
-            doc = {"fixture": fixture, "request": request, "dialect": "bedrock", "created": CREATED,
+            doc = {"fixture": fixture, "request": request, "dialect": dialect, "created": CREATED,
                    "profile": profile}
             doc.update({k: view[k] for k in COMPARED})
             with open(os.path.join(EXPECTED, expected_name(fixture, profile)), "w", encoding="utf-8") as f:
                 json.dump(doc, f, indent=1, ensure_ascii=False)
                 f.write("\n")
+    return views
+
+
+def regen():
+    views = write_expected(CASES, expected_view, "bedrock")
     for a, b in SAME_CONTENT:
         for profile in PROFILES:
             if views[a, profile]["content"] != views[b, profile]["content"]:
@@ -522,6 +552,11 @@ def main(argv):
                     print(json.dumps({k: v if not isinstance(v, bytes) else v.hex()
                                       for k, v in headers.items()}), payload[:200])
         return 0
+    return print_view(argv, expected_view)
+
+
+def print_view(argv, view_of):
+    """BODY [--request FILE] [--profile P]: prints view_of's expected view."""
     body_path, request, profile, i = argv[0], None, "openwebui", 1
     while i < len(argv):
         if argv[i] == "--request":
@@ -533,9 +568,8 @@ def main(argv):
             raise SystemExit("unknown argument " + argv[i])
         i += 2
     with open(body_path, "rb") as f:
-        print(json.dumps(expected_view(f.read(), request, profile), indent=1, ensure_ascii=False))
+        print(json.dumps(view_of(f.read(), request, profile), indent=1, ensure_ascii=False))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

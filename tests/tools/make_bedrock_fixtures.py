@@ -203,22 +203,26 @@ def stream_of_body(body, opts):
     return out
 
 
-def main():
-    with open(DESC, encoding="utf-8") as f:
+def write_answers(desc_path, prefix, stream_of):
+    """Writes each answer of the description file: PREFIX_NAME.bin, the event stream of the
+    entries stream_of(description) gives (None: none), and PREFIX_NAME.json, its "body"."""
+    with open(desc_path, encoding="utf-8") as f:
         desc = json.load(f)["answers"]
     for name, d in desc.items():
-        stream = d.get("stream")
-        if "stream_of_body" in d:
-            stream = stream_of_body(d["body"], d["stream_of_body"])
+        stream = stream_of(d)
         if stream is not None:
-            with open(os.path.join(ANSWERS, "bedrock_%s.bin" % name), "wb") as f:
+            with open(os.path.join(ANSWERS, "%s_%s.bin" % (prefix, name)), "wb") as f:
                 f.write(b"".join(entry_bytes(e) for e in stream))
         if "body" in d:
-            with open(os.path.join(ANSWERS, "bedrock_%s.json" % name), "w", encoding="utf-8") as f:
+            with open(os.path.join(ANSWERS, "%s_%s.json" % (prefix, name)), "w", encoding="utf-8") as f:
                 json.dump(d["body"], f, indent=1, ensure_ascii=False)
                 f.write("\n")
     return 0
 
+
+def main():
+    return write_answers(DESC, "bedrock", lambda d: stream_of_body(d["body"], d["stream_of_body"])
+                         if "stream_of_body" in d else d.get("stream"))
 
 if __name__ == "__main__":
     sys.exit(main())
