@@ -270,6 +270,34 @@ static void test_deep_nesting(void **state)
     deep_tool(100000, false);
 }
 
+/* Every tool message counts, however many: a would-be alias in the 300th
+ * stops aliasing, and a PATH in the 299th gets its alias there. */
+static void test_many_tool_messages(void **state)
+{
+    (void)state;
+    for (int clash = 0; clash < 2; clash++) {
+        cg_buf_t body = {0};
+        cg_buf_puts(&body, "{\"messages\":[");
+        for (int i = 0; i < 300; i++)
+            cg_buf_printf(&body, "%s{\"role\":\"tool\",\"content\":\"[\\\"%s\\\"]\"}",
+                          i ? "," : "",
+                          i == 298 ? "/data/lake/contracts/a.pdf" : i == 299 && clash ? "P1" : "x");
+        cg_buf_puts(&body, "]}");
+        cg_buf_putc(&body, '\0');
+        made_t m;
+        make(&m, body.p);
+        assert_int_equal(m.req.ntools, 300);
+        if (clash) {
+            assert_null(m.a);
+        } else {
+            assert_non_null(m.a);
+            expands(&m, "P1", "/data/lake/contracts/a.pdf", 298);
+        }
+        unmake(&m);
+        cg_buf_free(&body);
+    }
+}
+
 /* --- property: alias, then expand --------------------------------------------------- */
 
 static uint64_t rng = 88172645463325252ull;
@@ -439,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_nothing_to_alias),
         cmocka_unit_test(test_bare_string_and_moved),
         cmocka_unit_test(test_deep_nesting),
+        cmocka_unit_test(test_many_tool_messages),
         cmocka_unit_test(test_property_alias_then_expand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
