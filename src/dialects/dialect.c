@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* Every dialect; the first is the default (CITEGATE_UPSTREAM_DIALECT). */
-#define DIALECTS(X) X(openai) X(anthropic) X(responses) X(gemini) X(vertex) X(bedrock)
+#define DIALECTS(X) X(openai) X(anthropic) X(responses) X(gemini) X(vertex) X(bedrock) X(cohere)
 
 #define DECLARE(name) extern const cg_dialect_t cg__dialect_##name;
 DIALECTS(DECLARE)

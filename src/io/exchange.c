@@ -402,7 +402,8 @@ static bool translate(cg_exchange_t *ex, size_t path_len)
     cg_reqmsg_t *m = &ex->msg;
     cg_dialect_err_t e;
     cg_dialect_in_t in = {&ex->req, cg_route_deployment(cg_span(m->url.p, path_len)),
-                          ex->ctx->cfg->gemini_tools, ex->ctx->cfg->bedrock_tool_config};
+                          ex->ctx->cfg->gemini_tools, ex->ctx->cfg->bedrock_tool_config,
+                          ex->ctx->cfg->cohere_citations};
     if (cg_dialect_request(ex->dialect, m->body.p ? m->body.p : "", m->body.len, &in, &ex->dreq,
                            &e) == 0)
         return true;

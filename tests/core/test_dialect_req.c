@@ -140,7 +140,7 @@ static void test_names(void **state)
         assert_string_equal(cg_dialect_name(d), all[i]);
         assert_non_null(strstr(cg_dialect_list(), all[i]));
     }
-    assert_string_equal(cg_dialect_list(), "openai, anthropic, responses, gemini, vertex, bedrock");
+    assert_string_equal(cg_dialect_list(), "openai, anthropic, responses, gemini, vertex, bedrock, cohere");
     assert_ptr_equal(cg_dialect_default(), O);
     static const char *const bad[] = {"", "Anthropic", "openai ", "claude", "response", "azure"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
