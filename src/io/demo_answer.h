@@ -18,6 +18,9 @@
  * pads them; a content block per cited passage, its citations as web
  * locations (the documents with a URL) and a documentChar location (the
  * one without); the body's cited blocks as citationsContent.
+ * cohere: v2 Chat events (event: lines), gemini's text, each cited passage
+ * followed by its citation-start (fast mode), whose offsets count
+ * characters; the body's citations with the same offsets.
  * The demo's documents are its own: the request's <source> tags are not
  * cited, and the anthropic answer numbers its document after theirs.
  */

@@ -23,6 +23,9 @@ A source is ("doc", ID, {document fields}) or ("tool", ID, {tool_output fields})
 {"type":"document","id":ID,"document":{"id":ID,...}} or {"type":"tool","id":ID,
 "tool_output":{...}} as Cohere echoes them.
 
+The answers marked "e2e" go to tests/fixtures/dialects/e2e/ instead: cohere_stream.sse
+(fast), cohere_response.json and cohere_error.sse, which the mock upstreams serve.
+
 usage: make_cohere_fixtures.py      (rewrites every cohere_* answer; then run
                                      tests/tools/cohere_oracle.py --regen)
 """
@@ -185,6 +188,33 @@ ANSWERS_DESC = {
         "usage": {"tokens": {"input_tokens": 9, "output_tokens": 9}},
         "stream": ["plain"],
     },
+    # End to end (tests/fixtures/dialects/e2e/, for ../../openwebui_rag_request.json, whose
+    # <source> tags 1 and 2 went as documents "1" and "2"): a web source
+    # Cohere adds (number 3), characters of several bytes; streamed in fast mode, and as a body.
+    "e2e": {
+        "id": "c0ffee00-0000-4000-8000-0000000000e2",
+        "steps": [
+            ("text", "Light travels at exactly 299,792,458 m/s"),
+            ("cite", "299,792,458 m/s", [("doc", "1", {"title": "Speed_of_light"})]),
+            ("text", ". Sunlight needs about 8 min 20 s (≈ 499 s)"),
+            ("cite", "8 min 20 s", [("doc", "2", {"title": "physics-notes.md"}),
+                                    ("doc", "web:0", {"title": "NASA: Sunlight",
+                                                      "url": "https://science.example.gov/sun",
+                                                      "snippet": "Sunlight takes 8 minutes."})]),
+            ("text", " to reach Earth."),
+        ],
+        "finish": "COMPLETE",
+        "usage": {"billed_units": {"input_tokens": 20, "output_tokens": 40},
+                  "tokens": {"input_tokens": 25, "output_tokens": 42}},
+        "e2e": True,
+    },
+    "e2e_error": {
+        "id": "c0ffee00-0000-4000-8000-0000000000e3",
+        "steps": [("text", "Light travels")],
+        "finish": "ERROR",
+        "error": "internal server error, this has been reported to our developers",
+        "e2e": True,
+    },
     # The body ends inside an event: no message-end, the error event upstream_closed.
     "truncated": {
         "id": "c0ffee00-0000-4000-8000-000000000009",
@@ -302,8 +332,19 @@ def body(desc):
     return json.dumps(obj, ensure_ascii=False, indent=1) + "\n"
 
 
+E2E = os.path.join(os.path.dirname(ANSWERS), "e2e")
+
+
 def main():
+    with open(os.path.join(E2E, "cohere_stream.sse"), "w", encoding="utf-8", newline="") as f:
+        f.write(stream(ANSWERS_DESC["e2e"], "fast"))
+    with open(os.path.join(E2E, "cohere_response.json"), "w", encoding="utf-8") as f:
+        f.write(body(ANSWERS_DESC["e2e"]))
+    with open(os.path.join(E2E, "cohere_error.sse"), "w", encoding="utf-8", newline="") as f:
+        f.write(stream(ANSWERS_DESC["e2e_error"], "plain"))
     for name, desc in ANSWERS_DESC.items():
+        if desc.get("e2e"):
+            continue
         for mode in desc.get("stream", []):
             suffix = "" if mode == "plain" else "_" + mode
             with open(os.path.join(ANSWERS, "cohere_%s%s.sse" % (name, suffix)), "w",
