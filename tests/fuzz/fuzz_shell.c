@@ -72,8 +72,13 @@ fs_opts_t fs_configure(uint8_t flags)
     };
     fs_cfg.max_request_bytes = o.small_body ? 4096 : 8u << 20;
     fs_cfg.cors_origins = o.cors ? cors_origins : NULL;
-    /* The ends past FS_NEND repeat the first ones: with bedrock. */
-    const char *dialect = end >= FS_NEND ? "bedrock" : dialects[(flags >> 2) & 3];
+    /* The ends past FS_NEND repeat the first ones with another dialect:
+     * bedrock (the first two ends), cohere (the first). */
+    const char *dialect = dialects[(flags >> 2) & 3];
+    if (end >= FS_NEND) {
+        dialect = end == FS_NEND + 2 ? "cohere" : "bedrock";
+        o.end = end == FS_NEND + 2 ? FS_END_EOF : o.end;
+    }
     FZ_CHECK(cg_dialect_parse(dialect, &o.dialect));
     fs_cfg.upstream_dialect = o.dialect;
     return o;
