@@ -21,9 +21,10 @@
  * text received so far; message-end the finish (COMPLETE, STOP_SEQUENCE,
  * TOOL_CALL stop; MAX_TOKENS length; ERROR_TOXIC content_filter; anything
  * else stop), the usage chunk when the client asked, and [DONE], or, with
- * ERROR, SPEC §6's error event with code "ERROR". Other events are dropped;
- * data that is not a JSON object is counted malformed and dropped; a
- * comment becomes `: ping`.
+ * ERROR, SPEC §6's error event with code "ERROR". Other events are dropped
+ * (those whose data's first member names their type, as Cohere writes
+ * them, without a parse); data that is not a JSON object is counted
+ * malformed and dropped; a comment becomes `: ping`.
  *
  * Not streamed: message.content[]'s text items are the text,
  * message.citations[] its citations, whose references are inserted at each
@@ -270,35 +271,54 @@ static unsigned source_of(cg_xform_t *x, co_t *s, const cg_json_t *j, int c, int
     return num;
 }
 
-/* Whether citation c counts within a text of `chars` characters; its end
- * in *end. */
-static bool counts(const cg_json_t *j, int c, uint64_t chars, uint64_t *end)
+/* What a citation object says, its members read in one pass (the first of
+ * each name, as cg_json_get takes it): -1 where absent. */
+typedef struct citation {
+    int obj, type, start, end, sources;
+} citation_t;
+
+static void read_citation(const cg_json_t *j, int c, citation_t *out)
+{
+    *out = (citation_t){c, -1, -1, -1, -1};
+    int n = j->tok[c].size;
+    for (int k = 0, i = c + 1; k < n && i + 1 < j->ntok; k++, i = cg_json_skip(j, i + 1)) {
+        cg_span_t name = cg_json_raw(j, i);
+        int *m = cg_span_eq(name, "type")      ? &out->type
+                 : cg_span_eq(name, "start")   ? &out->start
+                 : cg_span_eq(name, "end")     ? &out->end
+                 : cg_span_eq(name, "sources") ? &out->sources
+                                               : NULL;
+        if (m && *m < 0)
+            *m = i + 1;
+    }
+}
+
+/* Whether citation object c counts within a text of `chars` characters;
+ * what it says in *cit. */
+static bool counts(const cg_json_t *j, int c, uint64_t chars, citation_t *cit)
 {
     if (!is_object(j, c))
         return false;
-    int type = cg_json_get(j, c, "type");
-    if (type >= 0 && !cg_json_is_null(j, type) && !cg__view_is(j, type, "TEXT_CONTENT"))
+    read_citation(j, c, cit);
+    if (cit->type >= 0 && !cg_json_is_null(j, cit->type) &&
+        !cg__view_is(j, cit->type, "TEXT_CONTENT"))
         return false;
-    double start = cg__view_count(j, cg_json_get(j, c, "start"), -1);
-    double stop = cg__view_count(j, cg_json_get(j, c, "end"), -1);
-    if (start < 0 || stop < start || stop > (double)chars)
-        return false;
-    *end = (uint64_t)stop;
-    return true;
+    double start = cg__view_count(j, cit->start, -1), end = cg__view_count(j, cit->end, -1);
+    return start >= 0 && end >= start && end <= (double)chars;
 }
 
-/* The references of citation c (one per distinct source, in order),
- * appended to out. */
-static void put_citation_refs(cg_xform_t *x, co_t *s, const cg_json_t *j, int c, cg_buf_t *out)
+/* The references of a citation that counts (one per distinct source, in
+ * order), appended to out. */
+static void put_citation_refs(cg_xform_t *x, co_t *s, const cg_json_t *j, const citation_t *cit,
+                              cg_buf_t *out)
 {
-    int sources = cg_json_get(j, c, "sources");
-    if (cg_json_type(j, sources) != JSMN_ARRAY)
+    if (cg_json_type(j, cit->sources) != JSMN_ARRAY)
         return;
     cg_view_refs_t refs = {.len = 0};
-    int n = j->tok[sources].size;
-    for (int k = 0, e = sources + 1; k < n; k++, e = cg_json_skip(j, e))
+    int n = j->tok[cit->sources].size;
+    for (int k = 0, e = cit->sources + 1; k < n; k++, e = cg_json_skip(j, e))
         if (is_object(j, e))
-            cg__view_refs_add(&refs, source_of(x, s, j, c, e));
+            cg__view_refs_add(&refs, source_of(x, s, j, cit->obj, e));
     cg__view_put_refs(out, refs.n, refs.len);
 }
 
@@ -364,11 +384,11 @@ static void on_citation(cg_xform_t *x, co_t *s)
 {
     const cg_json_t *j = &s->in.json;
     int c = cg_json_get(j, cg_json_get(j, cg_json_get(j, 0, "delta"), "message"), "citations");
-    uint64_t end;
-    if (!counts(j, c, s->chars, &end))
+    citation_t cit;
+    if (!counts(j, c, s->chars, &cit))
         return;
     s->refs.len = 0;
-    put_citation_refs(x, s, j, c, &s->refs);
+    put_citation_refs(x, s, j, &cit, &s->refs);
     if (s->refs.len) {
         cg__view_role(x, &s->started);
         cg__xform_content(x, 0, cg_span(s->refs.p, s->refs.len));
@@ -412,6 +432,28 @@ static void dispatch(cg_xform_t *x, co_t *s, const cg_sse_event_t *ev, cg_span_t
     }
 }
 
+/* Is the event one of those the answer drops, as its data's first member
+ * names it ({"type":"citation-end",…, how Cohere writes them)? Such an
+ * event needs no parse: nothing of it is read, whatever follows. */
+static bool dropped(cg_span_t d)
+{
+    static const char *const types[] = {
+        "citation-end",    "content-start",   "content-end",   "tool-plan-delta",
+        "tool-call-start", "tool-call-delta", "tool-call-end", "debug"};
+    static const char head[] = "{\"type\":\"";
+    size_t h = sizeof(head) - 1;
+    if (d.n <= h || memcmp(d.p, head, h) != 0)
+        return false;
+    const char *q = memchr(d.p + h, '"', d.n - h);
+    if (q == NULL)
+        return false;
+    cg_span_t type = cg_span(d.p + h, (size_t)(q - d.p) - h);
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (cg_span_eq(type, types[i]))
+            return true;
+    return false;
+}
+
 static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
 {
     co_t *s = state;
@@ -422,7 +464,7 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
             cg__view_ping(x);
         return;
     }
-    if (fast_text(x, s, ev))
+    if (fast_text(x, s, ev) || (ev->ndata == 1 && dropped(ev->data)))
         return;
     if (cg__view_parse(x, &s->in, ev)) {
         const cg_json_t *j = &s->in.json;
@@ -463,15 +505,16 @@ static void body_citations(cg_xform_t *x, co_t *s, const cg_json_t *j, int cites
         return;
     int n = j->tok[cites].size;
     for (int k = 0, c = cites + 1; k < n; k++, c = cg_json_skip(j, c)) {
-        uint64_t end;
-        if (!counts(j, c, s->chars, &end))
+        citation_t cit;
+        if (!counts(j, c, s->chars, &cit))
             continue;
         size_t at = s->refs.len;
-        put_citation_refs(x, s, j, c, &s->refs);
+        put_citation_refs(x, s, j, &cit, &s->refs);
         if (s->refs.len == at)
             continue;
         s->place = cg_grow(s->place, s->nplace, &s->place_cap, 16, sizeof(place_t));
-        s->place[s->nplace++] = (place_t){end, (size_t)k, at, s->refs.len - at};
+        s->place[s->nplace++] =
+            (place_t){(uint64_t)cg__view_count(j, cit.end, 0), (size_t)k, at, s->refs.len - at};
     }
 }
 

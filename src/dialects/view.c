@@ -52,9 +52,20 @@ cg_span_t cg__view_str(const cg_json_t *j, int tok, const char *dflt)
 
 double cg__view_count(const cg_json_t *j, int tok, double dflt)
 {
+    if (cg_json_type(j, tok) != JSMN_PRIMITIVE)
+        return dflt;
+    /* Plain digits, what upstreams write: no strtod. */
+    cg_span_t r = cg_json_raw(j, tok);
+    if (r.n > 0 && r.n < 16 && (r.p[0] != '0' || r.n == 1)) {
+        uint64_t v = 0;
+        size_t i = 0;
+        while (i < r.n && r.p[i] >= '0' && r.p[i] <= '9')
+            v = v * 10 + (uint64_t)(r.p[i++] - '0');
+        if (i == r.n)
+            return (double)v;
+    }
     double v;
-    if (cg_json_type(j, tok) == JSMN_PRIMITIVE && cg_json_number(j, tok, &v) && v >= 0 &&
-        v < 1e15 && v == (double)(uint64_t)v)
+    if (cg_json_number(j, tok, &v) && v >= 0 && v < 1e15 && v == (double)(uint64_t)v)
         return v;
     return dflt;
 }
@@ -149,8 +160,17 @@ void cg__view_ping(cg_xform_t *x)
 
 void cg__view_put_refs(cg_buf_t *b, const unsigned *v, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        cg_buf_printf(b, "[%u]", v[i]);
+    for (size_t i = 0; i < n; i++) {
+        char d[16];
+        size_t k = sizeof(d);
+        d[--k] = ']';
+        unsigned x = v[i];
+        do
+            d[--k] = (char)('0' + x % 10);
+        while ((x /= 10) != 0);
+        d[--k] = '[';
+        cg_buf_put(b, d + k, sizeof(d) - k);
+    }
 }
 
 void cg__view_refs_add(cg_view_refs_t *r, unsigned n)
