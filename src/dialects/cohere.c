@@ -54,7 +54,7 @@
  * State per stream, bounded: at most CG_CITE_MAX sources (their ids kept to
  * CG_CITE_MAX_FIELD bytes; further sources are not cited), at most
  * CG_VIEW_BLOCK_REFS distinct sources referenced per citation, a
- * content-delta template of at most TPL_MAX bytes, the decoded strings of
+ * content-delta template of at most CG_VIEW_TPL_MAX bytes, the decoded strings of
  * one citation; a body's decoded text and its citations' places while it
  * is read. Tokens are borrowed from the call while an event is read.
  */
@@ -63,8 +63,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-#define TPL_MAX 512
 
 typedef struct source {
     char *id; /* decoded, at most CG_CITE_MAX_FIELD bytes */
@@ -83,9 +81,7 @@ typedef struct co {
     cg_view_json_t in; /* the upstream event or body being read */
     cg_buf_t strs;     /* decoded strings of one source; a citation's references */
 
-    cg_buf_t tpl;   /* a content-delta's data around its text */
-    size_t tpl_pre; /* tpl[0..tpl_pre) precedes the text */
-    bool tpl_ok;
+    cg_view_tpl_t tpl; /* a content-delta's data around its text */
 
     source_t *src;
     size_t nsrc, src_cap;
@@ -106,7 +102,7 @@ static void co_free(void *p)
     co_t *s = p;
     cg__view_json_free(&s->in);
     cg_buf_free(&s->strs);
-    cg_buf_free(&s->tpl);
+    cg_buf_free(&s->tpl.bytes);
     cg_buf_free(&s->text);
     cg_buf_free(&s->refs);
     for (size_t i = 0; i < s->nsrc; i++)
@@ -324,22 +320,6 @@ static void put_citation_refs(cg_xform_t *x, co_t *s, const cg_json_t *j, const 
 
 /* --- Stream events ------------------------------------------------------------- */
 
-/* Keeps the bytes around a content-delta's text, so that the next one with
- * the same bytes around its text needs no parse (see fast_text). */
-static void save_template(co_t *s, const cg_sse_event_t *ev, int text)
-{
-    const cg_json_t *j = &s->in.json;
-    size_t start = (size_t)j->tok[text].start, end = (size_t)j->tok[text].end;
-    s->tpl_ok = false;
-    if (ev->ndata != 1 || start + (j->len - end) > TPL_MAX)
-        return;
-    s->tpl.len = 0;
-    cg_buf_put(&s->tpl, j->js, start);
-    cg_buf_put(&s->tpl, j->js + end, j->len - end);
-    s->tpl_pre = start;
-    s->tpl_ok = true;
-}
-
 static void put_text(cg_xform_t *x, co_t *s, cg_span_t raw)
 {
     if (raw.n == 0)
@@ -348,21 +328,13 @@ static void put_text(cg_xform_t *x, co_t *s, cg_span_t raw)
     cg__xform_content(x, 0, raw);
 }
 
-/*
- * A content-delta whose data has the template's bytes before and after its
- * text is the template's JSON with another string in it, provided that
- * string is well formed (the suffix starts with its closing quote): it needs
- * no parse. Most events of an answer are these.
- */
+/* A content-delta whose data is the last one's around another well formed
+ * text needs no parse (cg__view_tpl_text). Most events of an answer are
+ * these. */
 static bool fast_text(cg_xform_t *x, co_t *s, const cg_sse_event_t *ev)
 {
-    cg_span_t d = ev->data;
-    size_t pre = s->tpl_pre, post = s->tpl.len - pre;
-    if (!s->tpl_ok || ev->ndata != 1 || d.n < pre + post || memcmp(d.p, s->tpl.p, pre) != 0 ||
-        memcmp(d.p + d.n - post, s->tpl.p + pre, post) != 0)
-        return false;
-    cg_span_t text = cg_span(d.p + pre, d.n - pre - post);
-    if (cg__view_string_len(text.p, d.n - pre) != text.n)
+    cg_span_t text;
+    if (!cg__view_tpl_text(&s->tpl, ev, &text))
         return false;
     put_text(x, s, text);
     return true;
@@ -376,7 +348,7 @@ static void on_content(cg_xform_t *x, co_t *s, const cg_sse_event_t *ev)
     if (!cg_json_is_str(j, text))
         return; /* thinking, or nothing */
     cg__view_role(x, &s->started);
-    save_template(s, ev, text);
+    cg__view_tpl_save(&s->tpl, ev, j, text);
     put_text(x, s, cg_json_raw(j, text));
 }
 
@@ -417,8 +389,9 @@ static void on_message_end(cg_xform_t *x, co_t *s)
     cg__view_done(x);
 }
 
-static void dispatch(cg_xform_t *x, co_t *s, const cg_sse_event_t *ev, cg_span_t type)
+static void dispatch(cg_xform_t *x, void *state, const cg_sse_event_t *ev, cg_span_t type)
 {
+    co_t *s = state;
     const cg_json_t *j = &s->in.json;
     if (cg_span_eq(type, "content-delta")) {
         on_content(x, s, ev);
@@ -459,21 +432,9 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
     co_t *s = state;
     if (s->over)
         return; /* a holding profile has not ended the stream yet; the answer has */
-    if (ev->ndata == 0) {
-        if (ev->nother)
-            cg__view_ping(x);
-        return;
-    }
     if (fast_text(x, s, ev) || (ev->ndata == 1 && dropped(ev->data)))
         return;
-    if (cg__view_parse(x, &s->in, ev)) {
-        const cg_json_t *j = &s->in.json;
-        int type = cg_json_get(j, 0, "type");
-        dispatch(x, s, ev, cg_json_is_str(j, type) ? cg_json_raw(j, type) : ev->type);
-    } else {
-        x->stats.malformed++;
-    }
-    cg__view_give_back(x, &s->in);
+    cg__view_typed_event(x, &s->in, ev, dispatch, s);
 }
 
 /* --- Non-streaming bodies ------------------------------------------------------- */

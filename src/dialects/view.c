@@ -96,6 +96,50 @@ bool cg__view_absolute_url(const char *p, size_t n)
            (n >= 8 && strncasecmp(p, "https://", 8) == 0);
 }
 
+void cg__view_tpl_save(cg_view_tpl_t *t, const cg_sse_event_t *ev, const cg_json_t *j, int text)
+{
+    size_t start = (size_t)j->tok[text].start, end = (size_t)j->tok[text].end;
+    t->ok = false;
+    if (ev->ndata != 1 || start + (j->len - end) > CG_VIEW_TPL_MAX)
+        return;
+    t->bytes.len = 0;
+    cg_buf_put(&t->bytes, j->js, start);
+    cg_buf_put(&t->bytes, j->js + end, j->len - end);
+    t->pre = start;
+    t->ok = true;
+}
+
+bool cg__view_tpl_text(const cg_view_tpl_t *t, const cg_sse_event_t *ev, cg_span_t *text)
+{
+    cg_span_t d = ev->data;
+    size_t pre = t->pre, post = t->bytes.len - pre;
+    if (!t->ok || ev->ndata != 1 || d.n < pre + post || memcmp(d.p, t->bytes.p, pre) != 0 ||
+        memcmp(d.p + d.n - post, t->bytes.p + pre, post) != 0)
+        return false;
+    /* The suffix starts with the string's closing quote: it must be the
+     * first one, after nothing but a well formed string. */
+    *text = cg_span(d.p + pre, d.n - pre - post);
+    return cg__view_string_len(text->p, d.n - pre) == text->n;
+}
+
+void cg__view_typed_event(cg_xform_t *x, cg_view_json_t *in, const cg_sse_event_t *ev,
+                          cg_view_dispatch_fn dispatch, void *state)
+{
+    if (ev->ndata == 0) {
+        if (ev->nother)
+            cg__view_ping(x);
+        return;
+    }
+    if (cg__view_parse(x, in, ev)) {
+        const cg_json_t *j = &in->json;
+        int type = cg_json_get(j, 0, "type");
+        dispatch(x, state, ev, cg_json_is_str(j, type) ? cg_json_raw(j, type) : ev->type);
+    } else {
+        x->stats.malformed++;
+    }
+    cg__view_give_back(x, in);
+}
+
 /* --- Chunks of our own ------------------------------------------------------ */
 
 void cg__view_meta(cg_xform_t *x, const cg_json_t *j, int id, int model)
