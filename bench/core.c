@@ -42,6 +42,9 @@
  * A seventh: Amazon Bedrock Knowledge Bases retrieveAndGenerateStream
  * answers in the same event stream (output events, citation events with
  * their retrieved references), through the bedrock-kb dialect's view.
+ * An eighth: Cohere v2 Chat streams (content-delta after content-delta, a
+ * citation-start at character offsets after about every 300 bytes of
+ * text), through the cohere dialect's view.
  *
  * Usage: core [--read N] [--mib N] [--rounds N] [--events N] [--seed N]
  *             [--only SECTION]
@@ -1735,6 +1738,149 @@ static int bench_evs(const char *section, gen_fn gen, size_t mib, size_t rd, siz
     return bad;
 }
 
+/* --- The cohere view -------------------------------------------------------- */
+
+/* Answers as Cohere's v2 Chat API streams them with citation_options mode
+ * fast: message-start, content-start, content-delta events whose text has
+ * 4-32 bytes made like the chunks above (the same words, JSON escapes and
+ * UTF-8), and about every 300 bytes of text a citation-start (then its
+ * citation-end) of the text since the last one, at character offsets,
+ * citing one or two of five documents with URLs (the first five cite each
+ * in turn); content-end and message-end with usage. Each citation's
+ * references go out as content where it arrives, which openwebui rewrites
+ * into links. */
+
+#define CO_DOCS 5
+#define CO_EVENT(type) "event: " type "\ndata: {\"type\":\"" type "\""
+
+/* Characters that raw JSON string bytes s[0..n) decode to: the words hold
+ * two-byte escapes and raw UTF-8 only. */
+static uint64_t co_chars(const char *s, size_t n)
+{
+    uint64_t c = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\\')
+            i++;
+        else if (((unsigned char)s[i] & 0xC0) == 0x80)
+            continue;
+        c++;
+    }
+    return c;
+}
+
+static void co_source(cg_buf_t *b, bool first, unsigned k)
+{
+    const doc_t *d = &docs[k];
+    cg_buf_printf(b,
+                  "%s{\"type\":\"document\",\"id\":\"doc:%u\",\"document\":{\"id\":\"doc:%u\","
+                  "\"snippet\":\"%s\",\"title\":\"%s\",\"url\":\"%s\"}}",
+                  first ? "" : ",", k, k, d->content, d->title, d->url);
+}
+
+static void co_citation(cg_buf_t *b, unsigned n, uint64_t start, uint64_t end, unsigned k,
+                        gen_totals_t *t)
+{
+    unsigned second = rng_below(CO_DOCS);
+    cg_buf_printf(b,
+                  CO_EVENT("citation-start") ",\"index\":%u,\"delta\":{\"message\":{\"citations\":"
+                                             "{\"start\":%" PRIu64 ",\"end\":%" PRIu64
+                                             ",\"text\":\"cited words\",\"sources\":[",
+                  n, start, end);
+    co_source(b, true, k);
+    t->refs_url++;
+    if (second != k && rng_below(2)) {
+        co_source(b, false, second);
+        t->refs_url++;
+    }
+    cg_buf_printf(b, "],\"type\":\"TEXT_CONTENT\"}}}}\n\n" CO_EVENT("citation-end") ",\"index\":%u}\n\n",
+                  n);
+    t->events += 2;
+}
+
+static void gen_cohere_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
+{
+    cg_buf_puts(b, CO_EVENT("message-start") ",\"id\":\"5f7c0b6e-2a51-4c3e-9d1f-7e0f1c2a3b4d\","
+                   "\"delta\":{\"message\":{\"role\":\"assistant\",\"content\":[],"
+                   "\"tool_plan\":\"\",\"tool_calls\":[],\"citations\":[]}}}\n\n" CO_EVENT(
+                       "content-start") ",\"index\":0,\"delta\":{\"message\":{\"content\":"
+                                        "{\"type\":\"text\",\"text\":\"\"}}}}\n\n");
+    uint64_t chars = 0, cited = 0;
+    unsigned ncite = 0;
+    long to_cite = 150 + (long)rng_below(301);
+    for (unsigned e = 0; e < nev; e++) {
+        char piece[160];
+        size_t n = 0, target = 4 + rng_below(29);
+        while (n < target) {
+            unsigned r = rng_below(100);
+            const char *w = r < 3 ? ".\\n\\n" : r < 10 ? "," : words[rng_below(NWORDS)];
+            memcpy(piece + n, w, strlen(w));
+            n += strlen(w);
+        }
+        cg_buf_printf(b,
+                      CO_EVENT("content-delta") ",\"index\":0,\"delta\":{\"message\":{\"content\":"
+                                                "{\"text\":\"%.*s\"}}}}\n\n",
+                      (int)n, piece);
+        chars += co_chars(piece, n);
+        t->content_bytes += n;
+        t->content_events++;
+        t->events++;
+        to_cite -= (long)n;
+        if (to_cite <= 0 || e + 1 == nev) {
+            co_citation(b, ncite, cited, chars, ncite < CO_DOCS ? ncite : rng_below(CO_DOCS), t);
+            ncite++;
+            cited = chars;
+            to_cite = 150 + (long)rng_below(301);
+        }
+    }
+    cg_buf_printf(b,
+                  CO_EVENT("content-end") ",\"index\":0}\n\n" CO_EVENT(
+                      "message-end") ",\"delta\":{\"finish_reason\":\"COMPLETE\",\"usage\":"
+                                     "{\"billed_units\":{\"input_tokens\":2679,\"output_tokens\":"
+                                     "%u},\"tokens\":{\"input_tokens\":2700,\"output_tokens\":%u}}}}"
+                                     "\n\n",
+                  nev, nev + 2);
+    t->events += 4;
+}
+
+/* Median MB/s of the view and of memchr over rounds alternating the two,
+ * and heap allocations per event in the feeds between each answer's first
+ * two and its last; returns 1 when verification fails. */
+static int bench_cohere(size_t mib, size_t rd, size_t rounds, unsigned nev,
+                        const cg_xform_cfg_t *cfg)
+{
+    cg_buf_t buf = {0};
+    gen_totals_t gt = {0};
+    input_t in;
+    make_input(&in, &buf, mib << 20, nev, rd, gen_cohere_answer, &gt);
+    in.view = cg_dialect_view(dialect("cohere"));
+    printf("\ncohere input: %.2f MiB, %zu answers, %" PRIu64 " events (%" PRIu64
+           " content-delta of %.1f bytes of text; %.1f bytes each), %" PRIu64 " references\n",
+           (double)in.len / 1048576.0, in.nans, gt.events, gt.content_events,
+           (double)gt.content_bytes / (double)gt.content_events, (double)in.len / (double)gt.events,
+           gt.refs_url);
+    int bad = verify(&in, rd, cfg, &gt);
+    double *tx, *tm;
+    xres_t sum;
+    (void)time_rounds(&in, rd, cfg, rounds, &tx, &tm, &sum);
+    double mb = (double)buf.len / 1e6, x_med = pct(tx, rounds, 50), m_med = pct(tm, rounds, 50);
+    double mid = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
+    printf("cohere: steady feeds %" PRIu64 " allocations / %" PRIu64 " events (%" PRIu64
+           " of %" PRIu64 " feeds allocated); bars: ratio >= 0.10 %s, 0 allocs/event steady %s\n",
+           sum.allocs_mid, sum.events_mid, sum.feeds_mid_alloc, sum.feeds_mid,
+           m_med / x_med >= 0.10 ? "PASS" : "MISS", sum.allocs_mid == 0 ? "PASS" : "MISS");
+    printf("cohere: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
+           "allocs_per_event=%.4f (steady feeds; with each answer's last feed: %.4f) %s\n",
+           mb / (x_med / 1e9), mb / (m_med / 1e9), m_med / x_med,
+           x_med / ((double)sum.events / (double)rounds), mid,
+           sum.events_steady ? (double)sum.allocs_steady / (double)sum.events_steady : 0.0,
+           bad ? "verify FAIL" : "verify OK");
+    free(tx);
+    free(tm);
+    free(in.off);
+    cg_buf_free(&buf);
+    return bad;
+}
+
 /* --- Allocations per event ------------------------------------------------ */
 
 /*
@@ -1974,7 +2120,7 @@ static void usage(void)
          "  --events  content chunks per answer (default 512)\n"
          "  --seed    PRNG seed (default 1)\n"
          "  --only    one section: core, request, anthropic, responses, responses_markers, "
-         "gemini, bedrock, bedrock_kb");
+         "gemini, bedrock, bedrock_kb, cohere");
 }
 
 int main(int argc, char **argv)
@@ -2043,6 +2189,10 @@ int main(int argc, char **argv)
         reseed(seed, 7);
         bad |= bench_evs("bedrock_kb", gen_kb_answer, mib, rd, rounds, (unsigned)nev, &cfg);
     }
+    if (want(only, "cohere")) {
+        reseed(seed, 7);
+        bad |= bench_cohere(mib, rd, rounds, (unsigned)nev, &cfg);
+    }
     static const struct {
         const char *section;
         gen_fn gen;
@@ -2055,6 +2205,7 @@ int main(int argc, char **argv)
         {"gemini", gen_gemini_answer, "gemini"},
         {"bedrock", gen_bedrock_answer, "bedrock"},
         {"bedrock_kb", gen_kb_answer, "bedrock-kb"},
+        {"cohere", gen_cohere_answer, "cohere"},
     };
     for (size_t k = 0; k < sizeof(slopes) / sizeof(slopes[0]); k++) {
         if (!want(only, slopes[k].section))

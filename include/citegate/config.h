@@ -34,6 +34,7 @@ typedef struct cg_config {
     char *gemini_tools; /* CITEGATE_GEMINI_TOOLS as given (a checked JSON array), or NULL */
     char *bedrock_tool_config; /* CITEGATE_BEDROCK_TOOL_CONFIG (a checked JSON object), or NULL */
     char *bedrock_kb;          /* CITEGATE_BEDROCK_KB (a checked JSON object), or NULL */
+    cg_cohere_citations_t cohere_citations; /* CITEGATE_COHERE_CITATIONS */
     /* AWS credentials and region (SigV4 for bedrock); never logged. */
     char *aws_access_key_id, *aws_secret_access_key, *aws_session_token;
     char *aws_region, *aws_default_region;

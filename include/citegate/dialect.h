@@ -65,6 +65,14 @@ typedef struct cg_dialect_err {
  * (param null when empty). */
 void cg_dialect_err_json(const cg_dialect_err_t *e, cg_buf_t *out);
 
+/* CITEGATE_COHERE_CITATIONS: the citation_options.mode a cohere request
+ * asks for, or none (off). The first is the default. */
+typedef enum cg_cohere_citations {
+    CG_COHERE_FAST = 0,
+    CG_COHERE_ACCURATE,
+    CG_COHERE_OFF,
+} cg_cohere_citations_t;
+
 /* What the translation needs besides the body; any member may be empty. */
 typedef struct cg_dialect_in {
     /* The same body read by cg_request_parse() (its <source> tags become
@@ -87,6 +95,8 @@ typedef struct cg_dialect_in {
     /* The client's header fields (`get` only), for a dialect that carries
      * one in its body (bedrock-kb's sessionId); NULL: none. */
     const struct cg_dialect_hdrs *client;
+    /* CITEGATE_COHERE_CITATIONS (zero: fast, the default). */
+    cg_cohere_citations_t cohere_citations;
 } cg_dialect_in_t;
 
 /* What the shell sends upstream, and what the answer side must know. */
@@ -94,8 +104,10 @@ typedef struct cg_dialect_req {
     cg_buf_t body;      /* the upstream request body, a JSON object */
     bool stream;        /* the client asked for a stream ("stream": true) */
     bool include_usage; /* and "stream_options": {"include_usage": true} */
-    /* The model the upstream path names (gemini, vertex), checked to be
-     * made of A-Z a-z 0-9 . _ - only, without ".."; empty otherwise. */
+    /* The model the upstream path names (gemini, vertex, bedrock), checked
+     * to be made of the bytes that path allows; cohere: the model sent
+     * (decoded), which the answer's chunks name, since Cohere's answers name
+     * none; empty otherwise. */
     cg_buf_t model;
     /* anthropic: the <source> id of each document block, in document_index
      * order (owned; NULL when none). A citation with document_index k cites

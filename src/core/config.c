@@ -45,6 +45,8 @@ static const char *const format_names[] = {"text", "json", NULL};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
 static const char *const style_words[] = {"auto", "doc", "numeric", "citation", NULL};
 static const char *const onoff_names[] = {"off", "on", NULL};
+/* In cg_cohere_citations_t's order. */
+static const char *const cohere_modes[] = {"fast", "accurate", "off", NULL};
 
 /*
  * Every setting, once: the parser, --help (cg_config_help) and the flags
@@ -82,7 +84,7 @@ static const var_t vars[] = {
     {"CITEGATE_UPSTREAM_DIALECT", T_DIALECT, OFF(upstream_dialect), "openai", 0, 0, NULL, NULL,
      "--dialect", NULL,
      "the upstream's API: chat completions, Anthropic Messages, OpenAI Responses, Gemini, Vertex AI, "
-     "Bedrock Converse, Bedrock Knowledge Bases"},
+     "Bedrock Converse, Bedrock Knowledge Bases, Cohere v2 Chat"},
     {"CITEGATE_GEMINI_TOOLS", T_JSON_ARRAY, OFF(gemini_tools), NULL, 0, 0, NULL, NULL, NULL,
      "JSON array", "sent as tools in every gemini/vertex request (e.g. [{\"googleSearch\":{}}])"},
     {"CITEGATE_BEDROCK_TOOL_CONFIG", T_JSON_OBJECT, OFF(bedrock_tool_config), NULL, 0, 0, NULL,
@@ -91,6 +93,8 @@ static const var_t vars[] = {
     {"CITEGATE_BEDROCK_KB", T_JSON_OBJECT, OFF(bedrock_kb), NULL, 0, 0, NULL, NULL, NULL,
      "JSON object",
      "bedrock-kb: sent as retrieveAndGenerateConfiguration in every request; required there"},
+    {"CITEGATE_COHERE_CITATIONS", T_ENUM, OFF(cohere_citations), "fast", 0, 0, cohere_modes, NULL,
+     NULL, NULL, "cohere: the citation_options.mode sent; off: none"},
     {"AWS_ACCESS_KEY_ID", T_STR, OFF(aws_access_key_id), NULL, 0, 0, NULL, NULL, NULL, "key id",
      "bedrock, bedrock-kb: with AWS_SECRET_ACCESS_KEY, every request is signed (SigV4); never "
      "logged"},

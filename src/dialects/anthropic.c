@@ -45,7 +45,7 @@
  * call's, borrowed while it is read): at most CG_CITE_MAX sources (a URL key is kept to
  * CG_CITE_MAX_FIELD bytes; further sources are not cited); at most
  * CG_VIEW_BLOCK_REFS distinct sources per text block (further ones get no
- * reference); a text_delta template of at most TPL_MAX bytes; decoded
+ * reference); a text_delta template of at most CG_VIEW_TPL_MAX bytes; decoded
  * strings of one citation. The steady path (one text_delta after another)
  * allocates nothing: it matches the previous text_delta's bytes around the
  * text instead of parsing, and hands the text to the transformer as content
@@ -56,8 +56,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-#define TPL_MAX 512
 
 typedef enum key_kind {
     KEY_DOCUMENT,
@@ -77,9 +75,7 @@ typedef struct state {
     cg_view_json_t in; /* the upstream event being read (x->json is the chunks') */
     cg_buf_t strs;     /* decoded strings of one citation */
 
-    cg_buf_t tpl;   /* a text_delta event's data around its text */
-    size_t tpl_pre; /* tpl[0..tpl_pre) precedes the text */
-    bool tpl_ok;
+    cg_view_tpl_t tpl; /* a text_delta event's data around its text */
 
     source_t *src;
     size_t nsrc, src_cap;
@@ -99,7 +95,7 @@ static void state_free(void *p)
     state_t *s = p;
     cg__view_json_free(&s->in);
     cg_buf_free(&s->strs);
-    cg_buf_free(&s->tpl);
+    cg_buf_free(&s->tpl.bytes);
     for (size_t i = 0; i < s->nsrc; i++)
         free(s->src[i].url);
     free(s->src);
@@ -226,37 +222,15 @@ static void cite_all(cg_xform_t *x, state_t *s, int citations)
 
 /* --- Stream events --------------------------------------------------------- */
 
-/* Keeps the bytes around a text_delta's text, so that the next one with the
- * same bytes around its text needs no parse (see fast_text). */
-static void save_template(state_t *s, const cg_sse_event_t *ev, int text)
-{
-    const cg_json_t *j = &s->in.json;
-    size_t start = (size_t)j->tok[text].start, end = (size_t)j->tok[text].end;
-    s->tpl_ok = false;
-    if (ev->ndata != 1 || start + (j->len - end) > TPL_MAX)
-        return;
-    s->tpl.len = 0;
-    cg_buf_put(&s->tpl, j->js, start);
-    cg_buf_put(&s->tpl, j->js + end, j->len - end);
-    s->tpl_pre = start;
-    s->tpl_ok = true;
-}
-
 /*
- * A text_delta whose data has the template's bytes before and after its
- * text is the template's JSON with another string in it, provided that
- * string is well formed (the suffix starts with its closing quote): it needs
- * no parse. Most events of an answer are these.
+ * A text_delta whose data is the last one's around another well formed
+ * text needs no parse (cg__view_tpl_text). Most events of an answer are
+ * these.
  */
 static bool fast_text(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
 {
-    cg_span_t d = ev->data;
-    size_t pre = s->tpl_pre, post = s->tpl.len - pre;
-    if (!s->tpl_ok || ev->ndata != 1 || d.n < pre + post || memcmp(d.p, s->tpl.p, pre) != 0 ||
-        memcmp(d.p + d.n - post, s->tpl.p + pre, post) != 0)
-        return false;
-    cg_span_t text = cg_span(d.p + pre, d.n - pre - post);
-    if (cg__view_string_len(text.p, d.n - pre) != text.n)
+    cg_span_t text;
+    if (!cg__view_tpl_text(&s->tpl, ev, &text))
         return false;
     if (text.n)
         cg__xform_content(x, 0, text);
@@ -298,7 +272,7 @@ static void on_block_delta(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev)
         int text = cg_json_get(j, delta, "text");
         if (!cg_json_is_str(j, text))
             return;
-        save_template(s, ev, text);
+        cg__view_tpl_save(&s->tpl, ev, j, text);
         if (cg_json_raw(j, text).n)
             cg__xform_content(x, 0, cg_json_raw(j, text));
     } else if (cg__view_is(j, type, "citations_delta") && s->in_text) {
@@ -342,8 +316,9 @@ static void on_error(cg_xform_t *x, state_t *s)
                     cg__view_str(j, type, "\"upstream_error\""));
 }
 
-static void dispatch(cg_xform_t *x, state_t *s, const cg_sse_event_t *ev, cg_span_t type)
+static void dispatch(cg_xform_t *x, void *state, const cg_sse_event_t *ev, cg_span_t type)
 {
+    state_t *s = state;
     if (cg_span_eq(type, "content_block_delta")) {
         on_block_delta(x, s, ev);
     } else if (cg_span_eq(type, "message_start")) {
@@ -371,21 +346,8 @@ static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
     state_t *s = state;
     if (s->over)
         return; /* a holding profile has not ended the stream yet; the answer has */
-    if (ev->ndata == 0) {
-        if (ev->nother)
-            cg__view_ping(x);
-        return;
-    }
-    if (fast_text(x, s, ev))
-        return;
-    if (cg__view_parse(x, &s->in, ev)) {
-        const cg_json_t *j = &s->in.json;
-        int type = cg_json_get(j, 0, "type");
-        dispatch(x, s, ev, cg_json_is_str(j, type) ? cg_json_raw(j, type) : ev->type);
-    } else {
-        x->stats.malformed++;
-    }
-    cg__view_give_back(x, &s->in);
+    if (!fast_text(x, s, ev))
+        cg__view_typed_event(x, &s->in, ev, dispatch, s);
 }
 
 /* The upstream ended without message_stop. After a stop_reason the stream

@@ -791,26 +791,11 @@ static void converse_path(const cg_dialect_req_t *r, cg_buf_t *out)
 }
 
 /* The client's Authorization (a Bedrock API key) goes as it came; api-key
- * becomes Authorization. With AWS keys configured the shell signs the
- * request and drops both. */
+ * becomes Authorization (cg__req_bearer_key). With AWS keys configured the
+ * shell signs the request and drops both. */
 static bool forwards_field(cg_span_t name)
 {
     return !cg__req_field_is(name, "api-key");
-}
-
-static void key_field(const cg_dialect_hdrs_t *h)
-{
-    cg_span_t key = h->get(h->ctx, "api-key");
-    if (h->get(h->ctx, "authorization").p || key.p == NULL)
-        return;
-    key = cg_dialect_api_key(key, cg_span(NULL, 0));
-    if (key.p == NULL)
-        return;
-    char *v = cg_xmalloc(key.n + 8);
-    memcpy(v, "Bearer ", 7);
-    memcpy(v + 7, key.p, key.n);
-    h->add(h->ctx, CG_SPAN_LIT("Authorization"), cg_span(v, key.n + 7));
-    free(v);
 }
 
 /* The event stream's messages come to on_message: no `event` hook. */
@@ -828,7 +813,7 @@ const cg_dialect_t cg__dialect_bedrock = {
     .request = converse_request,
     .path = converse_path,
     .forwards = forwards_field,
-    .headers = key_field,
+    .headers = cg__req_bearer_key,
     .view = &converse_view,
     .aws_service = "bedrock",
 };

@@ -96,7 +96,7 @@ typedef struct cg_req_file {
     cg_span_t bytes; /* B64, as the client wrote it */
     char *name;      /* F, decoded (owned: free it) */
     size_t name_len;
-    char format[8];  /* F's extension, lower case */
+    char format[8]; /* F's extension, lower case */
 } cg_req_file_t;
 /* Reads file part `part`: 0; -1 when it is not one (no filename, or no
  * base64 data: URL); -2 when F's extension is no document format (pdf csv
@@ -161,5 +161,10 @@ void cg__req_put_sampling(cg_chatreq_t *c, const char *name, const char *max_nam
 
 /* Is header field name `name` lit (lower case), in any case? */
 bool cg__req_field_is(cg_span_t name, const char *lit);
+/* The key rule of an API that takes `Authorization: Bearer KEY` (bedrock
+ * without AWS keys, cohere): the client's Authorization goes as it came
+ * (the dialect forwards it), and without one a client api-key goes as
+ * Authorization: Bearer VALUE. A dialect's `headers` hook. */
+void cg__req_bearer_key(const cg_dialect_hdrs_t *h);
 
 #endif

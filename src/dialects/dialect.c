@@ -12,7 +12,7 @@
 /* Every dialect; the first is the default (CITEGATE_UPSTREAM_DIALECT). */
 #define DIALECTS(X)                                                                                \
     X(openai, "openai") X(anthropic, "anthropic") X(responses, "responses") X(gemini, "gemini")    \
-    X(vertex, "vertex") X(bedrock, "bedrock") X(bedrock_kb, "bedrock-kb")
+    X(vertex, "vertex") X(bedrock, "bedrock") X(bedrock_kb, "bedrock-kb") X(cohere, "cohere")
 
 #define DECLARE(id, name) extern const cg_dialect_t cg__dialect_##id;
 DIALECTS(DECLARE)

@@ -685,6 +685,21 @@ cg_span_t cg_dialect_api_key(cg_span_t api_key, cg_span_t authorization)
     return k.n > 0 ? k : none;
 }
 
+void cg__req_bearer_key(const cg_dialect_hdrs_t *h)
+{
+    cg_span_t key = h->get(h->ctx, "api-key");
+    if (h->get(h->ctx, "authorization").p || key.p == NULL)
+        return;
+    key = cg_dialect_api_key(key, cg_span(NULL, 0));
+    if (key.p == NULL)
+        return;
+    char *v = cg_xmalloc(key.n + 8);
+    memcpy(v, "Bearer ", 7);
+    memcpy(v + 7, key.p, key.n);
+    h->add(h->ctx, CG_SPAN_LIT("Authorization"), cg_span(v, key.n + 7));
+    free(v);
+}
+
 /* --- the request -------------------------------------------------------------------- */
 
 void cg_dialect_err_json(const cg_dialect_err_t *e, cg_buf_t *out)

@@ -52,9 +52,20 @@ cg_span_t cg__view_str(const cg_json_t *j, int tok, const char *dflt)
 
 double cg__view_count(const cg_json_t *j, int tok, double dflt)
 {
+    if (cg_json_type(j, tok) != JSMN_PRIMITIVE)
+        return dflt;
+    /* Plain digits, what upstreams write: no strtod. */
+    cg_span_t r = cg_json_raw(j, tok);
+    if (r.n > 0 && r.n < 16 && (r.p[0] != '0' || r.n == 1)) {
+        uint64_t v = 0;
+        size_t i = 0;
+        while (i < r.n && r.p[i] >= '0' && r.p[i] <= '9')
+            v = v * 10 + (uint64_t)(r.p[i++] - '0');
+        if (i == r.n)
+            return (double)v;
+    }
     double v;
-    if (cg_json_type(j, tok) == JSMN_PRIMITIVE && cg_json_number(j, tok, &v) && v >= 0 &&
-        v < 1e15 && v == (double)(uint64_t)v)
+    if (cg_json_number(j, tok, &v) && v >= 0 && v < 1e15 && v == (double)(uint64_t)v)
         return v;
     return dflt;
 }
@@ -139,6 +150,50 @@ bool cg__view_evs_event(cg_xform_t *x, cg_view_json_t *in, const cg_evs_msg_t *m
     return false;
 }
 
+void cg__view_tpl_save(cg_view_tpl_t *t, const cg_sse_event_t *ev, const cg_json_t *j, int text)
+{
+    size_t start = (size_t)j->tok[text].start, end = (size_t)j->tok[text].end;
+    t->ok = false;
+    if (ev->ndata != 1 || start + (j->len - end) > CG_VIEW_TPL_MAX)
+        return;
+    t->bytes.len = 0;
+    cg_buf_put(&t->bytes, j->js, start);
+    cg_buf_put(&t->bytes, j->js + end, j->len - end);
+    t->pre = start;
+    t->ok = true;
+}
+
+bool cg__view_tpl_text(const cg_view_tpl_t *t, const cg_sse_event_t *ev, cg_span_t *text)
+{
+    cg_span_t d = ev->data;
+    size_t pre = t->pre, post = t->bytes.len - pre;
+    if (!t->ok || ev->ndata != 1 || d.n < pre + post || memcmp(d.p, t->bytes.p, pre) != 0 ||
+        memcmp(d.p + d.n - post, t->bytes.p + pre, post) != 0)
+        return false;
+    /* The suffix starts with the string's closing quote: it must be the
+     * first one, after nothing but a well formed string. */
+    *text = cg_span(d.p + pre, d.n - pre - post);
+    return cg__view_string_len(text->p, d.n - pre) == text->n;
+}
+
+void cg__view_typed_event(cg_xform_t *x, cg_view_json_t *in, const cg_sse_event_t *ev,
+                          cg_view_dispatch_fn dispatch, void *state)
+{
+    if (ev->ndata == 0) {
+        if (ev->nother)
+            cg__view_ping(x);
+        return;
+    }
+    if (cg__view_parse(x, in, ev)) {
+        const cg_json_t *j = &in->json;
+        int type = cg_json_get(j, 0, "type");
+        dispatch(x, state, ev, cg_json_is_str(j, type) ? cg_json_raw(j, type) : ev->type);
+    } else {
+        x->stats.malformed++;
+    }
+    cg__view_give_back(x, in);
+}
+
 /* --- Chunks of our own ------------------------------------------------------ */
 
 void cg__view_meta(cg_xform_t *x, const cg_json_t *j, int id, int model)
@@ -203,8 +258,17 @@ void cg__view_ping(cg_xform_t *x)
 
 void cg__view_put_refs(cg_buf_t *b, const unsigned *v, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        cg_buf_printf(b, "[%u]", v[i]);
+    for (size_t i = 0; i < n; i++) {
+        char d[16];
+        size_t k = sizeof(d);
+        d[--k] = ']';
+        unsigned x = v[i];
+        do
+            d[--k] = (char)('0' + x % 10);
+        while ((x /= 10) != 0);
+        d[--k] = '[';
+        cg_buf_put(b, d + k, sizeof(d) - k);
+    }
 }
 
 void cg__view_refs_add(cg_view_refs_t *r, unsigned n)

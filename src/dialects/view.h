@@ -142,6 +142,35 @@ static inline size_t cg__view_number_len(const char *p, size_t n)
  * parse reads. */
 bool cg__bedrock_text_delta(const char *p, size_t n, cg_span_t *text);
 bool cg__bedrock_block_stop(const char *p, size_t n);
+/* The steady path of an SSE view whose text events differ only in their
+ * text (anthropic's text_delta, cohere's content-delta): the last such
+ * event's data around its text. An event whose data has those bytes before
+ * and after a well formed JSON string is that JSON with another text, and
+ * needs no parse. */
+#define CG_VIEW_TPL_MAX 512 /* bytes of an event besides its text */
+typedef struct cg_view_tpl {
+    cg_buf_t bytes;
+    size_t pre; /* bytes[0..pre) precede the text */
+    bool ok;
+} cg_view_tpl_t;
+
+/* Keeps the data of event ev, parsed into j, around its string token text
+ * (no template when the event has several data lines, or the rest is over
+ * CG_VIEW_TPL_MAX bytes). */
+void cg__view_tpl_save(cg_view_tpl_t *t, const cg_sse_event_t *ev, const cg_json_t *j, int text);
+/* Whether ev's data is the template's around a well formed string: its
+ * bytes (raw JSON string bytes, no quotes) in *text. */
+bool cg__view_tpl_text(const cg_view_tpl_t *t, const cg_sse_event_t *ev, cg_span_t *text);
+
+/* One SSE event of an upstream whose events name their type (a data member
+ * "type", else the `event:` field: anthropic, cohere), read into in: a
+ * comment or keep-alive becomes `: ping`; data that is not a JSON object is
+ * counted malformed and left out; any other event goes to the view's
+ * dispatch with its type. The tokens are given back after. */
+typedef void (*cg_view_dispatch_fn)(cg_xform_t *x, void *state, const cg_sse_event_t *ev,
+                                    cg_span_t type);
+void cg__view_typed_event(cg_xform_t *x, cg_view_json_t *in, const cg_sse_event_t *ev,
+                          cg_view_dispatch_fn dispatch, void *state);
 
 /* --- Chunks of our own ------------------------------------------------------ */
 

@@ -862,6 +862,122 @@ static void kb_body(cg_demo_answer_t *a, size_t request_docs)
     add_piece(a);
 }
 
+/* --- cohere: v2 Chat ---------------------------------------------------------- */
+
+/* Cohere's answer is Gemini's text (characters of several bytes: its
+ * citations' offsets count characters, not bytes), each cited passage
+ * followed by its citation (citation_options mode fast). */
+#define CO_ID "\"id\":\"demo-cohere\""
+
+/* A citation of passage [start, end) (characters): its documents. */
+static void co_citation(cg_buf_t *b, const demo_block_t *bl, size_t start, size_t end)
+{
+    cg_buf_printf(b, "{\"start\":%zu,\"end\":%zu,\"sources\":[", start, end);
+    for (int c = 0; c < bl->ncites; c++) {
+        const demo_doc_t *doc = &DOCS[bl->cites[c]];
+        cg_buf_printf(b, "%s{\"type\":\"document\",\"id\":\"doc:%d\","
+                         "\"document\":{\"id\":\"doc:%d\",\"title\":",
+                      c ? "," : "", bl->cites[c], bl->cites[c]);
+        cg_json_put_cstr(b, doc->title);
+        cg_buf_puts(b, ",\"snippet\":");
+        cg_json_put_cstr(b, doc->text);
+        if (doc->url) {
+            cg_buf_puts(b, ",\"url\":");
+            cg_json_put_cstr(b, doc->url);
+        }
+        cg_buf_puts(b, "}}");
+    }
+    cg_buf_puts(b, "],\"type\":\"TEXT_CONTENT\"}");
+}
+
+static void co_end(cg_buf_t *b, unsigned out)
+{
+    cg_buf_printf(b,
+                  "\"usage\":{\"billed_units\":{\"input_tokens\":%d,\"output_tokens\":%u},"
+                  "\"tokens\":{\"input_tokens\":%d,\"output_tokens\":%u}}",
+                  DEMO_INPUT_TOKENS, out, DEMO_INPUT_TOKENS, out);
+}
+
+static void cohere_stream(cg_demo_answer_t *a, size_t request_docs)
+{
+    (void)request_docs;
+    cg_buf_t *b = &a->bytes;
+    sse_begin(a, "message-start");
+    cg_buf_puts(b, "{" CO_ID ",\"type\":\"message-start\",\"delta\":{\"message\":{\"role\":"
+                   "\"assistant\",\"content\":[],\"tool_plan\":\"\",\"tool_calls\":[],"
+                   "\"citations\":[]}}}");
+    sse_end(a);
+    sse_begin(a, "content-start");
+    cg_buf_puts(b, "{\"type\":\"content-start\",\"index\":0,\"delta\":{\"message\":{\"content\":"
+                   "{\"type\":\"text\",\"text\":\"\"}}}}");
+    sse_end(a);
+    size_t chars = 0, start;
+    int ncite = 0;
+    for (size_t i = 0; i < GM_NBLOCKS; i++) {
+        const demo_block_t *bl = &GM_BLOCKS[i];
+        start = chars;
+        for (int k = 0; bl->tokens[k]; k++) {
+            sse_begin(a, "content-delta");
+            cg_buf_puts(b, "{\"type\":\"content-delta\",\"index\":0,\"delta\":{\"message\":"
+                           "{\"content\":{\"text\":");
+            cg_json_put_cstr(b, bl->tokens[k]);
+            cg_buf_puts(b, "}}}}");
+            sse_end(a);
+            chars += code_points(bl->tokens[k], strlen(bl->tokens[k]));
+        }
+        if (bl->ncites == 0)
+            continue;
+        sse_begin(a, "citation-start");
+        cg_buf_printf(b, "{\"type\":\"citation-start\",\"index\":%d,\"delta\":{\"message\":"
+                         "{\"citations\":",
+                      ncite);
+        co_citation(b, bl, start, chars);
+        cg_buf_puts(b, "}}}");
+        sse_end(a);
+        sse_begin(a, "citation-end");
+        cg_buf_printf(b, "{\"type\":\"citation-end\",\"index\":%d}", ncite++);
+        sse_end(a);
+    }
+    sse_begin(a, "content-end");
+    cg_buf_puts(b, "{\"type\":\"content-end\",\"index\":0}");
+    sse_end(a);
+    sse_begin(a, "message-end");
+    cg_buf_puts(b, "{\"type\":\"message-end\",\"delta\":{\"finish_reason\":\"COMPLETE\",");
+    co_end(b, gm_count_tokens());
+    cg_buf_puts(b, "}}");
+    sse_end(a);
+}
+
+static void cohere_body(cg_demo_answer_t *a, size_t request_docs)
+{
+    (void)request_docs;
+    cg_buf_t *b = &a->bytes;
+    cg_buf_puts(b, "{" CO_ID ",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\","
+                   "\"text\":\"");
+    for (size_t i = 0; i < GM_NBLOCKS; i++)
+        for (int k = 0; GM_BLOCKS[i].tokens[k]; k++)
+            cg_json_put_escaped(b, GM_BLOCKS[i].tokens[k], strlen(GM_BLOCKS[i].tokens[k]));
+    cg_buf_puts(b, "\"}],\"citations\":[");
+    size_t chars = 0, start;
+    bool first = true;
+    for (size_t i = 0; i < GM_NBLOCKS; i++) {
+        const demo_block_t *bl = &GM_BLOCKS[i];
+        start = chars;
+        for (int k = 0; bl->tokens[k]; k++)
+            chars += code_points(bl->tokens[k], strlen(bl->tokens[k]));
+        if (bl->ncites == 0)
+            continue;
+        if (!first)
+            cg_buf_putc(b, ',');
+        first = false;
+        co_citation(b, bl, start, chars);
+    }
+    cg_buf_puts(b, "]},\"finish_reason\":\"COMPLETE\",");
+    co_end(b, gm_count_tokens());
+    cg_buf_putc(b, '}');
+    add_piece(a);
+}
+
 /* The answers of each dialect, by name; any other gets openai's. */
 typedef struct demo_dialect {
     const char *name;
@@ -900,6 +1016,7 @@ static const demo_dialect_t demos[] = {
     {"vertex", gemini_stream, gemini_body},
     {"bedrock", bedrock_stream, bedrock_body},
     {"bedrock-kb", kb_stream, kb_body},
+    {"cohere", cohere_stream, cohere_body},
 };
 
 const char *cg_demo_content_type(const cg_dialect_t *d, bool stream)

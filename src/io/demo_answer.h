@@ -22,6 +22,9 @@
  * events, each cited passage's `citation` after it (web locations for the
  * documents with a URL, an s3 location for the other), and the body with
  * the citations' inclusive spans; the session header of the answer.
+ * cohere: v2 Chat events (event: lines), gemini's text, each cited passage
+ * followed by its citation-start (fast mode), whose offsets count
+ * characters; the body's citations with the same offsets.
  * The demo's documents are its own: the request's <source> tags are not
  * cited, and the anthropic answer numbers its document after theirs.
  */

@@ -402,12 +402,13 @@ static bool translate(cg_exchange_t *ex, size_t path_len)
     cg_reqmsg_t *m = &ex->msg;
     cg_dialect_err_t e;
     cg_dialect_hdrs_t client = {client_field, NULL, ex};
-    cg_dialect_in_t in = {&ex->req,
-                          cg_route_deployment(cg_span(m->url.p, path_len)),
-                          ex->ctx->cfg->gemini_tools,
-                          ex->ctx->cfg->bedrock_tool_config,
-                          ex->ctx->cfg->bedrock_kb,
-                          &client};
+    cg_dialect_in_t in = {.req = &ex->req,
+                          .deployment = cg_route_deployment(cg_span(m->url.p, path_len)),
+                          .tools = ex->ctx->cfg->gemini_tools,
+                          .tool_config = ex->ctx->cfg->bedrock_tool_config,
+                          .kb_config = ex->ctx->cfg->bedrock_kb,
+                          .client = &client,
+                          .cohere_citations = ex->ctx->cfg->cohere_citations};
     if (cg_dialect_request(ex->dialect, m->body.p ? m->body.p : "", m->body.len, &in, &ex->dreq,
                            &e) == 0)
         return true;

@@ -406,6 +406,32 @@ static void test_bedrock_kb(void **state)
     assert_string_equal(err, "CITEGATE_BEDROCK_KB: is not a JSON object");
 }
 
+/* CITEGATE_COHERE_CITATIONS: fast (the default), accurate or off, exactly. */
+static void test_cohere_citations(void **state)
+{
+    (void)state;
+    cg_config_t c;
+    char err[256];
+    assert_int_equal(load_with(&c, NULL, NULL, err, sizeof(err)), 0);
+    assert_int_equal(c.cohere_citations, CG_COHERE_FAST);
+    cg_config_free(&c);
+    static const struct {
+        const char *value;
+        cg_cohere_citations_t mode;
+    } good[] = {{"fast", CG_COHERE_FAST}, {"accurate", CG_COHERE_ACCURATE}, {"off", CG_COHERE_OFF}};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        accept_val(&c, "CITEGATE_COHERE_CITATIONS", good[i].value);
+        assert_int_equal(c.cohere_citations, good[i].mode);
+        cg_config_free(&c);
+    }
+    static const char *const bad[] = {"FAST", "on", "", "fast ", "none"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        reject_val("CITEGATE_COHERE_CITATIONS", bad[i]);
+    assert_int_equal(load_with(&c, "CITEGATE_COHERE_CITATIONS", "slow", err, sizeof(err)), -1);
+    assert_string_equal(err,
+                        "CITEGATE_COHERE_CITATIONS: 'slow' is not one of: fast, accurate, off");
+}
+
 static void test_enums(void **state)
 {
     (void)state;
@@ -457,7 +483,7 @@ static void test_enums(void **state)
     reject_val("CITEGATE_UPSTREAM_PROTOCOL", "");
 
     static const char *const dialects[] = {"openai", "anthropic", "responses", "gemini",
-                                           "vertex", "bedrock", "bedrock-kb"};
+                                           "vertex", "bedrock", "bedrock-kb", "cohere"};
     for (size_t i = 0; i < sizeof(dialects) / sizeof(dialects[0]); i++) {
         accept_val(&c, "CITEGATE_UPSTREAM_DIALECT", dialects[i]);
         assert_string_equal(c.upstream_dialect->name, dialects[i]);
@@ -470,9 +496,9 @@ static void test_enums(void **state)
     reject_val("CITEGATE_UPSTREAM_DIALECT", "responses ");
     reject_val("CITEGATE_UPSTREAM_DIALECT", "");
     char err[256];
-    assert_int_equal(load_with(&c, "CITEGATE_UPSTREAM_DIALECT", "cohere", err, sizeof(err)), -1);
-    assert_string_equal(err, "CITEGATE_UPSTREAM_DIALECT: 'cohere' is not one of: openai, "
-                             "anthropic, responses, gemini, vertex, bedrock, bedrock-kb");
+    assert_int_equal(load_with(&c, "CITEGATE_UPSTREAM_DIALECT", "mistral", err, sizeof(err)), -1);
+    assert_string_equal(err, "CITEGATE_UPSTREAM_DIALECT: 'mistral' is not one of: openai, "
+                             "anthropic, responses, gemini, vertex, bedrock, bedrock-kb, cohere");
 
     accept_val(&c, "CITEGATE_LOG_FORMAT", "text");
     assert_false(c.log_json);
@@ -566,8 +592,8 @@ static void test_set_overrides(void **state)
     assert_string_equal(c.listen, "0.0.0.0:2222");
     assert_int_equal(cg_config_set(&c, "CITEGATE_REF_STYLE", "numeric", err, sizeof(err)), 0);
     assert_int_equal(c.ref_style, CG_REF_NUMERIC);
-    assert_int_equal(
-        cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "responses", err, sizeof(err)), 0);
+    assert_int_equal(cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "responses", err, sizeof(err)),
+                     0);
     assert_string_equal(c.upstream_dialect->name, "responses");
     assert_int_equal(cg_config_set(&c, "CITEGATE_UPSTREAM_DIALECT", "x", err, sizeof(err)), -1);
     assert_int_equal(strncmp(err, "CITEGATE_UPSTREAM_DIALECT:", 26), 0);
@@ -806,6 +832,7 @@ int main(void)
         cmocka_unit_test_setup(test_data_sources, clear_env),
         cmocka_unit_test_setup(test_gemini_tools, clear_env),
         cmocka_unit_test_setup(test_bedrock_kb, clear_env),
+        cmocka_unit_test_setup(test_cohere_citations, clear_env),
         cmocka_unit_test_setup(test_enums, clear_env),
         cmocka_unit_test_setup(test_many_at_once, clear_env),
         cmocka_unit_test_setup(test_set_overrides, clear_env),

@@ -34,9 +34,9 @@ static const cg_span_t no_model = {NULL, 0};
 #define B dialect_named("bedrock")
 
 /* The translating dialects, and every one. */
-static const char *const translating[] = {"anthropic", "responses", "gemini", "vertex"};
+static const char *const translating[] = {"anthropic", "responses", "gemini", "vertex", "cohere"};
 #define NTRANSLATING (sizeof(translating) / sizeof(translating[0]))
-static const char *const all[] = {"openai", "anthropic", "responses", "gemini", "vertex"};
+static const char *const all[] = {"openai", "anthropic", "responses", "gemini", "vertex", "cohere"};
 #define NALL (sizeof(all) / sizeof(all[0]))
 
 /* Translates body as the shell would: cg_request_parse (with o) first, for
@@ -140,8 +140,8 @@ static void test_names(void **state)
         assert_string_equal(cg_dialect_name(d), all[i]);
         assert_non_null(strstr(cg_dialect_list(), all[i]));
     }
-    assert_string_equal(cg_dialect_list(),
-                        "openai, anthropic, responses, gemini, vertex, bedrock, bedrock-kb");
+    assert_string_equal(cg_dialect_list(), "openai, anthropic, responses, gemini, vertex, bedrock, "
+                                           "bedrock-kb, cohere");
     assert_ptr_equal(cg_dialect_default(), O);
     static const char *const bad[] = {"",         "Anthropic", "openai ",   "claude",
                                       "response", "azure",     "bedrock_kb"};
@@ -1190,7 +1190,8 @@ static void test_large(void **state)
     static const struct {
         const char *list;
         int members;
-    } shape[NTRANSLATING] = {{"messages", 3}, {"input", 2}, {"contents", 1}, {"contents", 1}};
+    } shape[NTRANSLATING] = {{"messages", 3}, {"input", 2}, {"contents", 1}, {"contents", 1},
+                             {"messages", 3}};
     for (size_t k = 0; k < NTRANSLATING; k++) {
         const cg_dialect_t *d = dialect_named(translating[k]);
         cg_dialect_req_t out;

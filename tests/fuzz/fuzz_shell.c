@@ -72,10 +72,16 @@ fs_opts_t fs_configure(uint8_t flags)
     };
     fs_cfg.max_request_bytes = o.small_body ? 4096 : 8u << 20;
     fs_cfg.cors_origins = o.cors ? cors_origins : NULL;
-    /* The ends past FS_NEND repeat the first ones: with an upstream that
-     * answers in AWS's event stream, bedrock, or bedrock-kb when bit 2 is set. */
-    const char *evstream = (flags >> 2) & 1 ? "bedrock-kb" : "bedrock";
-    const char *dialect = end >= FS_NEND ? evstream : dialects[(flags >> 2) & 3];
+    /* The ends past FS_NEND repeat the first ones with another dialect:
+     * cohere (the first end), else an upstream that answers in AWS's event
+     * stream, bedrock, or bedrock-kb when bit 2 is set (the first two). */
+    const char *dialect = dialects[(flags >> 2) & 3];
+    if (end == FS_NEND + 2) {
+        dialect = "cohere";
+        o.end = FS_END_EOF;
+    } else if (end >= FS_NEND) {
+        dialect = (flags >> 2) & 1 ? "bedrock-kb" : "bedrock";
+    }
     FZ_CHECK(cg_dialect_parse(dialect, &o.dialect));
     fs_cfg.upstream_dialect = o.dialect;
     return o;

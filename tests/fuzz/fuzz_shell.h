@@ -49,9 +49,11 @@ void fs_init(void);
  *   bit 0: a small request body limit (4 KiB), so 413 is reachable
  *   bit 1: CORS on for https://app.example
  *   bits 2-3: the upstream dialect (openai, anthropic, responses, gemini)
- *   bits 4-6: the end of the input (FS_END_*, modulo FS_NEND); past
- *             FS_NEND, the upstream dialect is bedrock instead of bits 2-3's
- *             (bedrock-kb when bit 2 is set)
+ *   bits 4-6: the end of the input (FS_END_*); past FS_NEND, another
+ *             upstream dialect than bits 2-3's: FS_NEND and FS_NEND + 1 are
+ *             bedrock (bedrock-kb when bit 2 is set) with the ends
+ *             FS_END_EOF and FS_END_CLOSE, FS_NEND + 2 is cohere with
+ *             FS_END_EOF
  *   bit 7: time passes between pieces (FS_PIECE_MS of the fake clock each)
  */
 enum { FS_END_EOF, FS_END_CLOSE, FS_END_DRAIN, FS_END_SHUTDOWN, FS_END_WAIT, FS_NEND };

@@ -240,7 +240,8 @@ static void up_check_first(const up_client_t *u, const fs_answer_t *a)
     /* - A stream a profile holds to its end (structured), from a dialect
      *   read as AWS's event stream whose framing broke: nothing went out
      *   yet, so the exchange answers 502 (exchange.c end_broken_framing).
-     *   (bedrock or bedrock-kb, when the input's end bits pick it). */
+     *   (bedrock, bedrock-kb or cohere, when the input's end bits pick it,
+     *   fuzz_shell.h). */
     bool broken_framing = u->evstream && u->chat && (u->flags & 7) == 4 && u->up_status == 200 &&
                           u->up_sse && !u->up_encoded && a->status == 502;
     if (a->status != want && !broken_framing) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerates the seed corpora in tests/fuzz/corpus/ from tests/fixtures/.
 
-fuzz_sse, fuzz_xform, fuzz_anthropic, fuzz_responses and fuzz_gemini read two header bytes before the stream (see
+fuzz_sse, fuzz_xform, fuzz_anthropic, fuzz_responses, fuzz_gemini and fuzz_cohere read two header bytes before the stream (see
 fuzz_common.h): byte 0 seeds the read sizes (bits 6-7: largest read 1, 7,
 61 or 1021 bytes), byte 1 holds the target's flags. fuzz_json and fuzz_embedding read
 plain JSON (fuzz_embedding: an embeddings answer, also used as request text). fuzz_dialect_req reads one flags byte (dialect, default model, small
@@ -434,6 +434,59 @@ ALIAS_SEEDS = {
         b'["/data/lake/doc/%02d.pdf","' % i + AL_BOX1 + b'","P%d"]' % (i + 3) for i in range(12)),
 }
 
+# fuzz_cohere byte 1: as fuzz_anthropic's (fuzz_dialect.h): request (bits 0-1: sources, none,
+# include_usage, both), profile (bits 2-4), small max_event (5), max_doc_bytes 16 (6).
+CO_EV = b"event: %s\ndata: %s\n\n"
+CO_TEXT = b'{"type":"content-delta","index":0,"delta":{"message":{"content":{"text":"%s"}}}}'
+CO_CITE = (b'{"type":"citation-start","index":0,"delta":{"message":{"citations":'
+           b'{"start":%s,"end":%s,"text":"t","sources":[%s],"type":"TEXT_CONTENT"}}}}')
+CO_DOC = b'{"type":"document","id":"%s","document":{"id":"%s","title":"T","snippet":"s"}}'
+CO_END = (b'{"type":"message-end","delta":{"finish_reason":"%s","usage":{"tokens":'
+          b'{"input_tokens":3,"output_tokens":4}}}}')
+
+
+def cohere_events(*events):
+    return b"".join(CO_EV % (t.encode(), d) for t, d in events)
+
+
+COHERE_SEEDS = {
+    "template_then_broken": (0x40, AN_NO_REQ, cohere_events(
+        ("content-delta", CO_TEXT % b"a"), ("content-delta", CO_TEXT % b"b\\"),
+        ("content-delta", CO_TEXT % b"c\x00d"), ("content-delta", CO_TEXT % b"e\\u00e"),
+        ("message-end", CO_END % b"COMPLETE"))),
+    "offsets_in_characters": (0x41, AN_SOURCES, cohere_events(
+        ("content-delta", CO_TEXT % "caf\u00e9 \\ud83d\\ude00 \u00b0".encode()),
+        ("citation-start", CO_CITE % (b"0", b"4", CO_DOC % (b"3", b"3") + b"," + CO_DOC % (b"x", b"x"))),
+        ("citation-start", CO_CITE % (b"0", b"8", CO_DOC % (b"y", b"y"))),
+        ("citation-start", CO_CITE % (b"-1", b"1.5", CO_DOC % (b"z", b"z"))),
+        ("message-end", CO_END % b"MAX_TOKENS"))),
+    "error_after_citation": (0x80, AN_BOTH | AN_WEBCHAT, cohere_events(
+        ("content-delta", CO_TEXT % b"x [1]"), ("citation-start", CO_CITE % (b"0", b"1", CO_DOC % (b"1", b"1"))),
+        ("message-end", b'{"type":"message-end","delta":{"finish_reason":"ERROR","error":"boom"}}'))),
+    "oversized_text": (0x80, AN_SMALL_EVENT | AN_OPENAI, cohere_events(
+        ("content-delta", CO_TEXT % (b"x" * 600)), ("message-end", CO_END % b"COMPLETE"))),
+    "body": (0x00, AN_USAGE, b'{"id":"m","finish_reason":"COMPLETE","message":{"content":[{"type":"text",'
+             b'"text":"a\xc3\xa9b"}],"citations":[{"start":1,"end":2,"sources":[' + CO_DOC % (b"d", b"d") +
+             b']},{"start":0,"end":9,"sources":[]}]},"usage":{"billed_units":{"input_tokens":1}}}'),
+}
+
+
+def http1_answer(content_type, body):
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: " + content_type + b"\r\nContent-Length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+def h2_answer(content_type_field, body):
+    """fuzz_up_h2's ops: HEADERS on stream 1 (:status 200 and the content type, table
+    indices), then the body as one raw DATA frame ending the stream."""
+    return bytes([1, 0, 4, 2, 0, content_type_field, 3, 0, 1, 0x80, len(body) >> 8, len(body) & 0xFF]) + body
+
+
+# fuzz_up_h1 and fuzz_up_h2: byte 1's end bits 7 pick the cohere dialect (fuzz_shell.h); byte 2
+# the client: 0x08 streams in profile openwebui, 0x05 a body in profile off.
+UP_COHERE = 0x70
+
+
 def write(dirname, name, data):
     d = HERE / "corpus" / dirname
     d.mkdir(parents=True, exist_ok=True)
@@ -621,6 +674,19 @@ def main():
         write("bedrock_kb", f.name.replace(".", "_"), bytes([0x80, profile]) + f.read_bytes())
     for name, (seed, flags, data) in KB_SEEDS.items():
         write("bedrock_kb", name, bytes([seed, flags]) + data)
+    for k, f in enumerate(sorted((FIXTURES / "dialects" / "answers").glob("cohere_*"))):
+        data = f.read_bytes()  # one profile each, in turn
+        flags = (AN_SOURCES, AN_USAGE | AN_OPENAI, AN_NO_REQ | AN_WEBCHAT, AN_BOTH | AN_OFF)[k % 4]
+        write("cohere", f.name.replace(".", "_"), bytes([0x80, flags]) + data)
+    for name, (seed, flags, data) in COHERE_SEEDS.items():
+        write("cohere", name, bytes([seed, flags]) + data)
+    e2e = FIXTURES / "dialects" / "e2e"
+    stream, body = (e2e / "cohere_stream.sse").read_bytes(), (e2e / "cohere_response.json").read_bytes()
+    write("up_h1", "cohere_stream_openwebui", bytes([0x40, UP_COHERE, 0x08])
+          + http1_answer(b"text/event-stream", stream))
+    write("up_h1", "cohere_body_off", bytes([0x00, UP_COHERE, 0x05])
+          + http1_answer(b"application/json", body))
+    write("up_h2", "cohere_stream_openwebui", bytes([0x00, UP_COHERE, 0x08]) + h2_answer(12, stream))
     alias_seeds()
 
 

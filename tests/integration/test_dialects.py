@@ -1,5 +1,5 @@
 """Upstream dialects (SPEC §6a) end to end: citegate with CITEGATE_UPSTREAM_DIALECT
-anthropic, responses, gemini or vertex, in front of the HTTP/1.1 mock
+anthropic, responses, gemini, vertex or cohere, in front of the HTTP/1.1 mock
 (tests/tools/mock_upstream.py), the h2c mock (tests/tools/h2mock.c) and its embedded
 demo, with HTTP/1.1 and h2c clients (h2frames.py).
 
@@ -22,8 +22,8 @@ import client_view
 import h2frames
 import mock_upstream
 
-DIALECTS = ("anthropic", "responses", "gemini", "vertex")
-API_PATH = {"anthropic": "/v1/messages", "responses": "/v1/responses"}
+DIALECTS = ("anthropic", "responses", "gemini", "vertex", "cohere")
+API_PATH = {"anthropic": "/v1/messages", "responses": "/v1/responses", "cohere": "/v2/chat"}
 GEMINI_TOOLS = '[{"googleSearch":{}}]'
 
 
@@ -50,11 +50,12 @@ DATA_SOURCES = '{"type":"azure_search","parameters":{"endpoint":"https://s.examp
 # The answers of tests/fixtures/dialects/e2e/, each with the dialect that reads it (None:
 # the one its expected file names; vertex reads gemini's).
 STREAMS = (("anthropic_stream.sse", None), ("responses_stream.sse", None),
-           ("gemini_stream.sse", None), ("gemini_stream.sse", "vertex"))
+           ("gemini_stream.sse", None), ("gemini_stream.sse", "vertex"), ("cohere_stream.sse", None))
 BODIES = (("anthropic_response.json", None), ("responses_response.json", None),
-          ("gemini_response.json", None), ("gemini_response.json", "vertex"))
+          ("gemini_response.json", None), ("gemini_response.json", "vertex"),
+          ("cohere_response.json", None))
 ERRORS = (("anthropic_error.sse", None), ("responses_failed.sse", None),
-          ("gemini_error.sse", None), ("gemini_error.sse", "vertex"))
+          ("gemini_error.sse", None), ("gemini_error.sse", "vertex"), ("cohere_error.sse", None))
 
 
 def request_fixture(name):
@@ -289,6 +290,51 @@ class Http1Requests(DialectCase):
         self.assertEqual(values(r["headers"], "x-trace"), ["t-1"])
         self.assertEqual(values(r["headers"], "anthropic-version"), [])
         self.assertEqual(values(r["headers"], "x-api-key"), [])
+
+    def test_cohere_key_as_bearer(self):
+        """The client's Authorization goes as it came; an api-key alone goes as
+        Authorization: Bearer; api-key itself never goes."""
+        cases = [
+            ({"Authorization": "Bearer co-key", "X-Trace": "t-1"}, ["Bearer co-key"]),
+            ({"api-key": " co-azure "}, ["Bearer co-azure"]),
+            ({"api-key": "co-azure", "Authorization": "Bearer co-bearer"}, ["Bearer co-bearer"]),
+            ({}, []),
+        ]
+        for given, auth in cases:
+            with self.subTest(headers=given):
+                self.up.reset()
+                r = self.sent("cohere", DEPLOYMENT, request_fixture("azure_deployment"), given)
+                self.assertEqual(r["path"], "/base/v2/chat")
+                self.assertEqual(r["query"], "")
+                self.assertEqual(values(r["headers"], "authorization"), auth)
+                self.assertEqual(values(r["headers"], "api-key"), [])
+                self.assertEqual(r["body_json"], translated("azure_deployment", "cohere"))
+
+    def test_cohere_citation_modes(self):
+        """CITEGATE_COHERE_CITATIONS names citation_options.mode; off sends none."""
+        for mode in ("accurate", "off"):
+            with self.subTest(mode=mode):
+                cg = H.Citegate(upstream=self.up.url + "/base",
+                                env={"CITEGATE_UPSTREAM_DIALECT": "cohere",
+                                     "CITEGATE_COHERE_CITATIONS": mode}).start()
+                try:
+                    self.up.reset()
+                    st, _, out = cg.request("POST", "/v1/chat/completions", request_fixture("basic"))
+                    self.assertEqual(st, 200, out[:300])
+                    sent = self.up.requests()[0]["body_json"]
+                    want = dict(translated("basic", "cohere"))
+                    del want["citation_options"]
+                    if mode != "off":
+                        want["citation_options"] = {"mode": mode}
+                    self.assertEqual(sent, want)
+                finally:
+                    stop_clean([cg])
+        p = H.run_citegate(["--check"], env={
+            "CITEGATE_UPSTREAM": "http://127.0.0.1:9", "CITEGATE_UPSTREAM_DIALECT": "cohere",
+            "CITEGATE_COHERE_CITATIONS": "slow"})
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("CITEGATE_COHERE_CITATIONS: 'slow' is not one of: fast, accurate, off",
+                      (p.stdout + p.stderr).decode(errors="replace"))
 
     def test_refused_requests_reach_nothing(self):
         for d in DIALECTS:
@@ -570,6 +616,20 @@ class H2Requests(DialectCase):
         self.assertEqual(values(hdrs, "x-goog-api-key"), ["k-express"])
         self.assertEqual(body, translated("basic", "vertex"))
 
+    def test_cohere_request(self):
+        hdrs, body = self.sent("cohere", DEPLOYMENT, request_fixture("azure_deployment"),
+                               {"api-key": "k-azure"})
+        self.assertEqual(values(hdrs, ":path"), ["/base/v2/chat"])
+        self.assertEqual(values(hdrs, "authorization"), ["Bearer k-azure"])
+        self.assertEqual(values(hdrs, "api-key"), [])
+        self.assertEqual(body, translated("azure_deployment", "cohere"))
+
+        self.up.reset()
+        hdrs, body = self.sent("cohere", "/v1/chat/completions", request_fixture("rag_sources"),
+                               {"authorization": "Bearer co-key"})
+        self.assertEqual(values(hdrs, "authorization"), ["Bearer co-key"])
+        self.assertEqual(body, translated("rag_sources", "cohere"))
+
     def test_refused_over_h2(self):
         for d in DIALECTS:
             for name in ("refuse_tools", "refuse_n", "refuse_image"):
@@ -650,6 +710,10 @@ DEMO_SOURCES = {
                   "https://docs.example.com/service/battery swap.html"],
 }
 DEMO_SOURCES["gemini"] = DEMO_SOURCES["vertex"] = DEMO_SOURCES["anthropic"]
+# Cohere's citations come right after each passage (fast mode): where they sit in a body too,
+# at character offsets past characters of 2 and 3 bytes.
+DEMO["cohere"] = DEMO_BODY["cohere"] = DEMO_BODY["gemini"]
+DEMO_SOURCES["cohere"] = DEMO_SOURCES["anthropic"]
 # The model names gemini's upstream path; the other dialects send it along.
 QUESTION = {"model": "citegate-demo", "messages": [{"role": "user", "content": "How do I charge the X100?"}]}
 

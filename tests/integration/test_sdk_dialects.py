@@ -2,7 +2,7 @@
 OpenAI SDK (openai-node), the Vercel AI SDK (`ai` + `@ai-sdk/openai`, whose chat model
 turns url_citation annotations into sources) and LangChain JS (`@langchain/openai`'s
 ChatOpenAI), pinned in tests/sdk/package.json, driven by tests/sdk/sdk_dialects.mjs
-through citegate (anthropic / responses / gemini / vertex) to the HTTP/1.1 mock serving
+through citegate (anthropic / responses / gemini / vertex / cohere) to the HTTP/1.1 mock serving
 tests/fixtures/dialects/e2e/, then the same SDKs over h2 (citegate speaking h2c to the h2
 mock upstream, tests/tools/h2mock.c). Node's fetch speaks HTTP/1.1 to citegate;
 test_dialects.py covers h2c clients.
@@ -43,10 +43,12 @@ CASES = {  # dialect -> (stream fixture, body fixture)
     "gemini": ("gemini_stream.sse", "gemini_response.json"),
     "vertex": ("gemini_stream.sse", "gemini_response.json"),
     "bedrock": ("bedrock_stream.json", "bedrock_response.json"),
+    "cohere": ("cohere_stream.sse", "cohere_response.json"),
 }
 # Also run over an h2 upstream (CITEGATE_UPSTREAM_PROTOCOL=h2): the dialects whose answer
-# comes whole only at the end of the body, and bedrock's event stream.
-H2_CASES = ("gemini", "vertex", "bedrock")
+# comes whole only at the end of the body, bedrock's event stream, and cohere's citations
+# between its text deltas.
+H2_CASES = ("gemini", "vertex", "bedrock", "cohere")
 # Unset for the bedrock citegates: the runner's own AWS keys must not leak in (without
 # keys, citegate forwards the client's Authorization; the mock checks no signature).
 AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",

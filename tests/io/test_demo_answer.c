@@ -1,6 +1,7 @@
 /* The demo's answers in each dialect: well-formed events, streams that say
  * what the bodies say, responses annotations that cover their markers, and
- * gemini grounding whose byte offsets end the passages they cite. */
+ * gemini grounding whose byte offsets end the passages they cite, cohere
+ * citations whose character offsets do. */
 #include "citegate/json.h"
 #include "../support/dialects.h"
 #include "io/demo_answer.h"
@@ -60,10 +61,10 @@ static bool type_is(const cg_json_t *j, int obj, const char *type)
 static void test_events_are_named_by_their_type(void **state)
 {
     (void)state;
-    const char *const dialects[] = {"anthropic", "responses"};
+    const char *const dialects[] = {"anthropic", "responses", "cohere"};
     cg_json_t j;
     cg_json_init(&j, 4096);
-    for (size_t k = 0; k < 2; k++) {
+    for (size_t k = 0; k < 3; k++) {
         cg_demo_answer_t a = {0};
         cg_demo_answer(&a, dialect_named(dialects[k]), true, 0);
         assert_true(a.npieces > 10);
@@ -99,10 +100,10 @@ static void test_bodies_are_one_json_object(void **state)
 {
     (void)state;
     const char *const dialects[] = {"openai", "anthropic", "responses",
-                                    "gemini", "vertex",    "bedrock-kb"};
+                                    "gemini", "vertex",    "bedrock-kb", "cohere"};
     cg_json_t j;
     cg_json_init(&j, 4096);
-    for (size_t k = 0; k < 6; k++) {
+    for (size_t k = 0; k < sizeof(dialects) / sizeof(dialects[0]); k++) {
         cg_demo_answer_t a = {0};
         cg_demo_answer(&a, dialect_named(dialects[k]), false, 0);
         assert_int_equal(a.npieces, 1);
@@ -358,6 +359,59 @@ static void test_gemini_grounding_offsets(void **state)
     cg_demo_answer_free(&v);
 }
 
+/* cohere: the stream's text is the body's; each citation comes right after
+ * the passage it cites (fast mode), its end counts characters (the text has
+ * characters of several bytes before it) and ends that passage; the body's
+ * citations are the stream's. */
+static void test_cohere_citations_end_their_passages(void **state)
+{
+    (void)state;
+    cg_demo_answer_t s = {0}, b = {0};
+    cg_demo_answer(&s, dialect_named("cohere"), true, 0);
+    cg_demo_answer(&b, dialect_named("cohere"), false, 0);
+    cg_json_t j;
+    cg_json_init(&j, 4096);
+    cg_buf_t streamed = {0}, ends = {0}, body = {0};
+    size_t chars = 0;
+    for (size_t i = 0; i < s.npieces; i++) {
+        cg_span_t name, data;
+        split_event(piece(&s, i), &name, &data);
+        parse(&j, data);
+        int msg = cg_json_get(&j, cg_json_get(&j, 0, "delta"), "message");
+        if (type_is(&j, 0, "content-delta")) {
+            size_t at = streamed.len;
+            put_str(&streamed, &j, cg_json_get(&j, cg_json_get(&j, msg, "content"), "text"));
+            for (size_t k = at; k < streamed.len; k++)
+                chars += ((unsigned char)streamed.p[k] & 0xC0) != 0x80;
+        }
+        if (type_is(&j, 0, "citation-start")) {
+            double end;
+            int c = cg_json_get(&j, msg, "citations");
+            assert_int_equal(cg_json_type(&j, c), JSMN_OBJECT);
+            assert_true(cg_json_number(&j, cg_json_get(&j, c, "end"), &end));
+            assert_int_equal((size_t)end, chars); /* right after the passage */
+            cg_buf_printf(&ends, "%zu,", chars);
+        }
+    }
+    assert_true(chars < streamed.len); /* characters are not bytes */
+    cg_buf_putc(&ends, '\0');
+    assert_string_equal(ends.p, "64,102,154,");
+    parse(&j, cg_span(b.bytes.p, b.bytes.len));
+    int msg = cg_json_get(&j, 0, "message");
+    int content = cg_json_get(&j, msg, "content");
+    put_str(&body, &j, cg_json_get(&j, content + 1, "text"));
+    assert_int_equal(streamed.len, body.len);
+    assert_memory_equal(streamed.p, body.p, body.len);
+    int cites = cg_json_get(&j, msg, "citations");
+    assert_int_equal(j.tok[cites].size, 3);
+    cg_json_free(&j);
+    cg_buf_free(&streamed);
+    cg_buf_free(&ends);
+    cg_buf_free(&body);
+    cg_demo_answer_free(&s);
+    cg_demo_answer_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_responses_body_annotations_cover_markers),
         cmocka_unit_test(test_responses_stream_annotates_each_marker_next),
         cmocka_unit_test(test_gemini_grounding_offsets),
+        cmocka_unit_test(test_cohere_citations_end_their_passages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,7 +24,7 @@ Routes
                           an OpenAI-shaped embeddings answer (see "Embeddings")
   any path with X-Mock-Fixture, or any path ending in /chat/completions, /v1/messages
   (Anthropic Messages), /v1/responses (OpenAI Responses), :streamGenerateContent or
-  :generateContent (Gemini, Vertex AI): a fixture
+  :generateContent (Gemini, Vertex AI), /v2/chat (Cohere): a fixture
   anything else           404 with an OpenAI-style JSON error
 
 Request headers that control a response (citegate forwards end-to-end headers):
@@ -38,6 +38,7 @@ Request headers that control a response (citegate forwards end-to-end headers):
                           …:streamGenerateContent  dialects/e2e/gemini_stream.sse (whatever
                                          the body says: Gemini streams by its path)
                           …:generateContent        dialects/e2e/gemini_response.json
+                          /v2/chat       dialects/e2e/cohere_stream.sse / …_response.json
   X-Mock-Split: N         write the body in N-byte pieces (one chunk, one write+drain each).
                           Without it an .sse body is written one SSE event per piece and a
                           JSON body in one piece.
@@ -200,6 +201,7 @@ DEFAULT_FIXTURES = (
     ("/v1/responses", "dialects/e2e/responses_stream.sse", "dialects/e2e/responses_response.json"),
     (":streamGenerateContent", "dialects/e2e/gemini_stream.sse", "dialects/e2e/gemini_stream.sse"),
     (":generateContent", "dialects/e2e/gemini_response.json", "dialects/e2e/gemini_response.json"),
+    ("/v2/chat", "dialects/e2e/cohere_stream.sse", "dialects/e2e/cohere_response.json"),
 )
 
 

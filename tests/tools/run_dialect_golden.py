@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Golden test of a dialect view: `citegate filter --dialect D --created N` on an upstream
 answer vs the expected client view stored for it, and that stored view vs the independent
-oracle of its dialect (anthropic_oracle.py, bedrock_oracle.py, bedrock_kb_oracle.py), so a stale file cannot pass
+oracle of its dialect (anthropic_oracle.py, bedrock_oracle.py, bedrock_kb_oracle.py,
+cohere_oracle.py), so a stale file cannot pass
 unnoticed. The fixture is read as bytes: an SSE text, a JSON body or a binary AWS event
 stream (bedrock) alike.
 
@@ -18,9 +19,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import anthropic_oracle  # noqa: E402
 import bedrock_kb_oracle  # noqa: E402
 import bedrock_oracle  # noqa: E402
+import cohere_oracle  # noqa: E402
 import oracle  # noqa: E402
 
-ORACLES = {"anthropic": anthropic_oracle, "bedrock": bedrock_oracle, "bedrock-kb": bedrock_kb_oracle}
+ORACLES = {"anthropic": anthropic_oracle, "bedrock": bedrock_oracle, "bedrock-kb": bedrock_kb_oracle,
+           "cohere": cohere_oracle}
 
 
 def diff(want, got, keys):
