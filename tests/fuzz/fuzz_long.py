@@ -25,7 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGETS = ["sse", "json", "xform", "dialect_req", "anthropic", "responses", "gemini", "embedding",
-           "evstream", "bedrock", "alias", "h1_server", "h2_server", "up_h1", "up_h2"]
+           "evstream", "bedrock", "bedrock_kb", "cohere", "alias", "h1_server", "h2_server", "up_h1", "up_h2"]
 
 
 def dictionary(name):
