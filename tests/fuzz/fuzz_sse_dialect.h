@@ -73,12 +73,13 @@ static inline void fz_check_sse_stream(const char *dialect, const cg_xform_cfg_t
     cg_buf_free(&whole.out);
 }
 
-/* One fuzz input for the view of `dialect`. */
+/* One fuzz input for the view of `dialect`, which makes a document of
+ * each of the first request's three <source> tags (anthropic, cohere). */
 static inline int fz_sse_dialect_input(const char *dialect, const uint8_t *data, size_t size)
 {
     if (size < FZ_HEADER)
         return 0;
-    fz_init_requests(dialect);
+    fz_init_requests(dialect, 3);
     const uint8_t *in = data + FZ_HEADER;
     size_t len = size - FZ_HEADER;
     const fz_req_t *r = fz_pick_request(data[1]);
