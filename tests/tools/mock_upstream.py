@@ -728,6 +728,10 @@ class Conn:
                 return self.end_response(False)
 
         if "reset" in faults:
+            # A RST makes the peer's kernel drop what it has not read yet: give it
+            # 50 ms to read what was sent, so the reset comes mid-answer, as meant,
+            # also on a loaded machine (under ASan a read can lag the writes).
+            await self.sleep(50)
             rec["outcome"] = "reset"
             self.in_response = False
             self.abort_rst()
