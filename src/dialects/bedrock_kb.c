@@ -45,10 +45,14 @@
  * x-amz-bedrock-kb-chunk-id and x-amz-bedrock-kb-document-page-number
  * are the citation's chunk_id and page.
  *
+ * An `output` payload of the shape Knowledge Bases sends, {"text":"…"}, is
+ * read without a parse (cg__bedrock_kb_output); any other goes through it.
+ *
  * State per stream, bounded: at most CG_CITE_MAX sources (keys kept to
- * CG_CITE_MAX_FIELD bytes), at most CG_VIEW_BLOCK_REFS distinct sources
- * referenced per citation; a body's decoded text and one place per
- * citation while it is read; tokens are borrowed from the call.
+ * CG_CITE_MAX_FIELD bytes, in one buffer that doubles when full), at
+ * most CG_VIEW_BLOCK_REFS distinct sources referenced per citation; a
+ * body's decoded text and one place per citation while it is read; tokens
+ * are borrowed from the call.
  */
 #include "chatreq.h"
 #include "view.h"
@@ -75,10 +79,16 @@ static const struct {
 
 typedef struct source {
     size_t kind; /* index into keys */
-    char *key;   /* decoded, at most CG_CITE_MAX_FIELD bytes */
+    size_t key;  /* where its key starts in kb_t.keys: decoded, at most CG_CITE_MAX_FIELD bytes */
     size_t key_len;
     unsigned n;
 } source_t;
+
+/* The sources' keys share one buffer, made with the first source at
+ * KEYS_FIRST bytes (a location is some 40 to 120 bytes: room for 16 to 50
+ * of them), doubled when full: a new source copies its key without an
+ * allocation of its own. */
+#define KEYS_FIRST 2048
 
 /* A body's citation: where its references go, and which they are. */
 #define AT_END UINT64_MAX
@@ -94,6 +104,7 @@ typedef struct kb {
 
     source_t *src;
     size_t nsrc, src_cap;
+    cg_buf_t keys;        /* the sources' keys, one after another */
     cg_view_refs_t cited; /* one citation's distinct sources */
 
     bool started, any, intervened, over;
@@ -112,8 +123,7 @@ static void kb_free(void *p)
     cg__view_json_free(&s->in);
     cg_buf_free(&s->strs);
     cg_buf_free(&s->text);
-    for (size_t i = 0; i < s->nsrc; i++)
-        free(s->src[i].key);
+    cg_buf_free(&s->keys);
     free(s->src);
     free(s->pl);
     free(s->nums);
@@ -139,7 +149,8 @@ static int key_of(const cg_json_t *j, int r, size_t *kind)
 static const source_t *find_source(const kb_t *s, size_t kind, const char *key, size_t n)
 {
     for (size_t i = 0; i < s->nsrc; i++)
-        if (s->src[i].kind == kind && s->src[i].key_len == n && memcmp(s->src[i].key, key, n) == 0)
+        if (s->src[i].kind == kind && s->src[i].key_len == n &&
+            memcmp(s->keys.p + s->src[i].key, key, n) == 0)
             return &s->src[i];
     return NULL;
 }
@@ -208,7 +219,11 @@ static unsigned source_of(cg_xform_t *x, kb_t *s, const cg_json_t *j, int r)
     if (n == 0)
         return 0;
     s->src = cg_grow(s->src, s->nsrc, &s->src_cap, 16, sizeof(source_t));
-    s->src[s->nsrc++] = (source_t){kind, cg_xstrndup(b->p, key_len), key_len, n};
+    if (s->keys.cap == 0)
+        cg_buf_reserve(&s->keys, KEYS_FIRST);
+    size_t at = s->keys.len;
+    cg_buf_put(&s->keys, b->p, key_len);
+    s->src[s->nsrc++] = (source_t){kind, at, key_len, n};
     return n;
 }
 
@@ -264,9 +279,44 @@ static bool intervened(const cg_json_t *j, int action)
     return cg__view_is(j, action, "INTERVENED");
 }
 
+/* --- The steady path: output text ----------------------------------------------- */
+
+/*
+ * Knowledge Bases sends every `output` payload as {"text":"…"}. This reads
+ * that shape without a parse: the text one well-formed JSON string
+ * (cg__view_string_len takes exactly what the parser takes), nothing
+ * before, after or between, no white space. Such a payload is a JSON object
+ * that the parse takes, and on_output finds the same text in it (its only
+ * member). Anything else (other or repeated members, escaped names, white
+ * space, a NUL, a cut) goes through the parse. Not static: the tests hold
+ * it to the parse.
+ */
+bool cg__bedrock_kb_output(const char *p, size_t n, cg_span_t *text);
+bool cg__bedrock_kb_output(const char *p, size_t n, cg_span_t *text)
+{
+    static const char head[] = "{\"text\":\"";
+    const size_t h = sizeof(head) - 1;
+    if (n < h + 2 || memcmp(p, head, h) != 0 || p[n - 1] != '}' || p[n - 2] != '"')
+        return false;
+    size_t len = n - h - 2; /* the closing quote is p[n - 2]: the first one, unescaped */
+    if (cg__view_string_len(p + h, len + 1) != len)
+        return false;
+    *text = cg_span(p + h, len);
+    return true;
+}
+
 static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
 {
     kb_t *s = state;
+    cg_span_t text;
+    if (!s->over && cg_span_eq(m->message_type, "event") && cg_span_eq(m->event_type, "output") &&
+        cg__bedrock_kb_output(m->payload.p, m->payload.n, &text)) {
+        s->any = true; /* on_output's reading, without the parse */
+        cg__view_role(x, &s->started);
+        if (text.n)
+            cg__xform_content(x, 0, text);
+        return;
+    }
     if (!cg__view_evs_event(x, &s->in, m, &s->strs, &s->over))
         return;
     s->any = true;

@@ -320,6 +320,240 @@ static void test_nested_citation(void **state)
     cg_buf_free(&out);
 }
 
+/* --- the steady path: output text read without a parse ------------------------------ */
+
+bool cg__bedrock_kb_output(const char *p, size_t n, cg_span_t *text);
+
+/* What the parse reads from output payload p[0..n): the text's JSON string
+ * bytes, when it is a JSON object whose text is a string (on_output). */
+static bool parsed_text(const char *p, size_t n, cg_span_t *text)
+{
+    cg_json_t j;
+    cg_json_init(&j, CG_XFORM_MAX_TOKENS);
+    bool ok = cg_json_parse(&j, p, n) == CG_JSON_OK && cg_json_type(&j, 0) == JSMN_OBJECT;
+    int t = ok ? cg_json_get(&j, 0, "text") : -1;
+    ok = cg_json_is_str(&j, t);
+    if (ok)
+        *text = cg_json_raw(&j, t);
+    cg_json_free(&j);
+    return ok;
+}
+
+/* Whatever the steady path takes, the parse takes, with the same bytes. */
+static bool same_as_parse(const char *p, size_t n)
+{
+    cg_span_t fast = {0}, full = {0};
+    if (!cg__bedrock_kb_output(p, n, &fast))
+        return false;
+    assert_true(parsed_text(p, n, &full));
+    assert_ptr_equal(fast.p, full.p);
+    assert_int_equal(fast.n, full.n);
+    return true;
+}
+
+#define TAKES(lit)   assert_true(same_as_parse(lit, sizeof(lit) - 1))
+#define REFUSES(lit) assert_false(same_as_parse(lit, sizeof(lit) - 1))
+#define O            "{\"text\":\""
+
+static void test_output_shape(void **state)
+{
+    (void)state;
+    TAKES(O "Hi\"}");
+    TAKES(O "\"}");
+    /* escapes in the text, as they came */
+    TAKES(O "a\\\"b\\\\c\\/\\b\\f\\n\\r\\t\"}");
+    TAKES(O "\\u00e9\\uD83D\\ude00\"}");
+    TAKES(O "caf\xc3\xa9 \xe2\x80\x94\"}");
+    TAKES(O "ends in a backslash \\\\\"}");
+    /* escapes and bytes the parse refuses too */
+    REFUSES(O "a\\x\"}");
+    REFUSES(O "a\\u12\"}");
+    REFUSES(O "a\\u12G4\"}");
+    REFUSES(O "a\\'\"}");
+    REFUSES(O "a\\\"}");
+    REFUSES(O "a\\\\\\\"}");
+    REFUSES(O "a\x01\"}");
+    REFUSES(O "a\tb\"}");
+    REFUSES(O "a\nb\"}");
+    REFUSES(O "a\"b\"}");
+    REFUSES(O "a\"\"}");
+    /* extra, duplicate, reordered members (the parse reads them: not here) */
+    REFUSES(O "x\",\"p\":\"q\"}");
+    REFUSES(O "x\",\"text\":\"y\"}");
+    REFUSES("{\"p\":\"q\",\"text\":\"x\"}");
+    REFUSES(O "x\",\"p\":{}}");
+    /* renamed, escaped names */
+    REFUSES("{\"te\\u0078t\":\"x\"}");
+    REFUSES("{\"Text\":\"x\"}");
+    REFUSES("{\"texts\":\"x\"}");
+    REFUSES("{\"tex\":\"x\"}");
+    /* white space */
+    REFUSES(" {\"text\":\"x\"}");
+    REFUSES(O "x\"} ");
+    REFUSES(O "x\"}\n");
+    REFUSES("{ \"text\":\"x\"}");
+    REFUSES("{\"text\" :\"x\"}");
+    REFUSES("{\"text\": \"x\"}");
+    REFUSES(O "x\" }");
+    /* not a string, nested, not one object */
+    REFUSES("{\"text\":null}");
+    REFUSES("{\"text\":1}");
+    REFUSES("{\"text\":[\"x\"]}");
+    REFUSES("{\"text\":{\"text\":\"x\"}}");
+    REFUSES(O "x\"}}");
+    REFUSES(O "x\"}{}");
+    REFUSES("[" O "x\"}]");
+    REFUSES(O "x\"]");
+    REFUSES(O "x\"");
+    REFUSES(O "x}");
+    REFUSES("{\"text\":\"}");
+    REFUSES("{\"text\":\"\"");
+    /* a NUL byte, which stops jsmn */
+    static const char nul_text[] = O "a\0b\"}";
+    static const char nul_end[] = O "ab\"}\0";
+    assert_false(same_as_parse(nul_text, sizeof(nul_text) - 1));
+    assert_false(same_as_parse(nul_end, sizeof(nul_end) - 1));
+    /* every cut of a whole one */
+    static const char whole[] = O "a\\u00e9\\n\\\"b c\"}";
+    for (size_t n = 0; n < sizeof(whole) - 1; n++) {
+        char *cut = malloc(n ? n : 1); /* exactly n bytes: a read past them is ASan's to see */
+        memcpy(cut, whole, n);
+        assert_false(same_as_parse(cut, n));
+        free(cut);
+    }
+    TAKES(whole);
+}
+
+static uint64_t next_rng(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Random edits of output payloads (bytes that matter to JSON put in, taken
+ * out, changed): the steady path takes no payload that the parse refuses or
+ * reads otherwise, and takes the unedited ones. */
+static void test_output_mutations(void **state)
+{
+    (void)state;
+    static const unsigned text_lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 48, 60};
+    enum { NT = sizeof(text_lens) / sizeof(text_lens[0]) };
+    static const char alphabet[] = "{}[]:,\"\\ \t\n0123456789-.eEtxu\x01\x7f\xc3\xa9";
+    char seeds[NT + 2][128];
+    size_t nseeds = 0;
+    snprintf(seeds[nseeds++], sizeof(seeds[0]), O "\\\"q\\\" \\u00e9\\\\n\"}");
+    snprintf(seeds[nseeds++], sizeof(seeds[0]), O "caf\xc3\xa9\"}");
+    for (size_t t = 0; t < NT; t++) {
+        char text[64];
+        for (unsigned i = 0; i < text_lens[t]; i++) /* an escape in every other text */
+            text[i] = t % 2 == 0 && i + 2 == text_lens[t] ? '\\' : (char)('a' + i % 26);
+        if (t % 2 == 0 && text_lens[t] >= 2)
+            text[text_lens[t] - 1] = 'n';
+        snprintf(seeds[nseeds++], sizeof(seeds[0]), O "%.*s\"}", (int)text_lens[t], text);
+    }
+    for (size_t k = 0; k < nseeds; k++)
+        assert_true(same_as_parse(seeds[k], strlen(seeds[k])));
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    unsigned taken = 0;
+    char buf[128];
+    for (unsigned round = 0; round < 200000; round++) {
+        const char *seed = seeds[round % nseeds];
+        size_t n = strlen(seed);
+        memcpy(buf, seed, n);
+        for (unsigned edits = 1 + (unsigned)(next_rng(&rng) % 3); edits > 0; edits--) {
+            size_t at = (size_t)(next_rng(&rng) % (n + 1));
+            char c = alphabet[next_rng(&rng) % (sizeof(alphabet) - 1)];
+            switch (next_rng(&rng) % 3) {
+            case 0: /* put in */
+                if (n + 1 < sizeof(buf)) {
+                    memmove(buf + at + 1, buf + at, n - at);
+                    buf[at] = c;
+                    n++;
+                }
+                break;
+            case 1: /* take out */
+                if (at < n) {
+                    memmove(buf + at, buf + at + 1, n - at - 1);
+                    n--;
+                }
+                break;
+            default: /* change */
+                if (at < n)
+                    buf[at] = c;
+            }
+        }
+        char *p = malloc(n ? n : 1); /* exactly n bytes */
+        memcpy(p, buf, n);
+        taken += same_as_parse(p, n);
+        free(p);
+    }
+    assert_true(taken > 0);
+}
+
+/* Through the view: outputs the steady path takes and their near misses,
+ * which the parse reads, give the same content; a near miss that is no JSON
+ * object counts as malformed, as before. */
+static void test_output_stream(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0}, out = {0};
+    evs_event(&in, "output", O "One \"}");
+    evs_event(&in, "output", "{\"text\": \"two \"}");
+    evs_event(&in, "output", "{\"p\":\"q\",\"text\":\"three \"}");
+    evs_event(&in, "output", "{\"text\":\"four \",\"text\":\"no\"}");
+    evs_event(&in, "output", "{\"te\\u0078t\":\"five \"}");
+    evs_event(&in, "output", O "bad\\x\"}");
+    evs_event(&in, "output", O "\"}");
+    evs_event(&in, "output", "{\"text\":null}");
+    evs_event(&in, "output", O "\\u00e9\\\"six\\\"\"}");
+    cg_xform_stats_t st;
+    run("off", REQUEST, &in, &out, &st);
+    view_t v;
+    client_view(&v, &out, false);
+    assert_string_equal(v.content[0].p, "One two three four \xc3\xa9\"six\"");
+    assert_int_equal(st.malformed, 1);
+    assert_int_equal(st.events_in, 9);
+    view_free(&v);
+    cg_buf_free(&in);
+    cg_buf_free(&out);
+}
+
+/* Sources past the first size of the keys' buffer (2 KiB): 60 of them with
+ * keys of about 100 bytes, each cited again after all were new, keep their
+ * numbers. */
+static void test_many_sources(void **state)
+{
+    (void)state;
+    cg_buf_t in = {0}, out = {0}, want = {0}, ev = {0};
+    evs_event(&in, "output", O "Many.\"}");
+    cg_buf_puts(&want, "Many.");
+    for (unsigned round = 0; round < 2; round++) {
+        for (unsigned k = 1; k <= 60; k++) {
+            ev.len = 0;
+            cg_buf_printf(&ev,
+                          "{\"retrievedReferences\":[{\"content\":{\"text\":\"t\"},\"location\":"
+                          "{\"s3Location\":{\"uri\":\"s3://bucket/a/rather/long/prefix/of/"
+                          "folders/to/make/the/key/about/a/hundred/bytes/doc-%03u.pdf\"}}}]}",
+                          k);
+            cg_buf_putc(&ev, '\0');
+            evs_event(&in, "citation", ev.p);
+            cg_buf_printf(&want, "[%u]", k);
+        }
+    }
+    cg_buf_putc(&want, '\0');
+    run("off", REQUEST, &in, &out, NULL);
+    view_t v;
+    client_view(&v, &out, false);
+    assert_string_equal(v.content[0].p, want.p);
+    view_free(&v);
+    cg_buf_free(&in);
+    cg_buf_free(&out);
+    cg_buf_free(&want);
+    cg_buf_free(&ev);
+}
+
 /* --- bodies ------------------------------------------------------------------------- */
 
 /* span.end is inclusive: the references go after that character. */
@@ -578,6 +812,10 @@ int main(void)
         cmocka_unit_test(test_every_split),
         cmocka_unit_test(test_request),
         cmocka_unit_test(test_header_fields),
+        cmocka_unit_test(test_output_shape),
+        cmocka_unit_test(test_output_mutations),
+        cmocka_unit_test(test_output_stream),
+        cmocka_unit_test(test_many_sources),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
