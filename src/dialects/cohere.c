@@ -51,8 +51,18 @@
  * without a parse, and its text goes to the transformer as content
  * (cg__xform_content); its characters are counted on the raw bytes.
  *
+ * A citation-start is read without a parse when its data has the one shape
+ * Cohere sends (fast_citation: no white space, its members in Cohere's
+ * order, start and end in plain digits) and every source in it is, byte for
+ * byte, a source object an earlier citation of the stream brought and the
+ * parse read (its raw bytes are kept with its id). Such a source's number
+ * is its id's, and nothing else of it is read again; the rest of the event
+ * is checked as the parse checks it. Any other event goes through the
+ * parse.
+ *
  * State per stream, bounded: at most CG_CITE_MAX sources (their ids kept to
- * CG_CITE_MAX_FIELD bytes; further sources are not cited), at most
+ * CG_CITE_MAX_FIELD bytes, their raw objects when at most CO_RAW_MAX bytes;
+ * further sources are not cited), at most
  * CG_VIEW_BLOCK_REFS distinct sources referenced per citation, a
  * content-delta template of at most CG_VIEW_TPL_MAX bytes, the decoded strings of
  * one citation; a body's decoded text and its citations' places while it
@@ -68,7 +78,16 @@ typedef struct source {
     char *id; /* decoded, at most CG_CITE_MAX_FIELD bytes */
     size_t id_len;
     unsigned n;
+    /* The source object as the citation that brought it wrote it (in the
+     * same allocation as id), or raw_len 0: too large, or nested deeper
+     * than CO_RAW_DEPTH. */
+    const char *raw;
+    size_t raw_len;
 } source_t;
+
+#define CO_RAW_MAX      4096 /* bytes of a source object kept for fast_citation */
+#define CO_RAW_DEPTH    8    /* objects and arrays a kept source object nests, itself included */
+#define CO_FAST_SOURCES 16   /* sources of a citation fast_citation reads, at most */
 
 /* A body's citation that counts: its references go at `end` (a character
  * offset), refs[off, off + len) of the body's reference text. */
@@ -234,6 +253,31 @@ static unsigned new_source(cg_xform_t *x, co_t *s, const cg_json_t *j, int c, in
     return cg__xform_cite(x, &in);
 }
 
+/* The bytes of source object src as they came, kept for fast_citation:
+ * none (n 0) when they are over CO_RAW_MAX bytes or nest deeper than
+ * CO_RAW_DEPTH. Where the parse took them, they are one well formed object
+ * wherever they stand; at most CO_RAW_DEPTH deep, they keep a citation
+ * event of fast_citation's shape (5 levels above its sources) within
+ * CG_JSON_MAX_DEPTH. */
+static cg_span_t source_raw(const cg_json_t *j, int src)
+{
+    _Static_assert(5 + CO_RAW_DEPTH <= CG_JSON_MAX_DEPTH, "a kept source nests too deep");
+    size_t b = cg_json_begin(j, src), e = cg_json_end(j, src);
+    if (e - b > CO_RAW_MAX)
+        return cg_span(NULL, 0);
+    int end = cg_json_skip(j, src);
+    for (int i = src + 1; i < end; i++) {
+        if (j->tok[i].type != JSMN_OBJECT && j->tok[i].type != JSMN_ARRAY)
+            continue;
+        int d = 2; /* token i and src */
+        for (int p = j->tok[i].parent; p != src; p = j->tok[p].parent)
+            d += j->tok[p].type == JSMN_OBJECT || j->tok[p].type == JSMN_ARRAY;
+        if (d > CO_RAW_DEPTH)
+            return cg_span(NULL, 0);
+    }
+    return cg_span(j->js + b, e - b);
+}
+
 /* The number of source src of citation c; 0 when it has no id, or the table
  * is full. */
 static unsigned source_of(cg_xform_t *x, co_t *s, const cg_json_t *j, int c, int src)
@@ -250,7 +294,12 @@ static unsigned source_of(cg_xform_t *x, co_t *s, const cg_json_t *j, int c, int
         return o->n;
     if (s->nsrc == CG_CITE_MAX)
         return 0;
-    char *id = cg_xstrndup(s->strs.p + at, n);
+    cg_span_t raw = source_raw(j, src);
+    char *id = cg_xmalloc(n + raw.n + 1);
+    memcpy(id, s->strs.p + at, n);
+    id[n] = '\0';
+    if (raw.n)
+        memcpy(id + n + 1, raw.p, raw.n);
     unsigned num = request_source(x, id, n);
     if (num) {
         cg_cite_in_t in = {.id = num};
@@ -263,7 +312,7 @@ static unsigned source_of(cg_xform_t *x, co_t *s, const cg_json_t *j, int c, int
         return 0;
     }
     s->src = cg_grow(s->src, s->nsrc, &s->src_cap, 16, sizeof(source_t));
-    s->src[s->nsrc++] = (source_t){id, n, num};
+    s->src[s->nsrc++] = (source_t){id, n, num, id + n + 1, raw.n};
     return num;
 }
 
@@ -427,12 +476,129 @@ static bool dropped(cg_span_t d)
     return false;
 }
 
+/* --- Citations without a parse ----------------------------------------------------- */
+
+/* The tests' hold on fast_citation (test_cohere), per thread: it is off
+ * while cg__cohere_fast_off, and cg__cohere_fast_reads counts the events it
+ * read. */
+extern _Thread_local bool cg__cohere_fast_off;
+extern _Thread_local uint64_t cg__cohere_fast_reads;
+_Thread_local bool cg__cohere_fast_off;
+_Thread_local uint64_t cg__cohere_fast_reads;
+
+/* The length of the whole number p[0..n) starts with, in plain digits (0,
+ * or up to 15 digits not starting with 0), its value in *v; 0 when there is
+ * none, or it is written otherwise: cg__view_count's value for what it
+ * takes. */
+static size_t plain_count(const char *p, size_t n, uint64_t *v)
+{
+    size_t i = 0;
+    uint64_t r = 0;
+    while (i < n && i < 16 && p[i] >= '0' && p[i] <= '9')
+        r = r * 10 + (uint64_t)(p[i++] - '0');
+    if (i == 0 || i == 16 || (p[0] == '0' && i > 1))
+        return 0;
+    *v = r;
+    return i;
+}
+
+/* Whether p[*i..n) goes on with literal lit; *i past it if so. */
+static bool lit_at(const char *p, size_t n, size_t *i, const char *lit, size_t len)
+{
+    if (n - *i < len || memcmp(p + *i, lit, len) != 0)
+        return false;
+    *i += len;
+    return true;
+}
+#define LIT_AT(p, n, i, lit) lit_at(p, n, i, lit, sizeof(lit) - 1)
+
+/* The kept source whose raw object p[0..n) starts with, or NULL. Two kept
+ * objects cannot both match: an object ends where its brackets close. */
+static const source_t *kept_source(const co_t *s, const char *p, size_t n)
+{
+    for (size_t k = 0; k < s->nsrc; k++) {
+        const source_t *o = &s->src[k];
+        if (o->raw_len && o->raw_len <= n && memcmp(o->raw, p, o->raw_len) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+/* A citation-start whose data d is
+ *   {"type":"citation-start","index":NUMBER,"delta":{"message":{"citations":
+ *   {"start":DIGITS,"end":DIGITS,"text":STRING,"sources":[KEPT,…],
+ *   "type":"TEXT_CONTENT"}}}}
+ * with no white space, at most CO_FAST_SOURCES sources, each a kept source
+ * object (source_raw) byte for byte, is read here as on_citation reads it
+ * after the parse: the parse takes such data (no member is there twice, and
+ * every value is well formed, as the parse checks it: NUMBER and STRING as
+ * cg__view_number_len and cg__view_string_len take them), and reads of it
+ * the same start, end, type and sources' ids. Else false, and nothing is
+ * read. */
+static bool fast_citation(cg_xform_t *x, co_t *s, cg_span_t d)
+{
+    const char *p = d.p;
+    size_t n = d.n, i = 0, len;
+    uint64_t start, end;
+    if (cg__cohere_fast_off || !LIT_AT(p, n, &i, "{\"type\":\"citation-start\",\"index\":") ||
+        (len = cg__view_number_len(p + i, n - i)) == 0)
+        return false;
+    i += len;
+    if (!LIT_AT(p, n, &i, ",\"delta\":{\"message\":{\"citations\":{\"start\":") ||
+        (len = plain_count(p + i, n - i, &start)) == 0)
+        return false;
+    i += len;
+    if (!LIT_AT(p, n, &i, ",\"end\":") || (len = plain_count(p + i, n - i, &end)) == 0)
+        return false;
+    i += len;
+    if (!LIT_AT(p, n, &i, ",\"text\":\"") || (len = cg__view_string_len(p + i, n - i)) > n - i)
+        return false;
+    i += len;
+    if (!LIT_AT(p, n, &i, "\",\"sources\":["))
+        return false;
+    unsigned num[CO_FAST_SOURCES];
+    size_t nsrc = 0;
+    if (i < n && p[i] == ']') {
+        i++;
+    } else {
+        for (;;) {
+            const source_t *o = i < n && p[i] == '{' ? kept_source(s, p + i, n - i) : NULL;
+            if (o == NULL || nsrc == CO_FAST_SOURCES)
+                return false;
+            num[nsrc++] = o->n;
+            i += o->raw_len;
+            if (i < n && p[i] == ',')
+                i++;
+            else if (i < n && p[i] == ']' && ++i)
+                break;
+            else
+                return false;
+        }
+    }
+    if (!LIT_AT(p, n, &i, ",\"type\":\"TEXT_CONTENT\"}}}}") || i != n)
+        return false;
+    cg__cohere_fast_reads++;
+    if (end < start || end > s->chars)
+        return true; /* a citation that counts not */
+    cg_view_refs_t refs = {.len = 0};
+    for (size_t k = 0; k < nsrc; k++)
+        cg__view_refs_add(&refs, num[k]);
+    s->refs.len = 0;
+    cg__view_put_refs(&s->refs, refs.n, refs.len);
+    if (s->refs.len) {
+        cg__view_role(x, &s->started);
+        cg__xform_content(x, 0, cg_span(s->refs.p, s->refs.len));
+    }
+    return true;
+}
+
 static void on_event(cg_xform_t *x, void *state, const cg_sse_event_t *ev)
 {
     co_t *s = state;
     if (s->over)
         return; /* a holding profile has not ended the stream yet; the answer has */
-    if (fast_text(x, s, ev) || (ev->ndata == 1 && dropped(ev->data)))
+    if (fast_text(x, s, ev) ||
+        (ev->ndata == 1 && (dropped(ev->data) || fast_citation(x, s, ev->data))))
         return;
     cg__view_typed_event(x, &s->in, ev, dispatch, s);
 }

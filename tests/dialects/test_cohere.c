@@ -5,7 +5,9 @@
  * their references at character offsets where characters and bytes differ,
  * the citations that count not (a span past the text, bad offsets, another
  * type, no object, sources without an id), a source cited twice, a tool
- * source, a <source> document; bodies; every split of a stream.
+ * source, a <source> document; bodies; every split of a stream; citations
+ * read without a parse held to the parse, on near misses, every truncation
+ * and random edits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -611,6 +613,309 @@ static void test_every_split(void **state)
                                "lia \xf0\x9f\x98\x80.[6]");
 }
 
+/* --- citations without a parse ---------------------------------------------------- */
+
+/* cohere.c's hold on its citation fast path, per thread. */
+extern _Thread_local bool cg__cohere_fast_off;
+extern _Thread_local uint64_t cg__cohere_fast_reads;
+
+/* Runs stream in (profile openwebui, the RAG request: sources are numbered
+ * and sent) with the citation fast path and without it, and fails unless
+ * both give the same bytes and counts; returns the events the fast path
+ * read. */
+static uint64_t fast_same(const char *in, size_t n)
+{
+    cg_buf_t out[2] = {{0}, {0}};
+    cg_xform_stats_t st[2];
+    uint64_t reads = 0;
+    for (int k = 0; k < 2; k++) {
+        dialect_case_t c;
+        dialect_case_init(&c, dialect_named("cohere"), RAG_REQUEST, strlen(RAG_REQUEST));
+        cg_xform_cfg_t cfg;
+        cg_xform_cfg_default(&cfg, profile_named("openwebui"));
+        cg__cohere_fast_off = k == 1;
+        uint64_t before = cg__cohere_fast_reads;
+        dialect_stream(&cfg, &c, in, n, NULL, 0, &out[k], &st[k]);
+        if (k == 0)
+            reads = cg__cohere_fast_reads - before;
+        else
+            assert_true(cg__cohere_fast_reads == before);
+        dialect_case_free(&c);
+    }
+    cg__cohere_fast_off = false;
+    if (out[0].len != out[1].len || memcmp(out[0].p, out[1].p, out[0].len) != 0) {
+        print_error("fast and parsed citations differ on\n%.*s\n  fast:   %.*s\n  parsed: %.*s\n",
+                    (int)n, in, (int)out[0].len, out[0].p, (int)out[1].len, out[1].p);
+        fail();
+    }
+    assert_true(st[0].events_in == st[1].events_in && st[0].events_out == st[1].events_out &&
+                st[0].malformed == st[1].malformed && st[0].refs_linked == st[1].refs_linked &&
+                st[0].refs_unlinked == st[1].refs_unlinked &&
+                st[0].citations_emitted == st[1].citations_emitted);
+    cg_buf_free(&out[0]);
+    cg_buf_free(&out[1]);
+    return reads;
+}
+
+#define FAST_DOC0 DOC("doc:0", "Zero")
+#define FAST_DOC5 DOC("5", "Five")
+/* Before the event under test: text, and a citation whose sources the fast
+ * path may then meet again. */
+#define FAST_PRE                                                                                   \
+    START TEXT("One two three four five.") CITE(0, 4, FAST_DOC0 "," FAST_DOC5)                     \
+        TEXT(" Six \xc3\xa9t\\u00e9.")
+#define FAST_POST TEXT(" End.") CONTENT_END END("COMPLETE")
+/* The citation-start data that the fast path reads after FAST_PRE. */
+#define FAST_DATA                                                                                  \
+    "{\"type\":\"citation-start\",\"index\":1,\"delta\":{\"message\":{\"citations\":"              \
+    "{\"start\":5,\"end\":30,\"text\":\"cited \\\"w\\u00f6rds\\\"\",\"sources\":[" FAST_DOC5       \
+    "," FAST_DOC0 "," FAST_DOC5 "],\"type\":\"TEXT_CONTENT\"}}}}"
+
+/* FAST_PRE, event data d[0..n) (as one data line, or as given when raw),
+ * FAST_POST: the reads of the fast path, both paths alike. */
+static uint64_t fast_event(const char *d, size_t n, bool raw)
+{
+    cg_buf_t in = {0};
+    cg_buf_puts(&in, FAST_PRE);
+    if (!raw)
+        cg_buf_puts(&in, "event: citation-start\ndata: ");
+    cg_buf_put(&in, d, n);
+    if (!raw)
+        cg_buf_puts(&in, "\n\n");
+    cg_buf_puts(&in, FAST_POST);
+    uint64_t r = fast_same(in.p, in.len);
+    cg_buf_free(&in);
+    return r;
+}
+
+static uint64_t fast_data(const char *d)
+{
+    return fast_event(d, strlen(d), false);
+}
+
+/* FAST_DATA with its first `from` replaced by `to`. */
+static uint64_t fast_edit(const char *from, const char *to)
+{
+    static const char d[] = FAST_DATA;
+    const char *at = strstr(d, from);
+    assert_non_null(at);
+    cg_buf_t b = {0};
+    cg_buf_put(&b, d, (size_t)(at - d));
+    cg_buf_puts(&b, to);
+    cg_buf_puts(&b, at + strlen(from));
+    uint64_t r = fast_event(b.p, b.len, false);
+    cg_buf_free(&b);
+    return r;
+}
+
+static void test_fast_citations(void **state)
+{
+    (void)state;
+    /* The shape Cohere sends, its sources seen before: read without a
+     * parse, as the parse reads it. */
+    assert_int_equal(fast_data(FAST_DATA), 1);
+    stream_content_is(RAG_REQUEST, FAST_PRE "event: citation-start\ndata: " FAST_DATA "\n\n",
+                      "One two three four five.[6][5] Six \xc3\xa9t\xc3\xa9.[5][6]");
+    /* One that counts not (past the text, end before start) is read and
+     * nothing goes out; so are no sources, and a valid index of any form. */
+    assert_int_equal(fast_edit("\"end\":30", "\"end\":31"), 1);
+    assert_int_equal(fast_edit("\"end\":30", "\"end\":4"), 1);
+    assert_int_equal(fast_edit("\"start\":5", "\"start\":0"), 1);
+    assert_int_equal(fast_edit("\"end\":30", "\"end\":999999999999999"), 1);
+    assert_int_equal(fast_edit("[" FAST_DOC5 "," FAST_DOC0 "," FAST_DOC5 "]", "[]"), 1);
+    assert_int_equal(fast_edit("\"index\":1", "\"index\":-0.5e+3"), 1);
+    assert_int_equal(fast_edit("\"text\":\"cited \\\"w\\u00f6rds\\\"\"", "\"text\":\"\""), 1);
+
+    /* Near misses: each goes through the parse, which reads it the same,
+     * otherwise or not at all. */
+    static const char *const edits[][2] = {
+        /* another shape: reordered, missing, added or repeated members */
+        {"{\"start\":5,\"end\":30,", "{\"end\":30,\"start\":5,"},
+        {"\"type\":\"citation-start\",\"index\":1,", "\"index\":1,\"type\":\"citation-start\","},
+        {"\"index\":1,", ""},
+        {",\"type\":\"TEXT_CONTENT\"}", "}"},
+        {",\"type\":\"TEXT_CONTENT\"}", ",\"type\":\"TEXT_CONTENT\",\"end\":5}"},
+        {",\"type\":\"TEXT_CONTENT\"}", ",\"type\":\"TEXT_CONTENT\",\"type\":\"PLAN\"}"},
+        {",\"type\":\"TEXT_CONTENT\"}", ",\"type\":null}"},
+        {",\"type\":\"TEXT_CONTENT\"}", ",\"type\":\"PLAN\"}"},
+        {",\"type\":\"TEXT_CONTENT\"}", ",\"type\":\"TEXT_CONTENT\\u0020\"}"},
+        {"\"start\":5,", "\"start\":5,\"start\":0,"},
+        {"{\"citations\":", "{\"citations\":{},\"citations\":"},
+        {"{\"message\":", "{\"message\":{},\"message\":"},
+        {"{\"type\":\"citation-start\",", "{\"type\":\"citation-start\",\"type\":\"x\","},
+        {"\"citation-start\"", "\"citation-end\""},
+        {"\"citation-start\"", "\"citation\\u002dstart\""},
+        {"\"start\":", "\"st\\u0061rt\":"},
+        /* white space */
+        {"\"start\":5", "\"start\": 5"},
+        {"\"end\":30,", "\"end\":30 ,"},
+        {"{\"type\"", " {\"type\""},
+        {"{\"type\"", "\t{\"type\""},
+        {"}}}}", "}}}} "},
+        {"}}}}", "}}}}\r"},
+        {"],\"type\"", " ],\"type\""},
+        {"[" FAST_DOC5, "[ " FAST_DOC5},
+        /* numbers */
+        {"\"start\":5", "\"start\":05"},
+        {"\"start\":5", "\"start\":-5"},
+        {"\"start\":5", "\"start\":5.0"},
+        {"\"start\":5", "\"start\":5e0"},
+        {"\"start\":5", "\"start\":\"5\""},
+        {"\"end\":30", "\"end\":1000000000000000"},
+        {"\"end\":30", "\"end\":30."},
+        {"\"end\":30", "\"end\":3O"},
+        {"\"index\":1", "\"index\":01"},
+        {"\"index\":1", "\"index\":1."},
+        {"\"index\":1", "\"index\":-"},
+        {"\"index\":1", "\"index\":1e"},
+        {"\"index\":1", "\"index\":tru"},
+        {"\"index\":1", "\"index\":true"},
+        {"\"index\":1", "\"index\":\"1\""},
+        /* the text */
+        {"cited ", "cited\\x"},
+        {"cited ", "cited\\u12"},
+        {"cited ", "cited\\u12g4"},
+        {"cited ", "cited\x01"},
+        {"cited ", "cited\t"},
+        {"cited ", "cited\\/\\b\\f\\n\\r\\t\\\\ "},
+        {"rds\\\"\"", "rds\\\""},
+        {"rds\\\"\"", "rds\\\"\"\""},
+        /* the sources */
+        {"\"S 5\"", "\"S \\u0035\""},
+        {"\"S 5\"", "\"S 6\""},
+        {"\"id\":\"5\",\"document\"", "\"id\":\"5\",\"id\":\"6\",\"document\""},
+        {"\"id\":\"5\",\"document\"", "\"id\":\"doc:0\",\"document\""},
+        {"\"id\":\"5\",\"document\"", "\"id\":\"\\u0035\",\"document\""},
+        {"\"id\":\"5\",\"document\"", "\"id\":\"55\",\"document\""},
+        {"\"id\":\"5\",\"document\"", "\"id\":5,\"document\""},
+        {"\"title\":\"Five\"}}", "\"title\":\"Five\"} }"},
+        {"\"title\":\"Five\"}}", "\"title\":\"Five\"}}}"},
+        {"\"title\":\"Five\"}}", "\"title\":\"Five\"}"},
+        {"],\"type\"", ",],\"type\""},
+        {"],\"type\"", ",1],\"type\""},
+        {"],\"type\"", ",null],\"type\""},
+        {"],\"type\"", "," FAST_DOC5 "],\"type\""},
+        {"[" FAST_DOC5 ",", "[1," FAST_DOC5 ","},
+        {"[" FAST_DOC5 ",", "[" FAST_DOC5 FAST_DOC5 ","},
+        {"[" FAST_DOC5 ",", "[" DOC("doc:9", "Nine") ","},
+        {"[" FAST_DOC5 ",", "[{}"
+                            ","},
+        {"[" FAST_DOC5 "," FAST_DOC0 "," FAST_DOC5 "]", "{}"},
+        {"[" FAST_DOC5 "," FAST_DOC0 "," FAST_DOC5 "]", "null"},
+        /* the frame */
+        {"}}}}", "}}}"},
+        {"}}}}", "}}}}}"},
+        {"}}}}", "}}}},"},
+        {"}}}}", "}}}}{}"},
+        {"}}}}", "}}},\"x\":1}"},
+    };
+    for (size_t k = 0; k < sizeof(edits) / sizeof(edits[0]); k++)
+        fast_edit(edits[k][0], edits[k][1]);
+    /* Those the fast path must not read: the parse reads them otherwise
+     * (another shape) or not at all. */
+    assert_int_equal(fast_edit("\"start\":5,", "\"start\":5,\"start\":0,"), 0);
+    assert_int_equal(fast_edit("\"S 5\"", "\"S \\u0035\""), 0);
+    assert_int_equal(fast_edit("\"S 5\"", "\"S 6\""), 0);
+    assert_int_equal(fast_edit("\"start\":5", "\"start\":05"), 0);
+    assert_int_equal(fast_edit("\"index\":1", "\"index\":01"), 0);
+    assert_int_equal(fast_edit("cited ", "cited\x01"), 0);
+    assert_int_equal(fast_edit("}}}}", "}}}} "), 0);
+    assert_int_equal(fast_edit("],\"type\"", "," FAST_DOC5 FAST_DOC5 "],\"type\""), 0);
+    assert_int_equal(fast_edit("\"title\":\"Five\"}}", "\"title\":\"Five\"}}}"), 0);
+    /* Sixteen sources are read, seventeen are parsed. */
+    cg_buf_t many = {0};
+    cg_buf_puts(&many, FAST_DOC0);
+    for (int k = 1; k < 16; k++)
+        cg_buf_puts(&many, "," FAST_DOC5);
+    cg_buf_putc(&many, '\0');
+    assert_int_equal(fast_edit(FAST_DOC5 "," FAST_DOC0 "," FAST_DOC5, many.p), 1);
+    many.len--;
+    cg_buf_puts(&many, "," FAST_DOC5);
+    cg_buf_putc(&many, '\0');
+    assert_int_equal(fast_edit(FAST_DOC5 "," FAST_DOC0 "," FAST_DOC5, many.p), 0);
+    cg_buf_free(&many);
+
+    /* Every truncation of the data, every split into two data lines. */
+    static const char d[] = FAST_DATA;
+    size_t n = sizeof(d) - 1;
+    for (size_t k = 0; k < n; k++)
+        assert_int_equal(fast_event(d, k, false), 0);
+    for (size_t k = 1; k < n; k++) {
+        cg_buf_t b = {0};
+        cg_buf_puts(&b, "data: ");
+        cg_buf_put(&b, d, k);
+        cg_buf_puts(&b, "\ndata: ");
+        cg_buf_put(&b, d + k, n - k);
+        cg_buf_puts(&b, "\n\n");
+        assert_int_equal(fast_event(b.p, b.len, true), 0);
+        cg_buf_free(&b);
+    }
+
+    /* A source kept from a stream's first citation is only its bytes there:
+     * sources too large or too deep to keep are parsed each time. */
+    cg_buf_t big = {0};
+    cg_buf_puts(&big, START TEXT("abcdef") "data: {\"type\":\"citation-start\",\"index\":0,"
+                                           "\"delta\":{\"message\":{\"citations\":{\"start\":0,"
+                                           "\"end\":3,\"text\":\"t\",\"sources\":[");
+    size_t src_at = big.len;
+    cg_buf_puts(&big, "{\"type\":\"document\",\"id\":\"big\",\"document\":{\"snippet\":\"");
+    for (int k = 0; k < 4096; k++)
+        cg_buf_putc(&big, 'x');
+    cg_buf_puts(&big, "\"}}");
+    size_t src_len = big.len - src_at;
+    cg_buf_puts(&big, "],\"type\":\"TEXT_CONTENT\"}}}}\n\ndata: {\"type\":\"citation-start\","
+                      "\"index\":1,\"delta\":{\"message\":{\"citations\":{\"start\":3,\"end\":6,"
+                      "\"text\":\"t\",\"sources\":[");
+    char *src_copy = cg_xstrndup(big.p + src_at, src_len); /* big may move */
+    cg_buf_put(&big, src_copy, src_len);
+    free(src_copy);
+    cg_buf_puts(&big, "],\"type\":\"TEXT_CONTENT\"}}}}\n\n" FAST_POST);
+    assert_int_equal(fast_same(big.p, big.len), 0);
+    cg_buf_free(&big);
+#define DEEP_CITE(start, end, src)                                                                 \
+    "data: {\"type\":\"citation-start\",\"index\":0,\"delta\":{\"message\":{\"citations\":"        \
+    "{\"start\":" #start ",\"end\":" #end ",\"text\":\"t\",\"sources\":[" src                      \
+    "],\"type\":\"TEXT_CONTENT\"}}}}\n\n"
+    /* The source, its document and seven arrays: nine deep, one too many. */
+#define DEEP_SRC(arrays) "{\"type\":\"document\",\"id\":\"deep\",\"document\":{\"a\":" arrays "}}"
+    static const char deep[] = START TEXT("abcdef") DEEP_CITE(0, 3, DEEP_SRC("[[[[[[[1]]]]]]]"))
+        DEEP_CITE(3, 6, DEEP_SRC("[[[[[[[1]]]]]]]")) FAST_POST;
+    static const char shallow[] = START TEXT("abcdef") DEEP_CITE(0, 3, DEEP_SRC("[[[[[[1]]]]]]"))
+        DEEP_CITE(3, 6, DEEP_SRC("[[[[[[1]]]]]]")) FAST_POST;
+    assert_int_equal(fast_same(deep, sizeof(deep) - 1), 0);
+    assert_int_equal(fast_same(shallow, sizeof(shallow) - 1), 1);
+
+    /* Random edits of the data: inserted, removed and replaced bytes, JSON's
+     * own most of all. */
+    static const char alphabet[] = "{}[]\":,\\ \t0123456789.-+eEtrufalsn\x01\xc3\xa9"
+                                   "abcdxyzu";
+    uint64_t r = 0x9E3779B97F4A7C15ull, fast = 0;
+    for (int round = 0; round < 20000; round++) {
+        cg_buf_t b = {0};
+        cg_buf_put(&b, d, n);
+        int edits_n = 1 + (int)((r >> 60) & 1);
+        for (int e = 0; e < edits_n; e++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            size_t at = (size_t)(r % (b.len + 1));
+            char c = alphabet[(r >> 32) % (sizeof(alphabet) - 1)];
+            unsigned op = (unsigned)((r >> 40) % 3);
+            if (op == 0 || at == b.len) { /* insert */
+                cg_buf_putc(&b, ' ');
+                memmove(b.p + at + 1, b.p + at, b.len - at - 1);
+                b.p[at] = c;
+            } else if (op == 1) { /* remove */
+                memmove(b.p + at, b.p + at + 1, b.len - at - 1);
+                b.len--;
+            } else {
+                b.p[at] = c;
+            }
+        }
+        fast += fast_event(b.p, b.len, false);
+        cg_buf_free(&b);
+    }
+    assert_true(fast > 0); /* some edits keep the shape (the text, a number) */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -626,6 +931,7 @@ int main(void)
         cmocka_unit_test(test_sources),
         cmocka_unit_test(test_body),
         cmocka_unit_test(test_every_split),
+        cmocka_unit_test(test_fast_citations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
