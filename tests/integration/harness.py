@@ -72,10 +72,32 @@ def expected_files():
     return sorted(n for n in os.listdir(EXPECTED) if n.endswith(".json"))
 
 
+# Ports handed out, claimed by a file each, across every test process of the machine.
+# citegate binds with SO_REUSEPORT (its workers share ports), so two daemons of two tests
+# running side by side could both bind a port free_port() gave each of them, with no
+# "address already in use", and the kernel would then deal one's clients to the other. A
+# claim older than PORT_CLAIM_S is a finished run's, and may be taken again.
+PORT_DIR = os.path.join(tempfile.gettempdir(), "citegate-test-ports-%d" % os.getuid())
+PORT_CLAIM_S = 900
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    os.makedirs(PORT_DIR, exist_ok=True)
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        claim = os.path.join(PORT_DIR, str(port))
+        try:
+            os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return port
+        except FileExistsError:
+            try:
+                if time.time() - os.path.getmtime(claim) > PORT_CLAIM_S:
+                    os.utime(claim)
+                    return port
+            except OSError:
+                pass
 
 
 def slow_reader(port, rcvbuf=16384, timeout=30):

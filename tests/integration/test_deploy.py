@@ -21,7 +21,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -189,12 +188,6 @@ def prestop_sleep_s(container):
 def citegate_bin():
     b = os.environ.get("CITEGATE_BIN") or str(REPO / "build" / "citegate")
     return b if os.access(b, os.X_OK) else None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Dockerfile:
