@@ -208,6 +208,9 @@ static unsigned new_citation(cg_xform_t *x, converse_t *s, const cg_json_t *j, i
     cg_buf_t *b = &s->strs;
     cg_cite_in_t in = {0};
     const char *file = NULL;
+    /* The spans below point into b even when nothing was written: it must
+     * have memory (kept from one citation to the next, so made once). */
+    cg_buf_reserve(b, 64);
     if (k->kind == KEY_DOCUMENT && x->dreq && k->index < (double)x->dreq->ndocs) {
         in.id = x->dreq->doc_ids[(size_t)k->index];
         file = x->dreq->doc_files ? x->dreq->doc_files[(size_t)k->index] : NULL;
