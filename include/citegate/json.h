@@ -47,6 +47,10 @@ enum {
 #define CG_JSON_MAX_DEPTH     64
 #define CG_JSON_SHALLOW_BYTES 1024
 
+/* How many bytes of p[0..n) open an object or array (`{` or `[`, in
+ * strings too): the text nests no deeper than that. */
+size_t cg_json_opens(const char *p, size_t n);
+
 typedef struct cg_json {
     const char *js;
     size_t len;

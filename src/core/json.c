@@ -121,34 +121,63 @@ static bool sep_ok(const char *js, size_t from, size_t to, char sep)
     return seen;
 }
 
-/* Does p[0..n) hold a byte below 0x20? Upstreams send compact JSON, where
- * none stands even between tokens: one pass over the whole text, 16 bytes
- * at a time, usually spares the check of each string. */
-#if defined(__SSE2__)
-static bool any_control(const char *p, size_t n)
+/* What one pass over the whole text tells before the parse: whether it
+ * holds a byte below 0x20 (upstreams send compact JSON, where none stands
+ * even between tokens, so the check of each string is usually spared), and
+ * how many bytes open an object or array, in strings too: a text with at
+ * most CG_JSON_MAX_DEPTH of them cannot nest deeper, which spares the
+ * exact depth walk. 16 bytes at a time. */
+typedef struct text_scan {
+    bool controls;
+    size_t opens;
+} text_scan_t;
+
+static text_scan_t scan_bytes(const char *p, size_t n, text_scan_t s)
 {
-    const __m128i top = _mm_set1_epi8(0x1f);
+    for (size_t i = 0; i < n; i++) {
+        s.controls |= (unsigned char)p[i] < 0x20;
+        s.opens += p[i] == '{' || p[i] == '[';
+    }
+    return s;
+}
+
+#if defined(__SSE2__)
+/* Counts per byte lane (a match is -1, so subtracting adds one), summed
+ * before any lane can wrap: no popcount, which x86-64's baseline lacks. */
+static text_scan_t scan_text(const char *p, size_t n)
+{
+    const __m128i top = _mm_set1_epi8(0x1f), brace = _mm_set1_epi8('{'),
+                  bracket = _mm_set1_epi8('['), zero = _mm_setzero_si128();
+    __m128i low = zero, lanes = zero, sum = zero;
+    text_scan_t s = {false, 0};
     size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
+    for (unsigned k = 1; i + 16 <= n; i += 16, k++) {
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
         /* v <= 0x1f (unsigned) where min(v, 0x1f) == v */
-        if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(v, top), v)))
-            return true;
+        low = _mm_or_si128(low, _mm_cmpeq_epi8(_mm_min_epu8(v, top), v));
+        lanes = _mm_sub_epi8(lanes, _mm_cmpeq_epi8(v, brace));
+        lanes = _mm_sub_epi8(lanes, _mm_cmpeq_epi8(v, bracket));
+        if (k % 127 == 0) { /* at most 254 per lane */
+            sum = _mm_add_epi64(sum, _mm_sad_epu8(lanes, zero));
+            lanes = zero;
+        }
     }
-    for (; i < n; i++)
-        if ((unsigned char)p[i] < 0x20)
-            return true;
-    return false;
+    sum = _mm_add_epi64(sum, _mm_sad_epu8(lanes, zero));
+    s.opens = (size_t)_mm_cvtsi128_si64(sum) + (size_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(sum, sum));
+    s.controls = _mm_movemask_epi8(low) != 0;
+    return scan_bytes(p + i, n - i, s);
 }
 #else
-static bool any_control(const char *p, size_t n)
+static text_scan_t scan_text(const char *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)p[i] < 0x20)
-            return true;
-    return false;
+    return scan_bytes(p, n, (text_scan_t){false, 0});
 }
 #endif
+
+size_t cg_json_opens(const char *p, size_t n)
+{
+    return scan_text(p, n).opens;
+}
 
 /* A string's bytes hold no raw control byte, which jsmn lets through: JSON
  * allows them only escaped (jsmn has checked the escapes). */
@@ -162,50 +191,82 @@ static bool no_raw_control(const char *s, size_t n)
     return true;
 }
 
-/* jsmn checks brackets and strings but takes `[1:2]`, `{"a"::1}`, `[1 2]`,
- * `[1,]` or `tru` for JSON. Its tokens make the rest easy to check: every
- * primitive is a literal or a number, object members are key strings, no
- * string holds a raw control byte, and between tokens stands only white space with exactly the one `,` or `:`
- * the grammar puts there. Only separators are scanned, so this costs little
- * next to the parse. */
-static bool grammar_ok(const cg_json_t *j)
+/* A primitive is a literal or a number and never a member name; a string
+ * is a member name exactly when its parent is an object, and holds no raw
+ * control byte. */
+static bool token_ok(const cg_json_t *j, const jsmntok_t *t, bool controls)
 {
-    bool controls = any_control(j->js, j->len);
-    for (int i = 0; i < j->ntok; i++) {
-        const jsmntok_t *t = &j->tok[i];
-        const char *s = j->js + t->start;
-        size_t n = (size_t)(t->end - t->start);
-        bool in_object = t->parent >= 0 && j->tok[t->parent].type == JSMN_OBJECT;
-        if (t->type == JSMN_PRIMITIVE && (t->size != 0 || in_object || (!is_number(s, n) && !is_literal(s, n))))
-            return false;
-        if (t->type == JSMN_STRING &&
-            (t->size != (in_object ? 1 : 0) || (controls && !no_raw_control(s, n))))
-            return false;
-    }
-    /* Every key now has its value, so walking members stays in bounds. */
-    for (int i = 0; i < j->ntok; i++) {
-        const jsmntok_t *t = &j->tok[i];
-        if (t->type != JSMN_OBJECT && t->type != JSMN_ARRAY)
-            continue;
-        bool object = t->type == JSMN_OBJECT;
-        size_t pos = (size_t)t->start + 1;
-        int child = i + 1;
-        for (int k = 0; k < t->size; k++) {
-            if (!sep_ok(j->js, pos, cg_json_begin(j, child), k ? ',' : 0))
-                return false;
-            int last = child;
-            if (object) {
-                last = child + 1;
-                if (!sep_ok(j->js, cg_json_end(j, child), cg_json_begin(j, last), ':'))
-                    return false;
-            }
-            pos = cg_json_end(j, last);
-            child = cg_json_skip(j, last);
-        }
-        if (!sep_ok(j->js, pos, (size_t)t->end - 1, 0))
+    const char *s = j->js + t->start;
+    size_t n = (size_t)(t->end - t->start);
+    bool in_object = t->parent >= 0 && j->tok[t->parent].type == JSMN_OBJECT;
+    if (t->type == JSMN_PRIMITIVE)
+        return t->size == 0 && !in_object && (is_number(s, n) || is_literal(s, n));
+    if (t->type == JSMN_STRING)
+        return t->size == (in_object ? 1 : 0) && (!controls || no_raw_control(s, n));
+    return true;
+}
+
+/* An open container while the tokens are walked: where its last member
+ * (or element) ended, and how many it has had. */
+typedef struct open_box {
+    int tok;
+    unsigned members;
+    size_t pos;
+} open_box_t;
+
+/* Deepest nesting grammar_ok meets: a text of up to CG_JSON_SHALLOW_BYTES
+ * nests at most half as deep (each level takes two brackets), a longer one
+ * at most CG_JSON_MAX_DEPTH (the parse refused it otherwise). */
+#define BOX_STACK (CG_JSON_SHALLOW_BYTES / 2 > CG_JSON_MAX_DEPTH ? CG_JSON_SHALLOW_BYTES / 2 \
+                                                                  : CG_JSON_MAX_DEPTH)
+
+/* Closes the open containers down to `keep` (exclusive): after the last
+ * member only white space may stand. */
+static bool close_to(const cg_json_t *j, open_box_t *st, size_t *depth, int keep)
+{
+    while (*depth > 0 && st[*depth - 1].tok != keep) {
+        const open_box_t *b = &st[--*depth];
+        if (!sep_ok(j->js, b->pos, (size_t)j->tok[b->tok].end - 1, 0))
             return false;
     }
     return true;
+}
+
+/* Token i's place in its container: after the previous member, one `,`
+ * (none before the first); after its key, one `:`. */
+static bool place_ok(const cg_json_t *j, open_box_t *st, size_t *depth, int i)
+{
+    int p = j->tok[i].parent;
+    bool value = j->tok[p].type == JSMN_STRING; /* a member's value: its parent is the key */
+    if (!close_to(j, st, depth, value ? j->tok[p].parent : p) || *depth == 0)
+        return false;
+    open_box_t *b = &st[*depth - 1];
+    bool ok = value ? sep_ok(j->js, cg_json_end(j, p), cg_json_begin(j, i), ':')
+                    : sep_ok(j->js, b->pos, cg_json_begin(j, i), b->members++ ? ',' : 0);
+    b->pos = cg_json_end(j, i);
+    return ok;
+}
+
+/* jsmn checks brackets and strings but takes `[1:2]`, `{"a"::1}`, `[1 2]`,
+ * `[1,]` or `tru` for JSON. Its tokens make the rest easy to check in one
+ * walk over them (in document order, each naming its parent): every token
+ * as token_ok says, and between tokens only white space with exactly the
+ * one `,` or `:` the grammar puts there. Only separators are scanned. */
+static bool grammar_ok(const cg_json_t *j, bool controls)
+{
+    open_box_t st[BOX_STACK];
+    size_t depth = 0;
+    for (int i = 0; i < j->ntok; i++) {
+        const jsmntok_t *t = &j->tok[i];
+        if (!token_ok(j, t, controls) || (i > 0 && !place_ok(j, st, &depth, i)))
+            return false;
+        if (t->type == JSMN_OBJECT || t->type == JSMN_ARRAY) {
+            if (depth == BOX_STACK)
+                return false;
+            st[depth++] = (open_box_t){i, 0, (size_t)t->start + 1};
+        }
+    }
+    return close_to(j, st, &depth, -1);
 }
 
 /* The end of the string whose opening quote is at s[i - 1]: the index of
@@ -254,7 +315,8 @@ int cg_json_parse(cg_json_t *j, const char *js, size_t len)
         first++;
     if (first == len || (js[first] != '{' && js[first] != '['))
         return CG_JSON_E_INVALID;
-    if (len > CG_JSON_SHALLOW_BYTES && !depth_ok(js, len))
+    text_scan_t scan = scan_text(js, len);
+    if (len > CG_JSON_SHALLOW_BYTES && scan.opens > CG_JSON_MAX_DEPTH && !depth_ok(js, len))
         return CG_JSON_E_DEEP;
     int r;
     while ((r = jsmn_parse(&parser, js, len, j->tok, j->cap)) == JSMN_ERROR_NOMEM) {
@@ -276,7 +338,7 @@ int cg_json_parse(cg_json_t *j, const char *js, size_t len)
         end++;
     if (end != len)
         return CG_JSON_E_INVALID;
-    return grammar_ok(j) ? CG_JSON_OK : CG_JSON_E_INVALID;
+    return grammar_ok(j, scan.controls) ? CG_JSON_OK : CG_JSON_E_INVALID;
 }
 
 int cg_json_skip(const cg_json_t *j, int i)

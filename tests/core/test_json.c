@@ -288,6 +288,29 @@ static int nested_json(unsigned depth, const char *inner)
     return rc;
 }
 
+/* cg_json_opens counts every `{` and `[`, whatever the length and mix:
+ * held to a byte-at-a-time count, past the points where its lane counters
+ * are summed (every 127 blocks of 16) and with every lane full. */
+static void test_opens(void **state)
+{
+    (void)state;
+    static const char mix[] = "{[}]\"a\\ \x01\x7f\xc3\xa9";
+    size_t sizes[] = {0, 1, 15, 16, 17, 2031, 2032, 2033, 4064, 4065, 70000};
+    char *buf = malloc(70000);
+    uint64_t rng = 88172645463325252ull;
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+        for (int fill = 0; fill < 3; fill++) {
+            size_t n = sizes[k], want = 0;
+            for (size_t i = 0; i < n; i++) {
+                rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+                buf[i] = fill == 0 ? '{' : fill == 1 ? '[' : mix[rng % (sizeof(mix) - 1)];
+                want += buf[i] == '{' || buf[i] == '[';
+            }
+            assert_int_equal(cg_json_opens(buf, n), want);
+        }
+    free(buf);
+}
+
 static void test_parse_depth(void **state)
 {
     (void)state;
@@ -751,6 +774,7 @@ int main(void)
         cmocka_unit_test(test_parse_not_json),
         cmocka_unit_test(test_parse_raw_control_in_string),
         cmocka_unit_test(test_parse_depth),
+        cmocka_unit_test(test_opens),
         cmocka_unit_test(test_plain_len_stops),
         cmocka_unit_test(test_get_skip),
         cmocka_unit_test(test_raw_begin_end),
