@@ -262,10 +262,11 @@ static void on_output(cg_xform_t *x, kb_t *s)
         cg__xform_content(x, 0, cg_json_raw(j, text));
 }
 
-static void on_citation(cg_xform_t *x, kb_t *s)
+/* The references of citation object c as content, when it cites any. */
+static void on_citation(cg_xform_t *x, kb_t *s, int c)
 {
     const cg_json_t *j = &s->in.json;
-    read_citation(x, s, j, citation_of(j, 0));
+    read_citation(x, s, j, c);
     if (s->cited.len == 0)
         return;
     cg__view_role(x, &s->started);
@@ -305,6 +306,58 @@ bool cg__bedrock_kb_output(const char *p, size_t n, cg_span_t *text)
     return true;
 }
 
+/* --- Citation events: the nested copy -------------------------------------------- */
+
+/*
+ * Knowledge Bases sends each citation twice in one event: its members at
+ * the top level and again in the deprecated nested `citation`, byte for
+ * byte: {"citation":{X},X}. Then the nested object {X} alone says all the
+ * view reads of the whole (citation_of picks the top level, whose members
+ * but the first are X's, or the nested {X} itself), so only {X} is parsed:
+ * half the bytes. The verdict stays the whole's: X is found by length and
+ * must be the same bytes twice; the whole parses exactly when {X} does
+ * (X then holds one or more members), unless the whole nests too deep or
+ * has too many tokens, which the checks here rule out first or after.
+ * Not static: the tests hold it to the parse of the whole.
+ */
+bool cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half);
+bool cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half)
+{
+    static const char head[] = "{\"citation\":{";
+    const size_t h = sizeof(head) - 1;
+    if (n < 2 * h || (n - h - 3) % 2 != 0)
+        return false;
+    size_t x = (n - h - 3) / 2; /* {"citation":{ X }, X } */
+    const char *mid = p + h + x, *top = mid + 2;
+    if (x == 0 || memcmp(p, head, h) != 0 || mid[0] != '}' || mid[1] != ',' ||
+        p[n - 1] != '}' || memcmp(p + h, top, x) != 0)
+        return false;
+    if (cg_json_opens(top, x) + 2 > CG_JSON_MAX_DEPTH)
+        return false; /* the whole nests one level deeper than {X} */
+    *half = cg_span(p + h - 1, x + 2);
+    return true;
+}
+
+/* A citation event read from its nested copy; false when it has none the
+ * view can use, and the whole is to be read. */
+static bool on_nested_citation(cg_xform_t *x, kb_t *s, const cg_evs_msg_t *m)
+{
+    cg_span_t half;
+    if (s->over || !cg_span_eq(m->message_type, "event") ||
+        !cg_span_eq(m->event_type, "citation") ||
+        !cg__bedrock_kb_nested(m->payload.p, m->payload.n, &half))
+        return false;
+    bool parsed = cg__view_parse_bytes(x, &s->in, half.p, half.n);
+    /* The whole has the top object, the key and {X}'s tokens twice. */
+    bool fits = parsed && 2 * (unsigned)s->in.json.ntok + 1 <= s->in.json.max;
+    if (fits) {
+        s->any = true;
+        on_citation(x, s, 0);
+    }
+    cg__view_give_back(x, &s->in);
+    return fits;
+}
+
 static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
 {
     kb_t *s = state;
@@ -317,13 +370,15 @@ static void on_message(cg_xform_t *x, void *state, const cg_evs_msg_t *m)
             cg__xform_content(x, 0, text);
         return;
     }
+    if (on_nested_citation(x, s, m))
+        return;
     if (!cg__view_evs_event(x, &s->in, m, &s->strs, &s->over))
         return;
     s->any = true;
     if (cg_span_eq(m->event_type, "output"))
         on_output(x, s);
     else if (cg_span_eq(m->event_type, "citation"))
-        on_citation(x, s);
+        on_citation(x, s, citation_of(&s->in.json, 0));
     else if (cg_span_eq(m->event_type, "guardrail"))
         s->intervened |= intervened(&s->in.json, cg_json_get(&s->in.json, 0, "action"));
     cg__view_give_back(x, &s->in);

@@ -554,6 +554,125 @@ static void test_many_sources(void **state)
     cg_buf_free(&ev);
 }
 
+/* --- citation events read from their nested copy ---------------------------------- */
+
+bool cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half);
+
+/* X of a citation event as Knowledge Bases sends it: {"citation":{X},X}.
+ * Long enough (over 1 KiB twice) that the whole and its variants are
+ * scanned for depth alike. */
+#define X_MEMBERS                                                                                  \
+    PART("Charge it.", "9") ",\"retrievedReferences\":[" MANUAL "," FAQ "," WIKI "," MANUAL "]"
+
+/* Whether payload p takes the nested path, and then on {X} exactly. */
+static bool nested_takes(const char *p)
+{
+    cg_span_t half;
+    size_t n = strlen(p);
+    if (!cg__bedrock_kb_nested(p, n, &half))
+        return false;
+    assert_ptr_equal(half.p, p + 12);
+    assert_int_equal(half.n, (n - 12 - 4) / 2 + 2);
+    assert_int_equal(half.p[0], '{');
+    assert_int_equal(half.p[half.n - 1], '}');
+    return true;
+}
+
+static void test_nested_shape(void **state)
+{
+    (void)state;
+    assert_true(nested_takes("{\"citation\":{" X_MEMBERS "}," X_MEMBERS "}"));
+    assert_true(nested_takes("{\"citation\":{\"a\":1},\"a\":1}"));
+    /* the copies differ, are empty, stand apart, or the frame is off */
+    assert_false(nested_takes("{\"citation\":{\"a\":1},\"a\":2}"));
+    assert_false(nested_takes("{\"citation\":{},}"));
+    assert_false(nested_takes("{\"citation\":{\"a\":1}, \"a\":1}"));
+    assert_false(nested_takes("{\"citation\":{\"a\":1},\"a\":1 }"));
+    assert_false(nested_takes("{\"citation\": {\"a\":1},\"a\":1}"));
+    assert_false(nested_takes("{\"citation\":{\"a\":1}]\"a\":1}"));
+    assert_false(nested_takes("{\"Citation\":{\"a\":1},\"a\":1}"));
+    assert_false(nested_takes("{\"citation\":{\"a\":1},\"a\":1]"));
+    assert_false(nested_takes("{\"citation\":{\"a\":1},\"a\":1"));
+    assert_false(nested_takes("{\"citation\":{"));
+    assert_false(nested_takes(""));
+    /* {X} nested 64 deep would make the whole 65 deep */
+    cg_buf_t b = {0}, x = {0};
+    for (unsigned d = 62; d <= 63; d++) {
+        x.len = b.len = 0;
+        cg_buf_puts(&x, "\"a\":");
+        for (unsigned i = 0; i < d; i++)
+            cg_buf_putc(&x, '[');
+        for (unsigned i = 0; i < d; i++)
+            cg_buf_putc(&x, ']');
+        cg_buf_printf(&b, "{\"citation\":{%.*s},%.*s}", (int)x.len, x.p, (int)x.len, x.p);
+        cg_buf_putc(&b, '\0');
+        assert_int_equal(nested_takes(b.p), d == 62);
+    }
+    cg_buf_free(&b);
+    cg_buf_free(&x);
+}
+
+/* The client's stream (chunks and the malformed count) for one output and
+ * one citation event of payload p[0..n), in openwebui (sources too). */
+static void one_citation(const char *p, size_t n, cg_buf_t *out, uint64_t *malformed)
+{
+    cg_buf_t in = {0}, ev = {0};
+    evs_event(&in, "output", O "Charge it.\"}");
+    cg_buf_put(&ev, p, n);
+    cg_buf_putc(&ev, '\0');
+    evs_event(&in, "citation", ev.p);
+    cg_xform_stats_t st;
+    out->len = 0;
+    run("openwebui", REQUEST, &in, out, &st);
+    *malformed = st.malformed;
+    cg_buf_free(&in);
+    cg_buf_free(&ev);
+}
+
+/* Payload {"citation":{X},X} read from its nested copy gives what
+ * {"citation":{X}, X} (one space: never the nested path, read whole)
+ * gives: the same chunks, the same malformed count. X is edited at random
+ * in both copies alike (so the path is tried on bad X too), or in one only. */
+#define CARD3 "\"name\":\"[3] X100 wiki\""
+static void test_nested_mutations(void **state)
+{
+    (void)state;
+    static const char alphabet[] = "{}[]:,\"\\ 0123456789-.etxu\x01\xc3\xa9";
+    static const char seed[] = X_MEMBERS;
+    cg_buf_t a = {0}, b = {0}, out_a = {0}, out_b = {0};
+    char x[sizeof(seed) + 8], y[sizeof(seed) + 8];
+    uint64_t rng = 0xD1B54A32D192ED03ull, mal_a, mal_b;
+    unsigned took = 0, rounds = 6000;
+    for (unsigned round = 0; round < rounds; round++) {
+        size_t n = sizeof(seed) - 1;
+        memcpy(x, seed, n);
+        for (unsigned e = round == 0 ? 0 : 1 + (unsigned)(next_rng(&rng) % 2); e > 0; e--) {
+            size_t at = (size_t)(next_rng(&rng) % n);
+            x[at] = alphabet[next_rng(&rng) % (sizeof(alphabet) - 1)];
+        }
+        memcpy(y, x, n);
+        if (round % 5 == 4) /* one copy differs */
+            y[next_rng(&rng) % n] ^= 1;
+        a.len = b.len = 0;
+        cg_buf_printf(&a, "{\"citation\":{%.*s},%.*s}", (int)n, x, (int)n, y);
+        cg_buf_printf(&b, "{\"citation\":{%.*s}, %.*s}", (int)n, x, (int)n, y);
+        cg_span_t half;
+        took += cg__bedrock_kb_nested(a.p, a.len, &half);
+        one_citation(a.p, a.len, &out_a, &mal_a);
+        one_citation(b.p, b.len, &out_b, &mal_b);
+        assert_int_equal(mal_a, mal_b);
+        assert_int_equal(out_a.len, out_b.len);
+        assert_memory_equal(out_a.p, out_b.p, out_a.len);
+        if (round == 0) /* the unedited one cites its three sources, as cards */
+            assert_non_null(memmem(out_a.p, out_a.len, CARD3, sizeof(CARD3) - 1));
+    }
+    assert_true(took > rounds / 2);
+    cg_buf_free(&a);
+    cg_buf_free(&b);
+    cg_buf_free(&out_a);
+    cg_buf_free(&out_b);
+}
+
 /* --- bodies ------------------------------------------------------------------------- */
 
 /* span.end is inclusive: the references go after that character. */
@@ -816,6 +935,8 @@ int main(void)
         cmocka_unit_test(test_output_mutations),
         cmocka_unit_test(test_output_stream),
         cmocka_unit_test(test_many_sources),
+        cmocka_unit_test(test_nested_shape),
+        cmocka_unit_test(test_nested_mutations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
