@@ -311,31 +311,42 @@ bool cg__bedrock_kb_output(const char *p, size_t n, cg_span_t *text)
 /*
  * Knowledge Bases sends each citation twice in one event: its members at
  * the top level and again in the deprecated nested `citation`, byte for
- * byte: {"citation":{X},X}. Then the nested object {X} alone says all the
- * view reads of the whole (citation_of picks the top level, whose members
- * but the first are X's, or the nested {X} itself), so only {X} is parsed:
- * half the bytes. The verdict stays the whole's: X is found by length and
- * must be the same bytes twice; the whole parses exactly when {X} does
- * (X then holds one or more members), unless the whole nests too deep or
- * has too many tokens, which the checks here rule out first or after.
- * Not static: the tests hold it to the parse of the whole.
+ * byte, the nested copy first or last: {"citation":{X},X} or
+ * {X,"citation":{X}}. Then the nested object {X} alone says all the view
+ * reads of the whole, and only it is parsed: half the bytes. The top
+ * level's members are X's and `citation`, so citation_of picks {X} (first)
+ * or what it picks in {X} (last: X's own members come before the copy).
+ * The verdict stays the whole's: X is found by length and must be the same
+ * bytes twice; the whole parses exactly when {X} does (X then holds one or
+ * more members), unless it nests too deep or has too many tokens, which
+ * the checks here and in on_nested_citation rule out. Not static: the
+ * tests hold it to the parse of the whole.
  */
-bool cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half);
-bool cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half)
+typedef enum nested { NESTED_NONE, NESTED_FIRST, NESTED_LAST } nested_t;
+
+#define NESTED_KEY "\"citation\":{"
+
+nested_t cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half);
+nested_t cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half)
 {
-    static const char head[] = "{\"citation\":{";
-    const size_t h = sizeof(head) - 1;
-    if (n < 2 * h || (n - h - 3) % 2 != 0)
-        return false;
-    size_t x = (n - h - 3) / 2; /* {"citation":{ X }, X } */
-    const char *mid = p + h + x, *top = mid + 2;
-    if (x == 0 || memcmp(p, head, h) != 0 || mid[0] != '}' || mid[1] != ',' ||
-        p[n - 1] != '}' || memcmp(p + h, top, x) != 0)
-        return false;
-    if (cg_json_opens(top, x) + 2 > CG_JSON_MAX_DEPTH)
-        return false; /* the whole nests one level deeper than {X} */
-    *half = cg_span(p + h - 1, x + 2);
-    return true;
+    const size_t k = sizeof(NESTED_KEY) - 1;
+    if (n < k + 6 || (n - k - 4) % 2 != 0)
+        return NESTED_NONE;
+    size_t x = (n - k - 4) / 2; /* {, X twice, the key, two braces and a comma */
+    nested_t at = NESTED_NONE;
+    if (p[0] == '{' && memcmp(p + 1, NESTED_KEY, k) == 0 && p[k + 1 + x] == '}' &&
+        p[k + 2 + x] == ',' && p[n - 1] == '}' && memcmp(p + k + 1, p + k + 3 + x, x) == 0)
+        at = NESTED_FIRST; /* {"citation":{ X }, X } */
+    else if (p[0] == '{' && p[1 + x] == ',' && memcmp(p + 2 + x, NESTED_KEY, k) == 0 &&
+             p[n - 2] == '}' && p[n - 1] == '}' && memcmp(p + 1, p + k + 2 + x, x) == 0)
+        at = NESTED_LAST; /* { X ,"citation":{ X }} */
+    if (at == NESTED_NONE)
+        return NESTED_NONE;
+    cg_span_t obj = cg_span(at == NESTED_FIRST ? p + k : p + k + 1 + x, x + 2);
+    if (cg_json_opens(obj.p, obj.n) + 1 > CG_JSON_MAX_DEPTH)
+        return NESTED_NONE; /* the whole nests one level deeper than {X} */
+    *half = obj;
+    return at;
 }
 
 /* A citation event read from its nested copy; false when it has none the
@@ -343,16 +354,17 @@ bool cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half)
 static bool on_nested_citation(cg_xform_t *x, kb_t *s, const cg_evs_msg_t *m)
 {
     cg_span_t half;
+    nested_t at;
     if (s->over || !cg_span_eq(m->message_type, "event") ||
         !cg_span_eq(m->event_type, "citation") ||
-        !cg__bedrock_kb_nested(m->payload.p, m->payload.n, &half))
+        (at = cg__bedrock_kb_nested(m->payload.p, m->payload.n, &half)) == NESTED_NONE)
         return false;
     bool parsed = cg__view_parse_bytes(x, &s->in, half.p, half.n);
     /* The whole has the top object, the key and {X}'s tokens twice. */
     bool fits = parsed && 2 * (unsigned)s->in.json.ntok + 1 <= s->in.json.max;
     if (fits) {
         s->any = true;
-        on_citation(x, s, 0);
+        on_citation(x, s, at == NESTED_FIRST ? 0 : citation_of(&s->in.json, 0));
     }
     cg__view_give_back(x, &s->in);
     return fits;

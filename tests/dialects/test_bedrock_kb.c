@@ -556,45 +556,52 @@ static void test_many_sources(void **state)
 
 /* --- citation events read from their nested copy ---------------------------------- */
 
-bool cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half);
+int cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half);
 
-/* X of a citation event as Knowledge Bases sends it: {"citation":{X},X}.
- * Long enough (over 1 KiB twice) that the whole and its variants are
- * scanned for depth alike. */
+/* X of a citation event as Knowledge Bases sends it: {"citation":{X},X}
+ * or {X,"citation":{X}}. Long enough (over 1 KiB twice) that the whole
+ * and its variants are scanned for depth alike. */
 #define X_MEMBERS                                                                                  \
     PART("Charge it.", "9") ",\"retrievedReferences\":[" MANUAL "," FAQ "," WIKI "," MANUAL "]"
 
-/* Whether payload p takes the nested path, and then on {X} exactly. */
-static bool nested_takes(const char *p)
+/* Whether payload p takes the nested path, and then on its nested {X}
+ * exactly: 1 when it comes first, 2 when last. */
+static int nested_takes(const char *p)
 {
     cg_span_t half;
-    size_t n = strlen(p);
-    if (!cg__bedrock_kb_nested(p, n, &half))
-        return false;
-    assert_ptr_equal(half.p, p + 12);
-    assert_int_equal(half.n, (n - 12 - 4) / 2 + 2);
-    assert_int_equal(half.p[0], '{');
-    assert_int_equal(half.p[half.n - 1], '}');
-    return true;
+    size_t n = strlen(p), x = (n - 16) / 2;
+    int at = cg__bedrock_kb_nested(p, n, &half);
+    if (at == 0)
+        return 0;
+    assert_ptr_equal(half.p, at == 1 ? p + 12 : p + 1 + x + 12);
+    assert_int_equal(half.n, x + 2);
+    assert_memory_equal(half.p + 1, p + (at == 1 ? n - 1 - x : 1), x);
+    return at;
 }
 
 static void test_nested_shape(void **state)
 {
     (void)state;
-    assert_true(nested_takes("{\"citation\":{" X_MEMBERS "}," X_MEMBERS "}"));
-    assert_true(nested_takes("{\"citation\":{\"a\":1},\"a\":1}"));
+    assert_int_equal(nested_takes("{\"citation\":{" X_MEMBERS "}," X_MEMBERS "}"), 1);
+    assert_int_equal(nested_takes("{" X_MEMBERS ",\"citation\":{" X_MEMBERS "}}"), 2);
+    assert_int_equal(nested_takes("{\"citation\":{\"a\":1},\"a\":1}"), 1);
+    assert_int_equal(nested_takes("{\"a\":1,\"citation\":{\"a\":1}}"), 2);
+    assert_int_equal(nested_takes("{\"b\":2,\"citation\":{\"b\":2}}"), 2);
     /* the copies differ, are empty, stand apart, or the frame is off */
-    assert_false(nested_takes("{\"citation\":{\"a\":1},\"a\":2}"));
-    assert_false(nested_takes("{\"citation\":{},}"));
-    assert_false(nested_takes("{\"citation\":{\"a\":1}, \"a\":1}"));
-    assert_false(nested_takes("{\"citation\":{\"a\":1},\"a\":1 }"));
-    assert_false(nested_takes("{\"citation\": {\"a\":1},\"a\":1}"));
-    assert_false(nested_takes("{\"citation\":{\"a\":1}]\"a\":1}"));
-    assert_false(nested_takes("{\"Citation\":{\"a\":1},\"a\":1}"));
-    assert_false(nested_takes("{\"citation\":{\"a\":1},\"a\":1]"));
-    assert_false(nested_takes("{\"citation\":{\"a\":1},\"a\":1"));
-    assert_false(nested_takes("{\"citation\":{"));
-    assert_false(nested_takes(""));
+    static const char *const refused[] = {
+        "{\"citation\":{\"a\":1},\"a\":2}", "{\"a\":2,\"citation\":{\"a\":1}}",
+        "{\"citation\":{},}",              "{,\"citation\":{}}",
+        "{\"citation\":{\"a\":1}, \"a\":1}", "{\"a\":1, \"citation\":{\"a\":1}}",
+        "{\"citation\":{\"a\":1},\"a\":1 }", "{\"a\":1,\"citation\":{\"a\":1} }",
+        "{\"citation\": {\"a\":1},\"a\":1}", "{\"a\":1,\"citation\": {\"a\":1}}",
+        "{\"citation\":{\"a\":1}]\"a\":1}",  "{\"a\":1]\"citation\":{\"a\":1}}",
+        "{\"Citation\":{\"a\":1},\"a\":1}",  "{\"a\":1,\"Citation\":{\"a\":1}}",
+        "{\"citation\":{\"a\":1},\"a\":1]",  "[\"a\":1,\"citation\":{\"a\":1}}",
+        "{\"a\":1,\"citation\":{\"a\":1}]}", "{\"citation\":{\"a\":1},\"a\":1",
+        "{\"citation\":{",                  "",
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+        assert_int_equal(nested_takes(refused[i]), 0);
     /* {X} nested 64 deep would make the whole 65 deep */
     cg_buf_t b = {0}, x = {0};
     for (unsigned d = 62; d <= 63; d++) {
@@ -606,7 +613,7 @@ static void test_nested_shape(void **state)
             cg_buf_putc(&x, ']');
         cg_buf_printf(&b, "{\"citation\":{%.*s},%.*s}", (int)x.len, x.p, (int)x.len, x.p);
         cg_buf_putc(&b, '\0');
-        assert_int_equal(nested_takes(b.p), d == 62);
+        assert_int_equal(nested_takes(b.p), d == 62 ? 1 : 0);
     }
     cg_buf_free(&b);
     cg_buf_free(&x);
@@ -629,24 +636,32 @@ static void one_citation(const char *p, size_t n, cg_buf_t *out, uint64_t *malfo
     cg_buf_free(&ev);
 }
 
-/* Payload {"citation":{X},X} read from its nested copy gives what
- * {"citation":{X}, X} (one space: never the nested path, read whole)
- * gives: the same chunks, the same malformed count. X is edited at random
- * in both copies alike (so the path is tried on bad X too), or in one only. */
+/* Payload {"citation":{X},X} or {X,"citation":{X}} read from its nested
+ * copy gives what the same with a space after the comma (never the nested
+ * path, read whole) gives: the same chunks, the same malformed count. X is
+ * edited at random in both copies alike (so the path is tried on bad X
+ * too, among them X with a member named citation), or in one only. */
 #define CARD3 "\"name\":\"[3] X100 wiki\""
 static void test_nested_mutations(void **state)
 {
     (void)state;
     static const char alphabet[] = "{}[]:,\"\\ 0123456789-.etxu\x01\xc3\xa9";
-    static const char seed[] = X_MEMBERS;
+    /* a real one; X's own `citation` member, which the top level's
+     * citation_of may pick instead of the copy; and beside references */
+    static const char *const seeds[] = {
+        X_MEMBERS,
+        "\"citation\":{\"retrievedReferences\":[" FAQ "]},\"note\":1",
+        "\"citation\":{\"retrievedReferences\":[" FAQ "]},\"retrievedReferences\":[" WIKI "]",
+    };
     cg_buf_t a = {0}, b = {0}, out_a = {0}, out_b = {0};
-    char x[sizeof(seed) + 8], y[sizeof(seed) + 8];
+    char x[sizeof(X_MEMBERS) + 8], y[sizeof(X_MEMBERS) + 8];
     uint64_t rng = 0xD1B54A32D192ED03ull, mal_a, mal_b;
     unsigned took = 0, rounds = 6000;
     for (unsigned round = 0; round < rounds; round++) {
-        size_t n = sizeof(seed) - 1;
+        const char *seed = seeds[round < 2 ? 0 : round % 3];
+        size_t n = strlen(seed);
         memcpy(x, seed, n);
-        for (unsigned e = round == 0 ? 0 : 1 + (unsigned)(next_rng(&rng) % 2); e > 0; e--) {
+        for (unsigned e = round < 2 ? 0 : (unsigned)(next_rng(&rng) % 3); e > 0; e--) {
             size_t at = (size_t)(next_rng(&rng) % n);
             x[at] = alphabet[next_rng(&rng) % (sizeof(alphabet) - 1)];
         }
@@ -654,16 +669,21 @@ static void test_nested_mutations(void **state)
         if (round % 5 == 4) /* one copy differs */
             y[next_rng(&rng) % n] ^= 1;
         a.len = b.len = 0;
-        cg_buf_printf(&a, "{\"citation\":{%.*s},%.*s}", (int)n, x, (int)n, y);
-        cg_buf_printf(&b, "{\"citation\":{%.*s}, %.*s}", (int)n, x, (int)n, y);
+        if (round % 2) {
+            cg_buf_printf(&a, "{\"citation\":{%.*s},%.*s}", (int)n, x, (int)n, y);
+            cg_buf_printf(&b, "{\"citation\":{%.*s}, %.*s}", (int)n, x, (int)n, y);
+        } else {
+            cg_buf_printf(&a, "{%.*s,\"citation\":{%.*s}}", (int)n, y, (int)n, x);
+            cg_buf_printf(&b, "{%.*s, \"citation\":{%.*s}}", (int)n, y, (int)n, x);
+        }
         cg_span_t half;
-        took += cg__bedrock_kb_nested(a.p, a.len, &half);
+        took += cg__bedrock_kb_nested(a.p, a.len, &half) != 0;
         one_citation(a.p, a.len, &out_a, &mal_a);
         one_citation(b.p, b.len, &out_b, &mal_b);
         assert_int_equal(mal_a, mal_b);
         assert_int_equal(out_a.len, out_b.len);
         assert_memory_equal(out_a.p, out_b.p, out_a.len);
-        if (round == 0) /* the unedited one cites its three sources, as cards */
+        if (round < 2) /* the unedited ones cite their three sources, as cards */
             assert_non_null(memmem(out_a.p, out_a.len, CARD3, sizeof(CARD3) - 1));
     }
     assert_true(took > rounds / 2);
