@@ -209,14 +209,30 @@ static bool sign_request(cg_exchange_t *ex)
 
 #define CG_MAX_ORIGIN_BYTES 1024
 
-/* What every answer to an allowed origin carries. */
-static void cors_headers(const cg_exchange_t *ex, cg_hdrs_t *h)
+/* What every answer to an allowed origin carries. A browser reads only
+ * the fields listed as exposed: X-Request-Id, and the fields h[from, to)
+ * that the dialect adds to its answers (bedrock-kb's session, which a
+ * browser chat sends back to go on with the conversation). */
+static void cors_expose(const cg_exchange_t *ex, cg_hdrs_t *h, size_t from, size_t to)
 {
     if (ex->cors_origin == NULL)
         return;
+    cg_buf_t names = {0};
+    cg_buf_puts(&names, "X-Request-Id");
+    for (size_t i = from; i < to; i++) {
+        cg_span_t n = cg_hdr_name(h, i);
+        cg_buf_puts(&names, ", ");
+        cg_buf_put(&names, n.p, n.n);
+    }
     cg_hdrs_add_str(h, "Access-Control-Allow-Origin", ex->cors_origin);
-    cg_hdrs_add_str(h, "Access-Control-Expose-Headers", "X-Request-Id");
+    cg_hdrs_add(h, CG_STRLIT("Access-Control-Expose-Headers"), names.p, names.len);
     cg_hdrs_add_str(h, "Vary", "Origin");
+    cg_buf_free(&names);
+}
+
+static void cors_headers(const cg_exchange_t *ex, cg_hdrs_t *h)
+{
+    cors_expose(ex, h, 0, 0);
 }
 
 /* A preflight is answered here and never forwarded. */
@@ -589,12 +605,13 @@ static void send_head(cg_exchange_t *ex, const cg_hdrs_t *h, long long content_l
             cg_hdrs_add(&out, name.p, name.n, v.p, v.n);
     }
     cg_hdrs_add_str(&out, "X-Request-Id", ex->rid);
+    size_t dialect_from = out.n;
     if (ex->transform && h) {
         answer_fields_t a = {h, &out};
         cg_dialect_hdrs_t fields = {answer_field, add_answer_field, &a};
         cg_dialect_add_answer_headers(ex->dialect, &fields);
     }
-    cors_headers(ex, &out);
+    cors_expose(ex, &out, dialect_from, out.n);
     if (ex->retyped)
         cg_hdrs_add_str(&out, "Content-Type", "text/event-stream");
     if (ex->is_sse) {

@@ -238,6 +238,39 @@ class Requests(KBCase):
             self.assertNotIn(secret, log)
 
 
+class Cors(KBCase, TB.BedrockCase):
+    """With CORS on, a browser may read the session header on the answer: it is listed in
+    Access-Control-Expose-Headers beside X-Request-Id (citegate's own error answers carry no
+    session, and list X-Request-Id alone)."""
+
+    proto = "h1"
+    ORIGIN = "https://chat.example.com"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.mock = TB.BedrockMock().start()
+        cls.cg = TB.citegate(cls.mock.url(cls.proto), cls.proto,
+                             kb_env(CITEGATE_CORS_ORIGINS=cls.ORIGIN))
+
+    def test_session_exposed(self):
+        for stream in (True, False):
+            with self.subTest(stream=stream):
+                st, hd, out = self.post(dict(CHAT, stream=stream), Origin=self.ORIGIN,
+                                        **{"X-Bedrock-Session-Id": "sess-7"})
+                self.assertEqual(st, 200, out[:300])
+                self.assertEqual(hd.get("Access-Control-Allow-Origin"), self.ORIGIN)
+                self.assertEqual(hd.get("Access-Control-Expose-Headers"),
+                                 "X-Request-Id, X-Bedrock-Session-Id")
+                self.assertEqual(hd.get("X-Bedrock-Session-Id"), "sess-7")
+
+    def test_error_exposes_the_request_id_only(self):
+        st, hd, out = self.post({"messages": [{"role": "assistant", "content": "a"}]},
+                                Origin=self.ORIGIN)
+        self.assertEqual(st, 400, out[:300])
+        self.assertEqual(hd.get("Access-Control-Expose-Headers"), "X-Request-Id")
+        self.assertIsNone(hd.get("X-Bedrock-Session-Id"))
+
+
 class H1Answers(Answers, TB.BedrockCase):
     proto = "h1"
 
