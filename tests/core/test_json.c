@@ -10,6 +10,7 @@
 
 #include "citegate/json.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +287,173 @@ static int nested_json(unsigned depth, const char *inner)
     int rc = parse_n(b.p, b.len, 1u << 20);
     cg_buf_free(&b);
     return rc;
+}
+
+/* An independent reading of RFC 8259 by recursive descent, for the
+ * property below: whether s[*i..n) starts with one value (white space
+ * around it), at most `depth` levels of nesting. */
+static bool rd_value(const char *s, size_t n, size_t *i, int depth);
+
+static void rd_ws(const char *s, size_t n, size_t *i)
+{
+    while (*i < n && (s[*i] == ' ' || s[*i] == '\t' || s[*i] == '\n' || s[*i] == '\r'))
+        (*i)++;
+}
+
+static bool rd_digits(const char *s, size_t n, size_t *i)
+{
+    size_t from = *i;
+    while (*i < n && s[*i] >= '0' && s[*i] <= '9')
+        (*i)++;
+    return *i > from;
+}
+
+static bool rd_number(const char *s, size_t n, size_t *i)
+{
+    if (*i < n && s[*i] == '-')
+        (*i)++;
+    if (*i < n && s[*i] == '0')
+        (*i)++;
+    else if (*i >= n || s[*i] < '1' || s[*i] > '9' || !rd_digits(s, n, i))
+        return false;
+    if (*i < n && s[*i] == '.' && (++*i, !rd_digits(s, n, i)))
+        return false;
+    if (*i < n && (s[*i] == 'e' || s[*i] == 'E')) {
+        (*i)++;
+        if (*i < n && (s[*i] == '+' || s[*i] == '-'))
+            (*i)++;
+        return rd_digits(s, n, i);
+    }
+    return true;
+}
+
+static bool rd_string(const char *s, size_t n, size_t *i)
+{
+    for ((*i)++; *i < n; (*i)++) {
+        unsigned char c = (unsigned char)s[*i];
+        if (c == '"')
+            return ++*i, true;
+        if (c < 0x20)
+            return false;
+        if (c != '\\')
+            continue;
+        if (++*i >= n)
+            return false;
+        if (s[*i] == 'u') {
+            for (int k = 0; k < 4; k++)
+                if (++*i >= n || !isxdigit((unsigned char)s[*i]))
+                    return false;
+        } else if (!strchr("\"\\/bfnrt", s[*i]) || s[*i] == '\0') {
+            return false;
+        }
+    }
+    return false;
+}
+
+/* Members or elements up to `close`, the opening bracket read. */
+static bool rd_items(const char *s, size_t n, size_t *i, int depth, char close)
+{
+    (*i)++;
+    rd_ws(s, n, i);
+    if (*i < n && s[*i] == close)
+        return ++*i, true;
+    for (;;) {
+        if (close == '}') {
+            rd_ws(s, n, i);
+            if (*i >= n || s[*i] != '"' || !rd_string(s, n, i))
+                return false;
+            rd_ws(s, n, i);
+            if (*i >= n || s[(*i)++] != ':')
+                return false;
+        }
+        if (!rd_value(s, n, i, depth - 1))
+            return false;
+        if (*i < n && s[*i] == close)
+            return ++*i, true;
+        if (*i >= n || s[(*i)++] != ',')
+            return false;
+    }
+}
+
+static bool rd_value(const char *s, size_t n, size_t *i, int depth)
+{
+    rd_ws(s, n, i);
+    if (*i >= n || depth < 0)
+        return false;
+    bool ok;
+    char c = s[*i];
+    if (c == '{' || c == '[')
+        ok = depth > 0 && rd_items(s, n, i, depth, c == '{' ? '}' : ']');
+    else if (c == '"')
+        ok = rd_string(s, n, i);
+    else if (n - *i >= 4 && (memcmp(s + *i, "true", 4) == 0 || memcmp(s + *i, "null", 4) == 0))
+        ok = (*i += 4, true);
+    else if (n - *i >= 5 && memcmp(s + *i, "false", 5) == 0)
+        ok = (*i += 5, true);
+    else
+        ok = rd_number(s, n, i);
+    rd_ws(s, n, i);
+    return ok;
+}
+
+/* A whole text cg_json_parse takes: one object or array, nothing after. */
+static bool rd_document(const char *s, size_t n)
+{
+    size_t i = 0;
+    rd_ws(s, n, &i);
+    if (i >= n || (s[i] != '{' && s[i] != '['))
+        return false;
+    return rd_value(s, n, &i, CG_JSON_MAX_DEPTH) && i == n;
+}
+
+/* cg_json_parse takes exactly what the reading above takes, over random
+ * edits (the bytes that matter to JSON put in, taken out, changed) of
+ * texts with every kind of token, short and over 1 KiB. */
+static void test_parse_matches_grammar(void **state)
+{
+    (void)state;
+    static const char *const seeds[] = {
+        "{\"a\":[1,-2.5e3,{\"b\":null,\"c\":[true,false,\"x\\u00e9\\n\"]}],\"d\":{}}",
+        "[[],{},[[{}]],\"s\",0,-0,1E+2,0.5]",
+        "{\"k\":{\"k\":{\"k\":{\"k\":[1,[2,[3,[4]]]]}}},\"e\":\"\\\"\\\\\\/\\b\\f\\r\\t\"}",
+        " { \"sp\" : [ 1 , 2 ] , \"x\" : \"y\" } ",
+    };
+    static const char alphabet[] = "{}[]:,\"\\ \t\n01-.eE+tfnrulsx\x01\x7f";
+    char buf[4096];
+    uint64_t rng = 0x2545F4914F6CDD1Dull;
+    unsigned agree_ok = 0;
+    cg_json_t j;
+    cg_json_init(&j, 1u << 16);
+    for (unsigned round = 0; round < 100000; round++) {
+        const char *seed = seeds[round % 4];
+        size_t n = strlen(seed);
+        memcpy(buf, seed, n);
+        if (round % 3 == 0) { /* over 1 KiB: an array of 30 copies */
+            buf[0] = '[';
+            n = 1;
+            for (int k = 0; k < 30; k++, n += strlen(seed))
+                memcpy(buf + n, seed, strlen(seed)), buf[n + strlen(seed)] = ',', n++;
+            buf[n - 1] = ']';
+        }
+        for (unsigned e = (unsigned)(round % 4); e > 0; e--) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            size_t at = (size_t)(rng % (n + 1));
+            char c = alphabet[(rng >> 32) % (sizeof(alphabet) - 1)];
+            if ((rng >> 20) % 3 == 0 && n + 1 < sizeof(buf)) {
+                memmove(buf + at + 1, buf + at, n - at);
+                buf[at] = c, n++;
+            } else if ((rng >> 20) % 3 == 1 && at < n) {
+                memmove(buf + at, buf + at + 1, n - at - 1), n--;
+            } else if (at < n) {
+                buf[at] = c;
+            }
+        }
+        bool want = rd_document(buf, n);
+        assert_int_equal(cg_json_parse(&j, buf, n) == CG_JSON_OK, want);
+        agree_ok += want;
+    }
+    assert_true(agree_ok > 20000);
+    cg_json_free(&j);
 }
 
 /* cg_json_opens counts every `{` and `[`, whatever the length and mix:
@@ -775,6 +943,7 @@ int main(void)
         cmocka_unit_test(test_parse_raw_control_in_string),
         cmocka_unit_test(test_parse_depth),
         cmocka_unit_test(test_opens),
+        cmocka_unit_test(test_parse_matches_grammar),
         cmocka_unit_test(test_plain_len_stops),
         cmocka_unit_test(test_get_skip),
         cmocka_unit_test(test_raw_begin_end),
