@@ -5,7 +5,7 @@
 // codec of AWS's JavaScript SDK), and its signature check is @smithy/signature-v4 with
 // @aws-crypto/sha256-js, the SDK's signer. Nothing here frames or signs by hand.
 //
-// usage: node bedrock_mock.mjs --fixtures DIR --ready-file FILE [--parent-pid PID]
+// usage: node bedrock_mock.mjs --fixtures DIR[:DIR...] --ready-file FILE [--parent-pid PID]
 //
 // It serves HTTP/1.1 and h2c (prior knowledge) on two ports of 127.0.0.1, written to the
 // ready file as {"h1": PORT, "h2": PORT} once both listen. On either:
@@ -29,8 +29,9 @@
 //                                          sessionToken?} | null, "region": R}: check (or
 //                                          stop checking) every model request's SigV4
 //
-// The scenario is the fixture DIR/NAME.json named by the request's X-Mock-Scenario
-// (default nova_web). A fixture is
+// The scenario is the fixture NAME.json named by the request's X-Mock-Scenario (default
+// nova_web), from the first DIR that has one (several: one mock serves the scenarios of
+// other tests too). A fixture is
 //   {"events": [ENTRY...], "body"?: {...}, "http"?: {"status", "errortype", "message"}}
 // with ENTRY one of
 //   {"event": TYPE, "payload": {...}}                 :message-type event
@@ -74,7 +75,7 @@ import { fromUtf8, toUtf8 } from "@smithy/util-utf8";
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, "")] = process.argv[i + 1];
 if (!args.fixtures || !args["ready-file"]) {
-  console.error("usage: bedrock_mock.mjs --fixtures DIR --ready-file FILE [--parent-pid PID]");
+  console.error("usage: bedrock_mock.mjs --fixtures DIR[:DIR...] --ready-file FILE [--parent-pid PID]");
   process.exit(2);
 }
 
@@ -181,9 +182,13 @@ function kbBodyOf(fx, sessionId) {
   return fx.body ? { ...fx.body, sessionId } : out;
 }
 
+const fixtureDirs = args.fixtures.split(path.delimiter);
+
 function loadFixture(name) {
   if (!/^[A-Za-z0-9_-]+$/.test(name)) throw new Error(`bad scenario name ${JSON.stringify(name)}`);
-  return JSON.parse(fs.readFileSync(path.join(args.fixtures, name + ".json"), "utf8"));
+  const files = fixtureDirs.map((d) => path.join(d, name + ".json"));
+  const file = files.find((f) => fs.existsSync(f)) ?? files[0]; // none: the first one's error
+  return JSON.parse(fs.readFileSync(file, "utf8"));
 }
 
 // --- the signature ---------------------------------------------------------------

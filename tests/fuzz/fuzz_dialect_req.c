@@ -8,6 +8,10 @@
  *   bit 3:    the request is read with max_doc_bytes 16 (cut snippets)
  *   bit 4:    gemini (bit 0 clear) or vertex (bit 0 set) instead, with
  *             CITEGATE_GEMINI_TOOLS when bit 1 is set
+ *   bit 5:    bedrock (bit 0 clear) or bedrock-kb (bit 0 set) instead (bit 4
+ *             then unused); bit 1 set: bedrock with
+ *             CITEGATE_BEDROCK_TOOL_CONFIG, bedrock-kb with a client
+ *             X-Bedrock-Session-Id (bedrock-kb always has CITEGATE_BEDROCK_KB)
  *
  * Checks, for any body:
  *   - refusal and success exclusive: 0 with a body and no error, or -1 with
@@ -29,6 +33,24 @@
  *     given); no documents; the model the path names is non-empty, of
  *     A-Z a-z 0-9 . _ - only, without "..", and is the deployment when one
  *     is given; a refusal for the model names param "model";
+ *   - bedrock: one valid JSON object of messages, system ([{text}], text
+ *     not empty), inferenceConfig (as generationConfig) and toolConfig
+ *     (the configured one, as given), each once; messages are turns of
+ *     alternating roles (Converse refuses two of one role in a row), at
+ *     most as many as the user and assistant messages, each a non-empty
+ *     list of non-empty {text} blocks and, in user turns only, documents
+ *     with citations on: a <source> tag's (source-N, txt, its text) only
+ *     in the last user turn, N its doc_ids entry, a request source, in
+ *     increasing order; a file part's (document-K for K = 1, 2, ..., a
+ *     document format, base64 bytes) with doc_ids 0 and its doc_files
+ *     name; as many as ndocs; the path model as for gemini, ':' and '/'
+ *     allowed too;
+ *   - bedrock-kb: one valid JSON object of input ({text} and nothing else),
+ *     retrieveAndGenerateConfiguration (the configured one, as given) and
+ *     sessionId, each once; input.text decoded is the last user message's
+ *     text (found and decoded here independently: a string, or its text
+ *     parts joined); sessionId is there exactly when the client sent the
+ *     header, and is its value; no documents, no model;
  *   - the same input gives the same bytes twice.
  * The body is an exact-size heap copy, so ASan sees any read past its end.
  */
@@ -37,6 +59,8 @@
 #include "../support/dialects.h"
 #include "fuzz_common.h"
 #include "fuzz_jsonv.h"
+
+#include <ctype.h>
 
 #define MAX_TOKENS (1u << 22)
 
@@ -53,7 +77,29 @@ static const char *const gemini_members[] = {"systemInstruction", "contents", "g
                                              "tools", NULL};
 static const char *const generation_members[] = {"maxOutputTokens", "temperature", "topP",
                                                  "stopSequences", NULL};
+static const char *const bedrock_members[] = {"messages", "system", "inferenceConfig", "toolConfig",
+                                              NULL};
+static const char *const inference_members[] = {"maxTokens", "temperature", "topP", "stopSequences",
+                                                NULL};
+static const char *const kb_members[] = {"input", "retrieveAndGenerateConfiguration", "sessionId",
+                                         NULL};
+static const char *const doc_formats[] = {"pdf",  "csv",  "doc", "docx", "xls",
+                                          "xlsx", "html", "txt", "md",   NULL};
 static const char tools[] = "[{\"googleSearch\":{}}]";
+static const char tool_config[] = "{\"tools\":[{\"systemTool\":{\"name\":\"nova_grounding\"}}]}";
+static const char kb_config[] =
+    "{\"type\":\"KNOWLEDGE_BASE\",\"knowledgeBaseConfiguration\":{\"knowledgeBaseId\":\"KB1\"}}";
+/* A session id with bytes a JSON string must escape, and one past ASCII. */
+static const char session[] = "kb \"s\" \\ \xc3\xa9";
+
+/* What the header byte picks. */
+typedef struct fz_pick {
+    const char *name;
+    bool gemini, bedrock, kb;
+    bool extra; /* bit 1: gemini's tools, bedrock's tool config, bedrock-kb's session */
+    cg_span_t model;
+    cg_cite_opts_t opts;
+} fz_pick_t;
 
 static bool is_number_token(const cg_json_t *j, int i)
 {
@@ -218,6 +264,42 @@ static void check_translation(const char *d, const char *body, size_t len,
     }
 }
 
+/* Value token i is exactly the bytes of lit (a configured member, sent as
+ * it is). */
+static bool verbatim(const cg_json_t *j, int i, const char *lit)
+{
+    if (i < 0)
+        return false;
+    size_t b = cg_json_begin(j, i), n = strlen(lit);
+    return cg_json_end(j, i) - b == n && memcmp(j->js + b, lit, n) == 0;
+}
+
+/* generationConfig / inferenceConfig: absent, or a non-empty object of
+ * the four sampling members only. */
+static void check_sampling(const cg_json_t *j, int gc, const char *const *names)
+{
+    if (gc < 0)
+        return;
+    FZ_CHECK(cg_json_type(j, gc) == JSMN_OBJECT && j->tok[gc].size > 0);
+    int m = j->tok[gc].size;
+    for (int k = 0, key = gc + 1; k < m; k++, key = cg_json_skip(j, key + 1))
+        FZ_CHECK(allowed(names, cg_json_raw(j, key)));
+}
+
+/* The model an upstream path names: non-empty, no "..", of A-Z a-z 0-9 .
+ * _ - and the bytes of extra; the deployment when one is given. */
+static void check_path_model(const cg_dialect_req_t *out, cg_span_t model, const char *extra)
+{
+    FZ_CHECK(out->model.len > 0 && memmem(out->model.p, out->model.len, "..", 2) == NULL);
+    static const char plain[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
+    for (size_t i = 0; i < out->model.len; i++) {
+        char c = out->model.p[i];
+        FZ_CHECK(c != '\0' && (strchr(plain, c) != NULL || strchr(extra, c) != NULL));
+    }
+    if (model.p)
+        FZ_CHECK(out->model.len == model.n && memcmp(out->model.p, model.p, model.n) == 0);
+}
+
 /* A {text} part list of one part, or a {role, parts} content. */
 static void check_parts(const cg_json_t *j, int parts)
 {
@@ -251,25 +333,267 @@ static void check_gemini(const char *body, size_t len, cg_span_t model, bool wit
         int text = cg_json_get(&j, parts + 1, "text");
         FZ_CHECK(j.tok[text].end > j.tok[text].start);
     }
-    int gc = cg_json_get(&j, 0, "generationConfig");
-    if (gc >= 0) {
-        FZ_CHECK(cg_json_type(&j, gc) == JSMN_OBJECT && j.tok[gc].size > 0);
-        int m = j.tok[gc].size;
-        for (int k = 0, key = gc + 1; k < m; k++, key = cg_json_skip(&j, key + 1))
-            FZ_CHECK(allowed(generation_members, cg_json_raw(&j, key)));
-    }
+    check_sampling(&j, cg_json_get(&j, 0, "generationConfig"), generation_members);
     int t = cg_json_get(&j, 0, "tools");
     FZ_CHECK((t >= 0) == with_tools);
-    if (t >= 0)
-        FZ_CHECK(cg_json_end(&j, t) - cg_json_begin(&j, t) == strlen(tools));
+    FZ_CHECK(t < 0 || verbatim(&j, t, tools));
     cg_json_free(&j);
     FZ_CHECK(out->ndocs == 0 && out->doc_ids == NULL);
-    FZ_CHECK(out->model.len > 0 && memmem(out->model.p, out->model.len, "..", 2) == NULL);
-    for (size_t i = 0; i < out->model.len; i++)
-        FZ_CHECK(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-",
-                        out->model.p[i]) != NULL && out->model.p[i] != '\0');
-    if (model.p)
-        FZ_CHECK(out->model.len == model.n && memcmp(out->model.p, model.p, model.n) == 0);
+    check_path_model(out, model, "");
+}
+
+/* --- bedrock ------------------------------------------------------------------- */
+
+/* Where the walk over bedrock's turns is. */
+typedef struct turn_walk {
+    const cg_dialect_req_t *out;
+    size_t docs;     /* documents so far */
+    unsigned files;  /* of them, file parts' */
+    int turn;        /* the turn being read */
+    int last_user;   /* the last user turn so far */
+    int source_turn; /* the turn that holds <source> documents, or -1 */
+} turn_walk_t;
+
+static bool is_base64(cg_span_t s)
+{
+    for (size_t i = 0; i < s.n; i++)
+        if (!isalnum((unsigned char)s.p[i]) && !strchr("+/=", s.p[i]))
+            return false;
+    return true;
+}
+
+static bool is_doc_format(const cg_json_t *j, int i)
+{
+    for (int k = 0; doc_formats[k]; k++)
+        if (raw_is(j, i, doc_formats[k]))
+            return true;
+    return false;
+}
+
+/* A document block's {name, format, source, citations}: a <source> tag's or
+ * a file part's, as doc_ids and doc_files say. */
+static void check_document(const cg_json_t *j, int doc, turn_walk_t *w)
+{
+    const cg_dialect_req_t *out = w->out;
+    size_t k = w->docs++;
+    FZ_CHECK(k < out->ndocs);
+    FZ_CHECK(cg_json_type(j, doc) == JSMN_OBJECT && j->tok[doc].size == 4);
+    FZ_CHECK(verbatim(j, cg_json_get(j, doc, "citations"), "{\"enabled\":true}"));
+    int source = cg_json_get(j, doc, "source"), format = cg_json_get(j, doc, "format");
+    FZ_CHECK(cg_json_type(j, source) == JSMN_OBJECT && j->tok[source].size == 1);
+    char name[32];
+    if (out->doc_files && out->doc_files[k]) {
+        FZ_CHECK(out->doc_ids[k] == 0 && is_doc_format(j, format));
+        int bytes = cg_json_get(j, source, "bytes");
+        FZ_CHECK(cg_json_is_str(j, bytes) && is_base64(cg_json_raw(j, bytes)));
+        snprintf(name, sizeof(name), "document-%u", ++w->files);
+    } else {
+        FZ_CHECK(raw_is(j, format, "txt") && cg_json_is_str(j, cg_json_get(j, source, "text")));
+        FZ_CHECK(w->source_turn < 0 || w->source_turn == w->turn);
+        w->source_turn = w->turn;
+        snprintf(name, sizeof(name), "source-%u", out->doc_ids[k]);
+    }
+    FZ_CHECK(raw_is(j, cg_json_get(j, doc, "name"), name));
+}
+
+/* A turn's content: non-empty {text} blocks and, in a user turn, documents. */
+static void check_blocks(const cg_json_t *j, int content, bool user, turn_walk_t *w)
+{
+    FZ_CHECK(cg_json_type(j, content) == JSMN_ARRAY && j->tok[content].size > 0);
+    int n = j->tok[content].size;
+    for (int q = 0, b = content + 1; q < n; q++, b = cg_json_skip(j, b)) {
+        FZ_CHECK(cg_json_type(j, b) == JSMN_OBJECT && j->tok[b].size == 1);
+        int text = cg_json_get(j, b, "text");
+        if (text >= 0) {
+            FZ_CHECK(cg_json_is_str(j, text) && j->tok[text].end > j->tok[text].start);
+            continue;
+        }
+        FZ_CHECK(user);
+        check_document(j, cg_json_get(j, b, "document"), w);
+    }
+}
+
+/* messages: turns of alternating roles; returns how many. */
+static int check_turns(const cg_json_t *j, int msgs, turn_walk_t *w)
+{
+    FZ_CHECK(cg_json_type(j, msgs) == JSMN_ARRAY);
+    int n = j->tok[msgs].size;
+    bool prev_user = false;
+    for (int k = 0, t = msgs + 1; k < n; k++, t = cg_json_skip(j, t)) {
+        FZ_CHECK(cg_json_type(j, t) == JSMN_OBJECT && j->tok[t].size == 2);
+        int role = cg_json_get(j, t, "role");
+        bool user = raw_is(j, role, "user");
+        FZ_CHECK(user || raw_is(j, role, "assistant"));
+        FZ_CHECK(k == 0 || user != prev_user);
+        prev_user = user;
+        w->turn = k;
+        if (user)
+            w->last_user = k;
+        check_blocks(j, cg_json_get(j, t, "content"), user, w);
+    }
+    FZ_CHECK(w->docs == w->out->ndocs);
+    FZ_CHECK(w->source_turn < 0 || w->source_turn == w->last_user);
+    return n;
+}
+
+/* The <source> documents name request sources, in increasing id order. */
+static void check_source_ids(const cg_request_t *req, const cg_dialect_req_t *out)
+{
+    bool any = false;
+    unsigned last = 0;
+    for (size_t i = 0; i < out->ndocs; i++) {
+        if (out->doc_files && out->doc_files[i])
+            continue;
+        FZ_CHECK(cg_cites_find(&req->sources, out->doc_ids[i]) != NULL);
+        FZ_CHECK(!any || last < out->doc_ids[i]);
+        last = out->doc_ids[i];
+        any = true;
+    }
+}
+
+static void check_bedrock(const char *body, size_t len, const fz_pick_t *p, const cg_request_t *req,
+                          const cg_dialect_req_t *out)
+{
+    cg_json_t j;
+    cg_json_init(&j, MAX_TOKENS);
+    check_valid_json(&j, out->body.p, out->body.len);
+    check_members(&j, bedrock_members);
+    turn_walk_t w = {.out = out, .last_user = -1, .source_turn = -1};
+    FZ_CHECK(check_turns(&j, cg_json_get(&j, 0, "messages"), &w) <= count_conversation(body, len));
+    int system = cg_json_get(&j, 0, "system");
+    if (system >= 0) {
+        check_parts(&j, system);
+        int text = cg_json_get(&j, system + 1, "text");
+        FZ_CHECK(j.tok[text].end > j.tok[text].start);
+    }
+    check_sampling(&j, cg_json_get(&j, 0, "inferenceConfig"), inference_members);
+    int t = cg_json_get(&j, 0, "toolConfig");
+    FZ_CHECK((t >= 0) == p->extra);
+    FZ_CHECK(t < 0 || verbatim(&j, t, tool_config));
+    cg_json_free(&j);
+    check_source_ids(req, out);
+    check_path_model(out, p->model, ":/");
+}
+
+/* --- bedrock-kb ---------------------------------------------------------------- */
+
+static void append_decoded(const cg_json_t *j, int i, cg_buf_t *out)
+{
+    size_t n;
+    char *s = cg_json_strdup(j, i, &n);
+    if (s)
+        cg_buf_put(out, s, n);
+    free(s);
+}
+
+/* A message's text: a string, or its text parts' texts joined. */
+static void append_content_text(const cg_json_t *j, int content, cg_buf_t *text)
+{
+    if (cg_json_is_str(j, content)) {
+        append_decoded(j, content, text);
+        return;
+    }
+    int n = cg_json_type(j, content) == JSMN_ARRAY ? j->tok[content].size : 0;
+    for (int q = 0, part = content + 1; q < n; q++, part = cg_json_skip(j, part))
+        if (decoded_is(j, cg_json_get(j, part, "type"), "text"))
+            append_decoded(j, cg_json_get(j, part, "text"), text);
+}
+
+/* The text of the request's last user message, found without the
+ * translator (roles and part types decoded); none: "". */
+static void last_user_text(const char *body, size_t len, cg_buf_t *text)
+{
+    cg_json_t j;
+    cg_json_init(&j, MAX_TOKENS);
+    if (cg_json_parse(&j, body, len) == CG_JSON_OK) {
+        int msgs = cg_json_get(&j, 0, "messages"), last = -1;
+        int n = cg_json_type(&j, msgs) == JSMN_ARRAY ? j.tok[msgs].size : 0;
+        for (int k = 0, i = msgs + 1; k < n; k++, i = cg_json_skip(&j, i))
+            if (decoded_is(&j, cg_json_get(&j, i, "role"), "user"))
+                last = i;
+        if (last >= 0)
+            append_content_text(&j, cg_json_get(&j, last, "content"), text);
+    }
+    cg_json_free(&j);
+}
+
+static void check_kb(const char *body, size_t len, bool with_session, const cg_dialect_req_t *out)
+{
+    cg_json_t j;
+    cg_json_init(&j, MAX_TOKENS);
+    check_valid_json(&j, out->body.p, out->body.len);
+    check_members(&j, kb_members);
+    int input = cg_json_get(&j, 0, "input");
+    FZ_CHECK(cg_json_type(&j, input) == JSMN_OBJECT && j.tok[input].size == 1);
+    int text = cg_json_get(&j, input, "text");
+    FZ_CHECK(cg_json_is_str(&j, text));
+    cg_buf_t got = {0}, want = {0};
+    append_decoded(&j, text, &got);
+    last_user_text(body, len, &want);
+    FZ_CHECK(got.len == want.len && (got.len == 0 || memcmp(got.p, want.p, got.len) == 0));
+    cg_buf_free(&got);
+    cg_buf_free(&want);
+    FZ_CHECK(verbatim(&j, cg_json_get(&j, 0, "retrieveAndGenerateConfiguration"), kb_config));
+    int sid = cg_json_get(&j, 0, "sessionId");
+    FZ_CHECK((sid >= 0) == with_session);
+    FZ_CHECK(sid < 0 || decoded_is(&j, sid, session));
+    cg_json_free(&j);
+    FZ_CHECK(out->ndocs == 0 && out->doc_ids == NULL);
+}
+
+/* --- the run ------------------------------------------------------------------ */
+
+static fz_pick_t pick(uint8_t b)
+{
+    static const char *const dialects[4] = {"anthropic", "responses", "openai", "anthropic"};
+    bool aws = b & 0x20;
+    fz_pick_t p = {.name = dialects[b & 3],
+                   .gemini = !aws && (b & 0x10),
+                   .bedrock = aws && !(b & 1),
+                   .kb = aws && (b & 1),
+                   .model = (b & 4) ? CG_SPAN_LIT("dep") : (cg_span_t){NULL, 0},
+                   .opts = {(b & 8) ? 16 : 8192, true}};
+    p.extra = (p.gemini || aws) && (b & 2);
+    if (p.gemini)
+        p.name = b & 1 ? "vertex" : "gemini";
+    else if (aws)
+        p.name = p.kb ? "bedrock-kb" : "bedrock";
+    return p;
+}
+
+/* The client's header fields, for bedrock-kb: only its session. */
+static cg_span_t client_field(void *ctx, const char *name)
+{
+    (void)ctx;
+    if (strcmp(name, "x-bedrock-session-id") == 0)
+        return cg_span(session, strlen(session));
+    return cg_span(NULL, 0);
+}
+
+static void check_refused(const fz_pick_t *p, const cg_dialect_req_t *out,
+                          const cg_dialect_err_t *err)
+{
+    check_refusal(out, err);
+    FZ_CHECK(out->model.len == 0 && out->doc_files == NULL);
+    FZ_CHECK(strcmp(err->code, "invalid_request") != 0 ||
+             ((p->gemini || p->bedrock) && strcmp(err->param, "model") == 0));
+}
+
+static void check_taken(const fz_pick_t *p, const cg_dialect_t *d, const char *body, size_t len,
+                        const cg_request_t *req, const cg_dialect_req_t *out)
+{
+    if (!cg_dialect_translates(d))
+        FZ_CHECK(out->body.len == len && memcmp(out->body.p, body, len) == 0);
+    else if (p->gemini)
+        check_gemini(body, len, p->model, p->extra, out);
+    else if (p->bedrock)
+        check_bedrock(body, len, p, req, out);
+    else if (p->kb)
+        check_kb(body, len, p->extra, out);
+    else
+        check_translation(p->name, body, len, req, out);
+    FZ_CHECK(p->gemini || p->bedrock || out->model.len == 0);
+    FZ_CHECK(p->bedrock || out->doc_files == NULL);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -278,42 +602,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    static const char *const dialects[4] = {"anthropic", "responses", "openai", "anthropic"};
-    const char *name = dialects[data[0] & 3];
-    bool gemini = data[0] & 0x10, with_tools = gemini && (data[0] & 2);
-    if (gemini)
-        name = data[0] & 1 ? "vertex" : "gemini";
-    const cg_dialect_t *d = dialect_named(name);
-    cg_span_t model = (data[0] & 4) ? CG_SPAN_LIT("dep") : (cg_span_t){NULL, 0};
-    cg_cite_opts_t o = {(data[0] & 8) ? 16 : 8192, true};
+    fz_pick_t p = pick(data[0]);
+    const cg_dialect_t *d = dialect_named(p.name);
     size_t len = size - 1;
     char *body = fz_dup(data + 1, len);
 
     cg_request_t req;
-    int req_rc = cg_request_parse(&req, body, len, &o);
+    int req_rc = cg_request_parse(&req, body, len, &p.opts);
     cg_dialect_req_t out, again;
     cg_dialect_err_t err, err2;
     memset(&err, 0, sizeof(err));
-    cg_dialect_in_t in = {.req = req_rc == 0 ? &req : NULL, .deployment = model,
-                          .tools = with_tools ? tools : NULL};
+    cg_dialect_hdrs_t client = {client_field, NULL, NULL};
+    cg_dialect_in_t in = {.req = req_rc == 0 ? &req : NULL,
+                          .deployment = p.model,
+                          .tools = p.gemini && p.extra ? tools : NULL,
+                          .tool_config = p.bedrock && p.extra ? tool_config : NULL,
+                          .kb_config = p.kb ? kb_config : NULL,
+                          .client = p.kb && p.extra ? &client : NULL};
     int rc = cg_dialect_request(d, body, len, &in, &out, &err);
     FZ_CHECK(rc == 0 || rc == -1);
     FZ_CHECK((req_rc != 0) == (rc == -1 && strcmp(err.code, "invalid_json") == 0));
     if (rc != 0) {
-        check_refusal(&out, &err);
-        FZ_CHECK(out.model.len == 0);
-        FZ_CHECK(strcmp(err.code, "invalid_request") != 0 ||
-                 (gemini && strcmp(err.param, "model") == 0));
+        check_refused(&p, &out, &err);
     } else {
         FZ_CHECK(err.code == NULL);
         FZ_CHECK(out.stream == req.stream);
-        if (!cg_dialect_translates(d))
-            FZ_CHECK(out.body.len == len && memcmp(out.body.p, body, len) == 0);
-        else if (gemini)
-            check_gemini(body, len, model, with_tools, &out);
-        else
-            check_translation(name, body, len, &req, &out);
-        FZ_CHECK(gemini || out.model.len == 0);
+        check_taken(&p, d, body, len, &req, &out);
     }
     FZ_CHECK(cg_dialect_request(d, body, len, &in, &again, &err2) == rc);
     FZ_CHECK(again.body.len == out.body.len &&

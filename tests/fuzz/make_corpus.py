@@ -5,7 +5,7 @@ fuzz_sse, fuzz_xform, fuzz_anthropic, fuzz_responses, fuzz_gemini and fuzz_coher
 fuzz_common.h): byte 0 seeds the read sizes (bits 6-7: largest read 1, 7,
 61 or 1021 bytes), byte 1 holds the target's flags. fuzz_json and fuzz_embedding read
 plain JSON (fuzz_embedding: an embeddings answer, also used as request text). fuzz_dialect_req reads one flags byte (dialect, default model, small
-max_doc_bytes: see fuzz_dialect_req.c), then a request body.
+max_doc_bytes, tools, bedrock's tool config or bedrock-kb's session: see fuzz_dialect_req.c), then a request body.
 fuzz_alias reads one mode byte, then a request body or tool contents (ALIAS_SEEDS).
 Run from anywhere: python3 tests/fuzz/make_corpus.py
 """
@@ -56,6 +56,8 @@ JSON_SEEDS = {
 # fuzz_dialect_req byte 0: dialect (bits 0-1), default model (2), small max_doc_bytes (3).
 DR_ANTHROPIC, DR_RESPONSES, DR_OPENAI, DR_MODEL, DR_SMALL_DOCS = 0, 1, 2, 4, 8
 DR_GEMINI, DR_VERTEX, DR_TOOLS = 16, 17, 2  # DR_TOOLS only with DR_GEMINI / DR_VERTEX
+# DR_EXTRA (the bit of DR_TOOLS): bedrock's tool config, bedrock-kb's client session id.
+DR_BEDROCK, DR_BEDROCK_KB, DR_EXTRA = 32, 33, 2
 
 DIALECT_SEEDS = {
     "escaped_roles": (DR_ANTHROPIC,
@@ -80,6 +82,26 @@ DIALECT_SEEDS = {
     "tool_round": (DR_OPENAI,
                    b'{"messages":[{"role":"assistant","tool_calls":[{"id":"c"}]},'
                    b'{"role":"tool","content":"r"}],"n":2}'),
+    # bedrock: file parts and <source> tags as documents, turns of one role merged, an ARN
+    "bedrock_files_merged": (DR_BEDROCK | DR_EXTRA,
+                             b'{"model":"arn:aws:bedrock:eu-west-3:1:inference-profile/eu.amazon.nova-pro-v1:0",'
+                             b'"messages":[{"role":"developer","content":"Be brief."},'
+                             b'{"role":"user","content":[{"type":"file","file":{"filename":"a.PDF",'
+                             b'"file_data":"data:application/pdf;base64,JVBERi0x"}},{"type":"text","text":""}]},'
+                             b'{"role":"user","content":"<source id=\\"3\\">three</source>'
+                             b'<source id=\\"1\\">one</source>"},{"role":"assistant","content":""},'
+                             b'{"role":"user","content":[{"type":"text","text":"q"},{"type":"file","file":'
+                             b'{"filename":"n.md","file_data":"data:text/markdown;base64,"}}]}],'
+                             b'"max_tokens":9,"stop":"x"}'),
+    "bedrock_bad_model": (DR_BEDROCK, b'{"model":"a/../b","messages":[{"role":"user","content":"q"}]}'),
+    # bedrock-kb: the last user message's text parts, escaped, before an assistant message
+    "kb_last_user_parts": (DR_BEDROCK_KB | DR_EXTRA,
+                           b'{"messages":[{"role":"user","content":"first"},{"role":"us\\u0065r","content":'
+                           b'[{"type":"t\\u0065xt","text":"How \\"do\\" "},{"type":"text","text":'
+                           b'"I charge \\u00e9\\ud800?"}]},{"role":"assistant","content":"later"}],'
+                           b'"stream":true}'),
+    "kb_no_user": (DR_BEDROCK_KB, b'{"messages":[{"role":"system","content":"s"},'
+                                  b'{"role":"assistant","content":"a"}]}'),
 }
 
 XFORM_SEEDS = {
@@ -610,6 +632,11 @@ def dialect_requests():
     return sorted((FIXTURES / "dialects").glob("*.request.json"))
 
 
+def bedrock_requests():
+    """The requests of the bedrock and bedrock-kb answers, and the dialects' own."""
+    return sorted((FIXTURES / "dialects" / "answers").glob("bedrock_*.request.json")) + dialect_requests()
+
+
 def main():
     for f in sse_fixtures():
         data = f.read_bytes()
@@ -642,6 +669,11 @@ def main():
         write("dialect_req", name + ".responses", bytes([DR_RESPONSES]) + data)
         write("dialect_req", name + ".gemini", bytes([DR_GEMINI | DR_MODEL | DR_TOOLS]) + data)
         write("dialect_req", name + ".vertex", bytes([DR_VERTEX]) + data)
+    for f in bedrock_requests():
+        data = f.read_bytes()
+        name = f.name.replace(".request.json", "")
+        write("dialect_req", name + ".bedrock", bytes([DR_BEDROCK | DR_MODEL | DR_EXTRA]) + data)
+        write("dialect_req", name + ".bedrock_kb", bytes([DR_BEDROCK_KB | DR_EXTRA]) + data)
     for name, (flags, data) in DIALECT_SEEDS.items():
         write("dialect_req", name, bytes([flags]) + data)
     for f in sorted((FIXTURES / "dialects" / "answers").glob("anthropic_*")):

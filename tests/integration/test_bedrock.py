@@ -77,10 +77,12 @@ def fixture(name):
 
 class BedrockMock:
     """tests/bedrock/bedrock_mock.mjs in a node process: HTTP/1.1 on .h1, h2c on .h2; its
-    control paths are read over HTTP/1.1."""
+    control paths are read over HTTP/1.1. Its scenarios: the fixtures of `fixtures`, a
+    directory or several (the first that has NAME.json serves X-Mock-Scenario: NAME)."""
 
-    def __init__(self):
+    def __init__(self, fixtures=(FIXDIR,)):
         self.dir = tempfile.mkdtemp(prefix="cg-bedrock-mock-")
+        self.fixtures = os.pathsep.join(fixtures)
         self.proc = self.log = None
 
     def start(self, timeout=30):
@@ -90,7 +92,8 @@ class BedrockMock:
         ready = os.path.join(self.dir, "ready")
         self.log = open(os.path.join(self.dir, "mock.log"), "wb")
         self.proc = subprocess.Popen(
-            ["node", MOCK, "--fixtures", FIXDIR, "--ready-file", ready, "--parent-pid", str(os.getpid())],
+            ["node", MOCK, "--fixtures", self.fixtures, "--ready-file", ready,
+             "--parent-pid", str(os.getpid())],
             stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=H._die_with_parent)
         if not H.wait_for(lambda: os.path.exists(ready) or self.proc.poll() is not None, timeout) \
                 or not os.path.exists(ready):

@@ -16,12 +16,25 @@ and a web citation. Their expected views are tests/tools/bedrock_oracle.py's for
 bytes and answers/bedrock_documents.request.json (equal to the golden
 expected/bedrock_citations_{stream,body}.*.json), not citegate's output.
 
+For `bedrock-kb` the same mock serves Knowledge Bases answers (the scenarios of
+tests/fixtures/dialects/bedrock/ that test_bedrock_kb.py uses): kb_grounded (an s3 source
+without a URL, a web and a Confluence one, one cited twice, `°C`) and kb_chinese (a Chinese
+answer: a body's references go in at code-point offsets), one streamed and the other as a
+body, swapped on the h2 upstream, so that each is read both ways. citegate has AWS keys and
+CITEGATE_BEDROCK_KB; the mock checks every request's SigV4 signature, and each must be
+RetrieveAndGenerate(Stream) with the last user message's text and the configuration.
+Their expected views are computed when the test runs by the independent oracle
+tests/tools/bedrock_kb_oracle.py, from the bytes the mock sends (test_bedrock_kb.py's
+stream_bytes / body_bytes), in profiles openwebui and openai: for openai the exact
+url_citation annotations (offsets included) and citations. Knowledge Bases give no usage.
+
 What the SDKs hand to the application must be the client view of the fixture's
 NAME.openwebui.json: the rewritten content (profiles openwebui and openai), the
-emitted citations (openwebui: source events / top-level sources; openai: url_citation
-annotations, which the AI SDK reports as sources, and the top-level citations without a
-URL). LangChain keeps no annotation of chat completions in its messages' fields, so its
-annotations are read from the raw chunks and body that `__includeRawResponse` adds.
+emitted citations (openwebui: source events / top-level sources, whole SOURCE objects
+where the expected file has them; openai: url_citation annotations, which the AI SDK
+reports as sources, and the top-level citations without a URL). LangChain keeps no
+annotation of chat completions in its messages' fields, so its annotations are read from
+the raw chunks and body that `__includeRawResponse` adds.
 """
 import json
 import os
@@ -32,34 +45,63 @@ import tempfile
 import unittest
 from urllib.parse import quote
 
-import harness as H
+import harness as H  # first: it puts tests/tools on the path
+import bedrock_kb_oracle
+import test_bedrock as TB
+import test_bedrock_kb as TKB
 
 SDK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sdk")
 E2E = os.path.join(H.FIXTURES, "dialects", "e2e")
-BEDROCK_DIR = os.path.join(H.ROOT, "tests", "bedrock")
 CASES = {  # dialect -> (stream fixture, body fixture)
     "anthropic": ("anthropic_stream.sse", "anthropic_response.json"),
     "responses": ("responses_stream.sse", "responses_response.json"),
     "gemini": ("gemini_stream.sse", "gemini_response.json"),
     "vertex": ("gemini_stream.sse", "gemini_response.json"),
     "bedrock": ("bedrock_stream.json", "bedrock_response.json"),
+    "bedrock-kb": ("kb_grounded.json", "kb_chinese.json"),  # swapped on h2 (runs())
     "cohere": ("cohere_stream.sse", "cohere_response.json"),
 }
 # Also run over an h2 upstream (CITEGATE_UPSTREAM_PROTOCOL=h2): the dialects whose answer
-# comes whole only at the end of the body, bedrock's event stream, and cohere's citations
-# between its text deltas.
-H2_CASES = ("gemini", "vertex", "bedrock", "cohere")
+# comes whole only at the end of the body, bedrock's and bedrock-kb's event streams, and
+# cohere's citations between its text deltas.
+H2_CASES = ("gemini", "vertex", "bedrock", "bedrock-kb", "cohere")
+AWS_DIALECTS = ("bedrock", "bedrock-kb")  # upstream: the AWS-codec mock
 # Unset for the bedrock citegates: the runner's own AWS keys must not leak in (without
-# keys, citegate forwards the client's Authorization; the mock checks no signature).
+# keys, citegate forwards the client's Authorization; the mock checks no signature). The
+# bedrock-kb ones get test_bedrock_kb's keys and configuration instead.
 AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
             "AWS_DEFAULT_REGION", "AWS_BEARER_TOKEN_BEDROCK")
 # What each run of sdk_dialects.mjs asks for: (streamed, not streamed) requests.
 SDK_REQUESTS = (5, 4)
 
 
-def expected(fixture):
+def expected(dialect, fixture, streamed):
+    """The client view the SDKs must see of a fixture served streamed or not."""
+    if dialect == "bedrock-kb":
+        return kb_expected(fixture.rsplit(".", 1)[0], streamed)
     with open(os.path.join(E2E, fixture.rsplit(".", 1)[0] + ".openwebui.json"), encoding="utf-8") as f:
         return json.load(f)
+
+
+def kb_expected(scenario, streamed):
+    """bedrock_kb_oracle's views of a Knowledge Bases scenario as the mock sends it, in the
+    shape of the e2e expected files, plus profile openai's annotations and citations."""
+    raw = TKB.stream_bytes(scenario) if streamed else TKB.body_bytes(scenario, "kb-session")
+    web = bedrock_kb_oracle.expected_view(raw, None, "openwebui")
+    oai = bedrock_kb_oracle.expected_view(raw, None, "openai")
+    assert web["end"] == ("done" if streamed else "body") and oai["content"] == web["content"], web
+    return {"content": web["content"], "sources": web["sources"],
+            "finish_reason": web["finish_reason"]["0"], "usage": web["usage"],
+            "openai": {"annotations": [a["url_citation"] for a in oai["annotations"].get("0", [])],
+                       "citations": [c["source"] for c in oai["citations"]]}}
+
+
+def request_of(dialect, stream_fixture):
+    """The chat request the SDKs send: the fixture's (bedrock-kb: test_bedrock_kb's, whose
+    last user message is not its only one)."""
+    if dialect == "bedrock-kb":
+        return TKB.CHAT
+    return json.loads(H.fixture_bytes(expected(dialect, stream_fixture, True)["request"]))
 
 
 def source_heads(exp):
@@ -78,55 +120,6 @@ def linked(exp):
     return [(url, title) for _, url, title in sorted(out)]
 
 
-class BedrockMock:
-    """tests/bedrock/bedrock_mock.mjs serving the scenarios of tests/fixtures/dialects/e2e/
-    (X-Mock-Scenario: NAME for NAME.json), HTTP/1.1 on .h1 and h2c on .h2."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="cg-sdk-bedrock-")
-        self.proc = self.log = None
-
-    def start(self, timeout=30):
-        H.ensure_npm(BEDROCK_DIR)
-        ready = os.path.join(self.dir, "ready")
-        self.log = open(os.path.join(self.dir, "mock.log"), "wb")
-        self.proc = subprocess.Popen(
-            ["node", os.path.join(BEDROCK_DIR, "bedrock_mock.mjs"), "--fixtures", E2E,
-             "--ready-file", ready, "--parent-pid", str(os.getpid())],
-            stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=H._die_with_parent)
-        if not H.wait_for(lambda: os.path.exists(ready) or self.proc.poll() is not None, timeout) \
-                or not os.path.exists(ready):
-            with open(os.path.join(self.dir, "mock.log"), errors="replace") as f:
-                out = f.read()
-            self.cleanup()
-            raise RuntimeError("the bedrock mock did not start: " + out)
-        with open(ready) as f:
-            ports = json.load(f)
-        self.h1, self.h2 = ports["h1"], ports["h2"]
-        return self
-
-    def url(self, proto):
-        return f"http://127.0.0.1:{self.h1 if proto == 'h1' else self.h2}"
-
-    def take_requests(self):
-        """The model requests received since the last call: (proto, method, path)."""
-        st, _, out = H.request(self.h1, "GET", "/__mock/requests")
-        assert st == 200, (st, out)
-        got = [(r["proto"], r["method"], r["path"]) for r in json.loads(out)]
-        st, _, out = H.request(self.h1, "POST", "/__mock/reset", body=b"")
-        assert st == 200, (st, out)
-        return got
-
-    def cleanup(self):
-        if self.proc is not None:
-            H._stop_process(self.proc, timeout=5)
-            self.proc = None
-        if self.log:
-            self.log.close()
-            self.log = None
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 class SDKsOnDialects(H.DaemonCase):
     @classmethod
     def setUpClass(cls):
@@ -135,37 +128,53 @@ class SDKsOnDialects(H.DaemonCase):
         cls.dir = tempfile.mkdtemp(prefix="cg-sdk-dialects-")
         cls.mock = H.MockUpstream().start()
         cls.h2mock = H.H2MockUpstream().start()
-        cls.bedrock = BedrockMock().start()
+        cls.bedrock = TB.BedrockMock(fixtures=(E2E, TB.FIXDIR)).start()
         cls.out, cls.rcs, cls.upstream_requests = {}, [], {}
-        for key, d, proto in cls.runs():
-            stream, body = CASES[d]
-            env = {"CITEGATE_UPSTREAM_DIALECT": d}
-            if proto == "h2":
-                env["CITEGATE_UPSTREAM_PROTOCOL"] = "h2"
-            if d == "bedrock":
-                upstream = cls.bedrock.url(proto)
-                env.update({v: None for v in AWS_VARS})
-            else:
-                upstream = cls.h2mock.url if proto == "h2" else cls.mock.url
-            cg = H.Citegate(upstream=upstream, env=env).start()
+        for key, d, proto, stream, body in cls.runs():
+            if d in AWS_DIALECTS:  # bedrock-kb's requests are signed: the mock checks them
+                cls.bedrock.expect(TB.expected_credentials() if d == "bedrock-kb" else None)
+            cg = H.Citegate(upstream=cls.upstream(d, proto), env=cls.env(d, proto)).start()
             try:
                 cls.out[key] = cls.run_sdks(cg.port, d, stream, body)
             finally:
                 cls.rcs.append((cg.stop(), cg.sanitizer_reports()))
                 cg.cleanup()
-            if d == "bedrock":
-                cls.upstream_requests[key] = cls.bedrock.take_requests()
+            if d in AWS_DIALECTS:
+                cls.upstream_requests[key] = cls.bedrock.requests()
+                cls.bedrock.reset()
+
+    @classmethod
+    def upstream(cls, dialect, proto):
+        if dialect in AWS_DIALECTS:
+            return cls.bedrock.url(proto)
+        return cls.h2mock.url if proto == "h2" else cls.mock.url
+
+    @staticmethod
+    def env(dialect, proto):
+        env = {"CITEGATE_UPSTREAM_DIALECT": dialect}
+        if dialect in AWS_DIALECTS:
+            env.update({v: None for v in AWS_VARS})
+        if dialect == "bedrock-kb":
+            env.update(TKB.kb_env())
+        if proto == "h2":
+            env["CITEGATE_UPSTREAM_PROTOCOL"] = "h2"
+        return env
 
     @staticmethod
     def runs():
-        """(key of the run, dialect, upstream protocol) of every run."""
-        return [(d, d, "h1") for d in CASES] + [(d + "_h2", d, "h2") for d in H2_CASES]
+        """(key of the run, dialect, upstream protocol, stream fixture, body fixture) of every
+        run. bedrock-kb's h2 run swaps its two answers: each is read streamed and as a body."""
+        out = [(d, d, "h1") + CASES[d] for d in CASES]
+        for d in H2_CASES:
+            stream, body = CASES[d]
+            out.append((d + "_h2", d, "h2") + ((body, stream) if d == "bedrock-kb" else (stream, body)))
+        return out
 
     @classmethod
     def run_sdks(cls, port, dialect, stream, body):
-        request = json.loads(H.fixture_bytes(expected(stream)["request"]))
+        request = request_of(dialect, stream)
         plan = os.path.join(cls.dir, dialect + "." + stream + ".plan.json")
-        if dialect == "bedrock":  # the bedrock mock's scenarios: e2e/NAME.json
+        if dialect in AWS_DIALECTS:  # the bedrock mock's scenarios: NAME.json
             p = {"stream": stream.rsplit(".", 1)[0], "body": body.rsplit(".", 1)[0],
                  "fixture_header": "X-Mock-Scenario", "model": request["model"]}
         else:
@@ -190,8 +199,8 @@ class SDKsOnDialects(H.DaemonCase):
 
     def cases(self):
         """(key of the run, dialect, stream fixture, body fixture) of every run."""
-        for key, d, _ in self.runs():
-            yield key, d, CASES[d][0], CASES[d][1]
+        for key, d, _, stream, body in self.runs():
+            yield key, d, stream, body
 
     def got(self, dialect):
         out = self.out[dialect]
@@ -213,6 +222,8 @@ class SDKsOnDialects(H.DaemonCase):
     def check_annotations(self, key, exp, content, anns):
         """anns: the url_citation objects of profile openai."""
         self.check_sources(key, exp, [(a["url"], a["title"]) for a in anns])
+        if "openai" in exp:  # bedrock-kb: the oracle's own view of profile openai
+            self.assertEqual(anns, exp["openai"]["annotations"], key)
         # the profile's own annotations span their rewritten reference (SPEC §7)
         for a in anns:
             if (a["url"], a["title"]) in linked(exp):
@@ -224,31 +235,37 @@ class SDKsOnDialects(H.DaemonCase):
         for run, d, stream, body in self.cases():
             with self.subTest(run=run):
                 out = self.got(run)
-                for key, fixture in (("sdk_stream", stream), ("sdk_body", body)):
-                    exp = expected(fixture)
+                for key, fixture, streamed in (("sdk_stream", stream, True), ("sdk_body", body, False)):
+                    exp = expected(d, fixture, streamed)
                     self.assertEqual(out[key]["content"], exp["content"]["0"], key)
                     ids = sorted(out[key]["sources"], key=lambda s: int(s["id"]))
                     self.assertEqual(ids, sorted(source_heads(exp), key=lambda s: int(s["id"])), key)
-                self.assertEqual(out["sdk_stream"]["sources"], source_heads(expected(stream)))
+                    if "sources" in exp:  # where the SPEC fixes every member of a SOURCE
+                        got = sorted(out[key]["source_objects"], key=lambda s: int(s["source"]["id"]))
+                        self.assertEqual(got, sorted(exp["sources"], key=lambda s: int(s["source"]["id"])), key)
+                self.assertEqual(out["sdk_stream"]["sources"], source_heads(expected(d, stream, True)))
 
     def test_openai_sdk_openai_profile(self):
         for run, d, stream, body in self.cases():
             with self.subTest(run=run):
                 out = self.got(run)
-                for key, fixture in (("sdk_stream_openai", stream), ("sdk_body_openai", body)):
-                    exp = expected(fixture)
+                for key, fixture, streamed in (("sdk_stream_openai", stream, True),
+                                               ("sdk_body_openai", body, False)):
+                    exp = expected(d, fixture, streamed)
                     content = out[key]["content"]
                     self.assertEqual(content, exp["content"]["0"], key)
                     self.check_annotations(key, exp, content, out[key]["annotations"])
                     # the citations without a URL: top-level "citations" (SPEC §7)
                     self.assertEqual(out[key]["citations"], [s for s in source_heads(exp) if "url" not in s], key)
+                    if "openai" in exp:
+                        self.assertEqual(out[key]["citations"], exp["openai"]["citations"], key)
 
     def test_ai_sdk_text_and_sources(self):
         for run, d, stream, body in self.cases():
             with self.subTest(run=run):
                 out = self.got(run)
-                for key, fixture in (("ai_stream", stream), ("ai_body", body)):
-                    exp = expected(fixture)
+                for key, fixture, streamed in (("ai_stream", stream, True), ("ai_body", body, False)):
+                    exp = expected(d, fixture, streamed)
                     self.assertEqual(out[key]["text"], exp["content"]["0"], key)
                     self.assertEqual(out[key]["finishReason"], "stop", key)
                     self.check_sources(key, exp, [(s["url"], s["title"]) for s in out[key]["sources"]])
@@ -257,18 +274,21 @@ class SDKsOnDialects(H.DaemonCase):
         for run, d, stream, body in self.cases():
             with self.subTest(run=run):
                 out = self.got(run)
-                for key, fixture in (("lc_stream", stream), ("lc_stream_openai", stream),
-                                     ("lc_body_openai", body)):
-                    exp = expected(fixture)
+                for key, fixture, streamed in (("lc_stream", stream, True), ("lc_stream_openai", stream, True),
+                                               ("lc_body_openai", body, False)):
+                    exp = expected(d, fixture, streamed)
                     got = out[key]
                     self.assertEqual(got["content"], exp["content"]["0"], key)
                     self.assertEqual(got["finishReason"], exp["finish_reason"], key)
                     u = exp["usage"]
-                    self.assertEqual(got["usage"], {"input_tokens": u["prompt_tokens"],
-                                                    "output_tokens": u["completion_tokens"],
-                                                    "total_tokens": u["total_tokens"]}, key)
+                    if u is None:  # none upstream: LangChain has none, or (a body) one without counts
+                        self.assertIn(got["usage"], (None, {}), key)
+                    else:
+                        self.assertEqual(got["usage"], {"input_tokens": u["prompt_tokens"],
+                                                        "output_tokens": u["completion_tokens"],
+                                                        "total_tokens": u["total_tokens"]}, key)
                     if d == "bedrock":  # Bedrock names no model: the request's is the answer's
-                        self.assertEqual(got["modelName"], json.loads(H.fixture_bytes(exp["request"]))["model"], key)
+                        self.assertEqual(got["modelName"], request_of(d, stream)["model"], key)
                     if key == "lc_stream":
                         # profile openwebui makes no annotation: only the answer's own URL
                         # citations that cover no marker pass (as the OpenAI SDK got them)
@@ -281,15 +301,31 @@ class SDKsOnDialects(H.DaemonCase):
     def test_bedrock_requests_reached_the_aws_codec_mock(self):
         """Every SDK request of a bedrock run went to the mock as Converse / ConverseStream,
         the model one percent-encoded path segment, over the run's upstream protocol."""
-        model = quote(json.loads(H.fixture_bytes(expected(CASES["bedrock"][0])["request"]))["model"], safe="")
-        for key, d, proto in self.runs():
+        model = quote(request_of("bedrock", CASES["bedrock"][0])["model"], safe="")
+        for key, d, proto, _, _ in self.runs():
             if d != "bedrock":
                 continue
             with self.subTest(run=key):
-                got = self.upstream_requests[key]
+                got = [(r["proto"], r["method"], r["path"]) for r in self.upstream_requests[key]]
                 streamed, whole = SDK_REQUESTS
                 self.assertEqual(sorted(got), sorted([(proto, "POST", f"/model/{model}/converse-stream")] * streamed
                                                      + [(proto, "POST", f"/model/{model}/converse")] * whole))
+
+    def test_bedrock_kb_requests_signed_with_the_last_question(self):
+        """Every SDK request of a bedrock-kb run went to the mock as RetrieveAndGenerate(Stream)
+        over the run's upstream protocol, passed its SigV4 check, and carried only the last
+        user message's text and CITEGATE_BEDROCK_KB, whatever the SDK made of the messages."""
+        body = {"input": {"text": TKB.QUESTION}, "retrieveAndGenerateConfiguration": TKB.KB_CONFIG}
+        for key, d, proto, _, _ in self.runs():
+            if d != "bedrock-kb":
+                continue
+            with self.subTest(run=key):
+                got = [(r["proto"], r["method"], r["path"], r.get("signature"), r["body_json"])
+                       for r in self.upstream_requests[key]]
+                streamed, whole = SDK_REQUESTS
+                want = [(proto, "POST", "/retrieveAndGenerateStream", "ok", body)] * streamed \
+                    + [(proto, "POST", "/retrieveAndGenerate", "ok", body)] * whole
+                self.assertEqual(sorted(got, key=repr), sorted(want, key=repr))
 
     def test_citegate_exited_cleanly_without_sanitizer_reports(self):
         self.assertEqual(self.rcs, [(0, [])] * (len(CASES) + len(H2_CASES)))

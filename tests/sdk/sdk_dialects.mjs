@@ -2,7 +2,9 @@
 // the official OpenAI SDK (openai-node), the Vercel AI SDK (`ai` with the
 // `@ai-sdk/openai` chat model, which turns url_citation annotations into sources) and
 // LangChain JS (`@langchain/openai`'s ChatOpenAI on chat completions).
-// Prints what each handed to the application, as JSON, for test_sdk_dialects.py.
+// Prints what each handed to the application, as JSON, for test_sdk_dialects.py: of the
+// OpenAI SDK's answers, the content, the heads of the sources (`sources`) and the whole
+// SOURCE objects (`source_objects`), the url_citation annotations and the citations.
 //
 // usage: node sdk_dialects.mjs PORT PLAN.json
 // PLAN: {"stream": FIXTURE, "body": FIXTURE, "messages": [...], "model"?: M,
@@ -34,17 +36,21 @@ async function sdkStream(profile) {
   });
   let content = '';
   const sources = [];
+  const sourceObjects = [];
   const annotations = [];
   const citations = [];
   for await (const chunk of stream) {
-    if (chunk.event && chunk.event.type === 'source') sources.push(chunk.event.data.source);
+    if (chunk.event && chunk.event.type === 'source') {
+      sources.push(chunk.event.data.source);
+      sourceObjects.push(chunk.event.data);
+    }
     for (const c of chunk.citations ?? []) citations.push(c.source);
     for (const ch of chunk.choices ?? []) {
       if (typeof ch.delta?.content === 'string') content += ch.delta.content;
       for (const a of ch.delta?.annotations ?? []) annotations.push(a.url_citation);
     }
   }
-  return { content, sources, annotations, citations };
+  return { content, sources, source_objects: sourceObjects, annotations, citations };
 }
 
 async function sdkBody(profile) {
@@ -55,6 +61,7 @@ async function sdkBody(profile) {
   return {
     content: message.content,
     sources: (body.sources ?? []).map((s) => s.source),
+    source_objects: body.sources ?? [],
     annotations: (message.annotations ?? []).map((a) => a.url_citation),
     citations: (body.citations ?? []).map((c) => c.source),
   };
