@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "dialect_run.h"
+#include "dialects/view.h"
 #include "evs_enc.h"
 #include "profiles.h"
 #include "view.h"
@@ -321,8 +322,6 @@ static void test_nested_citation(void **state)
 }
 
 /* --- the steady path: output text read without a parse ------------------------------ */
-
-bool cg__bedrock_kb_output(const char *p, size_t n, cg_span_t *text);
 
 /* What the parse reads from output payload p[0..n): the text's JSON string
  * bytes, when it is a JSON object whose text is a string (on_output). */

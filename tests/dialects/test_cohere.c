@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "dialect_run.h"
+#include "dialects/view.h"
 #include "profiles.h"
 #include "view.h"
 
@@ -614,10 +615,6 @@ static void test_every_split(void **state)
 }
 
 /* --- citations without a parse ---------------------------------------------------- */
-
-/* cohere.c's hold on its citation fast path, per thread. */
-extern _Thread_local bool cg__cohere_fast_off;
-extern _Thread_local uint64_t cg__cohere_fast_reads;
 
 /* Runs stream in (profile openwebui, the RAG request: sources are numbered
  * and sent) with the citation fast path and without it, and fails unless
