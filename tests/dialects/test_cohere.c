@@ -590,24 +590,8 @@ static void test_every_split(void **state)
             THINK("th\\u00efnk") TEXT(" and 28\\u00b0C in Bras\xc3\xad"
                                       "lia \\ud83d\\ude00.") CITE(25, 29, DOC("doc:1", "One"))
                 CITE(99, 100, DOC("x", "X")) ": ping\r\n\r\n" CONTENT_END END("MAX_TOKENS");
-    size_t n = sizeof(in) - 1;
-    for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++) {
-        dialect_case_t c;
-        dialect_case_init(&c, dialect_named("cohere"), RAG_REQUEST, strlen(RAG_REQUEST));
-        cg_xform_cfg_t cfg;
-        cg_xform_cfg_default(&cfg, profile_named(profiles[p]));
-        cg_buf_t whole = {0};
-        dialect_stream(&cfg, &c, in, n, NULL, 0, &whole, NULL);
-        dialect_split_t ds = {&cfg, &c, profiles[p]};
-        split_case_t sc = dialect_split_case(&ds, in, n);
-        split_points_t sp;
-        split_points_init(&sp, in, n, p);
-        split_every(&sc, &sp, &whole);
-        split_points_free(&sp);
-        split_random(&sc, 100, &rng, &whole);
-        cg_buf_free(&whole);
-        dialect_case_free(&c);
-    }
+    dialect_every_split("cohere", RAG_REQUEST, in, sizeof(in) - 1, profiles,
+                        sizeof(profiles) / sizeof(profiles[0]), 100, &rng);
     stream_content_is(RAG_REQUEST, in,
                       MADRID_1 "[5][6] and 28\xc2\xb0"
                                "C in Bras\xc3\xad"
