@@ -566,22 +566,8 @@ static void test_block_stop_stream(void **state)
 static void translate(const char *body, const char *tool_config, cg_buf_t *path, cg_buf_t *out,
                       cg_dialect_err_t *err, int want_rc)
 {
-    cg_request_t r;
-    cg_cite_opts_t o = {8192, true};
-    assert_int_equal(cg_request_parse(&r, body, strlen(body), &o), 0);
-    cg_dialect_in_t in = {.req = &r, .tool_config = tool_config};
-    cg_dialect_req_t dreq;
-    const cg_dialect_t *d = dialect_named("bedrock");
-    assert_int_equal(cg_dialect_request(d, body, strlen(body), &in, &dreq, err), want_rc);
-    path->len = out->len = 0;
-    if (want_rc == 0) {
-        cg_dialect_path(d, &dreq, path);
-        cg_buf_put(out, dreq.body.p, dreq.body.len);
-        cg_buf_putc(path, '\0');
-        cg_buf_putc(out, '\0');
-        cg_dialect_req_free(&dreq);
-    }
-    cg_request_free(&r);
+    cg_dialect_in_t in = {.tool_config = tool_config};
+    assert_int_equal(dialect_translate("bedrock", body, in, path, out, err), want_rc);
 }
 
 static void test_request(void **state)

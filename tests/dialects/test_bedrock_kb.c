@@ -634,25 +634,10 @@ static void add_field(void *ctx, cg_span_t name, cg_span_t value)
 static int translate(const char *body, const char *session, const char *kb, cg_buf_t *path,
                      cg_buf_t *out, cg_dialect_err_t *err)
 {
-    cg_request_t r;
-    cg_cite_opts_t o = {8192, true};
-    assert_int_equal(cg_request_parse(&r, body, strlen(body), &o), 0);
     fields_t f = {session ? "x-bedrock-session-id" : NULL, session, {0}};
     cg_dialect_hdrs_t client = {get_field, add_field, &f};
-    cg_dialect_in_t in = {.req = &r, .kb_config = kb, .client = &client};
-    cg_dialect_req_t dreq;
-    const cg_dialect_t *d = dialect_named("bedrock-kb");
-    int rc = cg_dialect_request(d, body, strlen(body), &in, &dreq, err);
-    path->len = out->len = 0;
-    if (rc == 0) {
-        cg_dialect_path(d, &dreq, path);
-        cg_buf_put(out, dreq.body.p, dreq.body.len);
-        cg_buf_putc(path, '\0');
-        cg_buf_putc(out, '\0');
-        cg_dialect_req_free(&dreq);
-    }
-    cg_request_free(&r);
-    return rc;
+    cg_dialect_in_t in = {.kb_config = kb, .client = &client};
+    return dialect_translate("bedrock-kb", body, in, path, out, err);
 }
 
 #define KB                                                                                         \

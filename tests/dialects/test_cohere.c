@@ -155,27 +155,16 @@ static bool has(const cg_buf_t *out, const char *s)
 static void translate_as(const char *body, cg_cohere_citations_t mode, const char *deployment,
                          const char *want)
 {
-    cg_request_t r;
-    cg_cite_opts_t o = {8192, true};
-    assert_int_equal(cg_request_parse(&r, body, strlen(body), &o), 0);
-    cg_dialect_in_t in = {.req = &r, .cohere_citations = mode};
+    cg_dialect_in_t in = {.cohere_citations = mode};
     if (deployment)
         in.deployment = cg_span(deployment, strlen(deployment));
-    cg_dialect_req_t dreq;
-    cg_dialect_err_t e;
-    const cg_dialect_t *d = dialect_named("cohere");
-    assert_int_equal(cg_dialect_request(d, body, strlen(body), &in, &dreq, &e), 0);
     cg_buf_t path = {0}, out = {0};
-    assert_true(cg_dialect_path(d, &dreq, &path));
-    cg_buf_putc(&path, '\0');
+    cg_dialect_err_t e;
+    assert_int_equal(dialect_translate("cohere", body, in, &path, &out, &e), 0);
     assert_string_equal(path.p, "/v2/chat");
-    cg_buf_put(&out, dreq.body.p, dreq.body.len);
-    cg_buf_putc(&out, '\0');
     same("request body", out.p, want);
     cg_buf_free(&path);
     cg_buf_free(&out);
-    cg_dialect_req_free(&dreq);
-    cg_request_free(&r);
 }
 
 static void test_request(void **state)
