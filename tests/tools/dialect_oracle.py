@@ -1,6 +1,7 @@
 """What the dialect oracles share: the chat side of an upstream answer, which is the same
 whatever the upstream (anthropic_oracle.py, bedrock_oracle.py, bedrock_kb_oracle.py,
-cohere_oracle.py).
+cohere_oracle.py), and the expected files and --check of gemini_oracle.py and
+responses_oracle.py.
 
 Like the oracles, this is written from /work/shared/SPEC.md (§6, §6a, §7), never from
 citegate's C code: it is part of the reference, and shares Python only with other oracles.
@@ -12,6 +13,7 @@ error); and the expected files under tests/fixtures/dialects/expected (write_exp
 """
 import json
 import os
+import subprocess
 
 import oracle
 
@@ -238,3 +240,153 @@ def main(argv, regen, view_of_body):
     if argv[:1] == ["--regen"]:
         return regen()
     return print_view(argv, view_of_body)
+
+
+# ------------------------------------------------------------------------- gemini, responses
+
+def extras_of(out):
+    """What oracle.client_view does not read: the finish reason, the usage, the error and
+    the id/created/model every chunk (or the body) carries (gemini's and responses' view)."""
+    text = out.decode("utf-8")
+    ex = {"finish_reason": None, "usage": None, "error": None, "meta": None}
+    objs = []
+    if oracle.is_json_body(out):
+        objs = [json.loads(text)]
+    else:
+        for _, data in oracle.sse_events(text):
+            try:
+                objs.append(json.loads(data))
+            except ValueError:
+                pass
+    metas = []
+    for o in objs:
+        if not isinstance(o, dict):
+            continue
+        if "object" in o:
+            metas.append({"id": o.get("id"), "created": o.get("created"), "model": o.get("model")})
+        for ch in o.get("choices") or []:
+            if ch.get("finish_reason") is not None:
+                ex["finish_reason"] = ch["finish_reason"]
+        if "usage" in o:
+            ex["usage"] = o["usage"]
+        if "error" in o:
+            ex["error"] = o["error"]
+    distinct = [m for k, m in enumerate(metas) if m not in metas[:k]]
+    ex["meta"] = distinct[0] if len(distinct) == 1 else distinct
+    return ex
+
+
+ANSWER_COMPARED = oracle.COMPARED + ("finish_reason", "usage", "error", "meta")
+
+
+def answer_client_view(out):
+    view = oracle.client_view(out)
+    view.update(extras_of(out))
+    return {k: view[k] for k in ANSWER_COMPARED}
+
+
+def load(rel):
+    """The bytes of a file under tests/fixtures."""
+    with open(os.path.join(FIXTURES, rel), "rb") as f:
+        return f.read()
+
+
+class Goldens:
+    """The expected files of an oracle that keeps one per answer (tests/fixtures/dialects/
+    answers/<prefix>*.sse and .json) and profile in a folder of its own, and checks
+    `citegate filter` against them (--check): gemini_oracle.py, responses_oracle.py.
+
+    expected_view(body, request, profile) is the oracle's; request_for(fixture) names the
+    request a fixture is read with (relative to tests/fixtures, or None); dialect_for(fixture)
+    the dialect it is filtered as."""
+
+    def __init__(self, prefix, folder, profiles, expected_view, request_for, dialect_for):
+        self.prefix, self.folder, self.profiles = prefix, folder, profiles
+        self.expected_view = expected_view
+        self.request_for, self.dialect_for = request_for, dialect_for
+
+    def fixtures(self):
+        return sorted(f for f in os.listdir(os.path.join(DIALECTS, "answers"))
+                      if f.startswith(self.prefix) and
+                      (f.endswith(".sse") or (f.endswith(".json") and ".request." not in f)))
+
+    def expected_for(self, fixture, profile):
+        req_rel = self.request_for(fixture)
+        request = json.loads(load(req_rel)) if req_rel else None
+        view = self.expected_view(load("dialects/answers/" + fixture), request, profile)
+        head = {"fixture": "dialects/answers/" + fixture, "request": req_rel, "profile": profile,
+                "dialect": self.dialect_for(fixture), "created": CREATED}
+        head.update({k: view[k] for k in ANSWER_COMPARED})
+        return head
+
+    def expected_name(self, fixture, profile):
+        stem, ext = fixture.rsplit(".", 1)
+        return os.path.join(self.folder, "%s.%s.%s.json" % (
+            stem, "body" if ext == "json" else "stream", profile))
+
+    def regen(self):
+        os.makedirs(self.folder, exist_ok=True)
+        for old in os.listdir(self.folder):
+            os.remove(os.path.join(self.folder, old))
+        for fixture in self.fixtures():
+            for profile in self.profiles:
+                with open(self.expected_name(fixture, profile), "w", encoding="utf-8") as f:
+                    json.dump(self.expected_for(fixture, profile), f, indent=1,
+                              ensure_ascii=False)
+                    f.write("\n")
+        return 0
+
+    def check(self, citegate, path):
+        """`citegate filter` on the answer of expected file `path`, against it, and the file
+        against what the oracle says now."""
+        with open(path, encoding="utf-8") as f:
+            want = json.load(f)
+        bad = []
+        fixture = os.path.basename(want["fixture"])
+        if want != self.expected_for(fixture, want["profile"]):
+            bad.append("the stored file is not what the oracle says (run --regen and review)")
+        proc = run_filter(citegate, want)
+        if proc.returncode != 0:
+            bad.append("exit %d: %s" % (proc.returncode, proc.stderr.decode(errors="replace")))
+        else:
+            got = answer_client_view(proc.stdout)
+            for k in ANSWER_COMPARED:
+                if got[k] != want[k]:
+                    bad.append("%s:\n  want %s\n  got  %s" % (
+                        k, json.dumps(want[k], ensure_ascii=False),
+                        json.dumps(got[k], ensure_ascii=False)))
+        for b in bad:
+            print(b)
+        print("%s (%s): %s" % (want["fixture"], want["profile"], "FAIL" if bad else "ok"))
+        return 1 if bad else 0
+
+    def main(self, argv):
+        """--regen; --check CITEGATE EXPECTED_JSON...; or FIXTURE [--profile P]
+        [--request FILE]: print the expected view."""
+        if argv[:1] == ["--regen"]:
+            return self.regen()
+        if argv[:1] == ["--check"]:
+            return max(self.check(argv[1], path) for path in argv[2:])
+        fixture, profile, request = argv[0], "openwebui", None
+        for k in range(1, len(argv), 2):
+            if argv[k] == "--profile":
+                profile = argv[k + 1]
+            elif argv[k] == "--request":
+                with open(argv[k + 1], encoding="utf-8") as f:
+                    request = json.load(f)
+        with open(fixture, "rb") as f:
+            view = self.expected_view(f.read(), request, profile)
+        print(json.dumps(view, indent=1, ensure_ascii=False))
+        return 0
+
+
+def run_filter(citegate, want):
+    """`citegate filter` as expected file `want` says (dialect, created, profile, request,
+    fixture), without the caller's CITEGATE_ and AZURE_AI_ settings."""
+    cmd = [citegate, "filter", "--dialect", want["dialect"], "--created", str(want["created"]),
+           "--profile", want["profile"]]
+    if want["request"]:
+        cmd += ["--request", os.path.join(FIXTURES, want["request"])]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CITEGATE_", "AZURE_AI_"))}
+    return subprocess.run(cmd, input=load(want["fixture"]), capture_output=True, timeout=30,
+                          env=env)
