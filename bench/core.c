@@ -582,6 +582,119 @@ static void append_out(cg_buf_t *b, const cg_out_t *o)
         cg_buf_put(b, o->seg[i].p, o->seg[i].n);
 }
 
+/* Untimed: answer a of in through a new transformer in reads of rd, its
+ * whole output in *all. The caller reads the transformer's stats, then
+ * frees it. */
+static cg_xform_t *run_answer(const input_t *in, size_t a, size_t rd, const cg_xform_cfg_t *cfg,
+                              cg_buf_t *all)
+{
+    const char *p = in->p + in->off[a];
+    size_t len = in->off[a + 1] - in->off[a];
+    cg_xform_t *x = new_xform(in, cfg);
+    cg_out_t out = {0};
+    all->len = 0;
+    for (size_t pos = 0; pos < len; pos += rd) {
+        cg_xform_feed(x, p + pos, len - pos < rd ? len - pos : rd, &out);
+        append_out(all, &out);
+    }
+    cg_xform_finish(x, CG_END_EOF, &out);
+    append_out(all, &out);
+    cg_out_free(&out);
+    return x;
+}
+
+/* How many times needle starts in b. */
+static uint64_t count_in(const cg_buf_t *b, const char *needle)
+{
+    uint64_t n = 0;
+    size_t len = strlen(needle);
+    for (const char *s = b->p, *end = b->p + b->len, *q;
+         (q = memmem(s, (size_t)(end - s), needle, len)) != NULL; s = q + 1)
+        n++;
+    return n;
+}
+
+static bool ends_done(const cg_buf_t *b)
+{
+    return b->len >= 14 && memcmp(b->p + b->len - 14, "data: [DONE]\n\n", 14) == 0;
+}
+
+/* Untimed, over every answer: the links (`link` in the output), the events
+ * the view read, the answers ending in [DONE], the malformed and truncated
+ * ones. */
+typedef struct answer_counts {
+    uint64_t links, events, done, bad;
+} answer_counts_t;
+
+static answer_counts_t count_answers(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
+                                     const char *link)
+{
+    answer_counts_t c = {0};
+    cg_buf_t all = {0};
+    for (size_t a = 0; a < in->nans; a++) {
+        cg_xform_t *x = run_answer(in, a, rd, cfg, &all);
+        const cg_xform_stats_t *st = cg_xform_stats(x);
+        c.links += count_in(&all, link);
+        c.events += st->events_in;
+        c.done += ends_done(&all);
+        c.bad += st->malformed + st->truncated;
+        cg_xform_free(x);
+    }
+    cg_buf_free(&all);
+    return c;
+}
+
+/* A dialect section's rounds (time_rounds): the input's MB, the median
+ * times (ns) of the view's passes and of memchr's, the counts summed. */
+typedef struct view_times {
+    double mb, x_med, m_med;
+    size_t rounds;
+    xres_t sum;
+} view_times_t;
+
+static view_times_t time_view(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
+                              size_t rounds)
+{
+    view_times_t v = {.mb = (double)in->len / 1e6, .rounds = rounds};
+    double *tx, *tm;
+    (void)time_rounds(in, rd, cfg, rounds, &tx, &tm, &v.sum);
+    v.x_med = pct(tx, rounds, 50);
+    v.m_med = pct(tm, rounds, 50);
+    free(tx);
+    free(tm);
+    return v;
+}
+
+/* The steady feeds' allocations, and the bars of a dialect section. */
+static void print_steady(const char *section, const view_times_t *v)
+{
+    const xres_t *s = &v->sum;
+    printf("%s: steady feeds %" PRIu64 " allocations / %" PRIu64 " events (%" PRIu64
+           " of %" PRIu64 " feeds allocated); bars: ratio >= 0.10 %s, 0 allocs/event steady %s\n",
+           section, s->allocs_mid, s->events_mid, s->feeds_mid_alloc, s->feeds_mid,
+           v->m_med / v->x_med >= 0.10 ? "PASS" : "MISS", s->allocs_mid == 0 ? "PASS" : "MISS");
+}
+
+/* A dialect section's figures, the line bench/README.md and
+ * docs/performance.md quote (ratio=, allocs_per_event=), then `verify`
+ * when not NULL. */
+static void print_figures(const char *section, const view_times_t *v, const char *verify)
+{
+    const xres_t *s = &v->sum;
+    double mid = s->events_mid ? (double)s->allocs_mid / (double)s->events_mid : 0;
+    printf("%s: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
+           "allocs_per_event=%.4f (steady feeds; with each answer's last feed: %.4f)%s%s\n",
+           section, v->mb / (v->x_med / 1e9), v->mb / (v->m_med / 1e9), v->m_med / v->x_med,
+           v->x_med / ((double)s->events / (double)v->rounds), mid,
+           s->events_steady ? (double)s->allocs_steady / (double)s->events_steady : 0.0,
+           verify ? " " : "", verify ? verify : "");
+}
+
+static const char *verify_word(int bad)
+{
+    return bad ? "verify FAIL" : "verify OK";
+}
+
 /* Untimed: every answer's full output, checked against what was generated. */
 static int verify(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
                   const gen_totals_t *gt)
@@ -590,24 +703,8 @@ static int verify(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
     uint64_t malformed = 0, cites_out = 0;
     cg_buf_t all = {0};
     for (size_t a = 0; a < in->nans; a++) {
-        const char *p = in->p + in->off[a];
-        size_t len = in->off[a + 1] - in->off[a];
-        cg_xform_t *x = new_xform(in, cfg);
-        cg_out_t out = {0};
-        all.len = 0;
-        for (size_t pos = 0; pos < len; pos += rd) {
-            cg_xform_feed(x, p + pos, len - pos < rd ? len - pos : rd, &out);
-            append_out(&all, &out);
-        }
-        cg_xform_finish(x, CG_END_EOF, &out);
-        append_out(&all, &out);
-        static const char pat[] = "](https://";
-        const char *s = all.p, *end = all.p + all.len;
-        const char *q;
-        while ((q = memmem(s, (size_t)(end - s), pat, sizeof(pat) - 1)) != NULL) {
-            links++;
-            s = q + 1;
-        }
+        cg_xform_t *x = run_answer(in, a, rd, cfg, &all);
+        links += count_in(&all, "](https://");
         const cg_xform_stats_t *st = cg_xform_stats(x);
         linked += st->refs_linked;
         events += st->events_in;
@@ -616,7 +713,6 @@ static int verify(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
         passthrough += st->passthrough;
         malformed += st->malformed;
         cites_out += st->citations_emitted;
-        cg_out_free(&out);
         cg_xform_free(x);
     }
     cg_buf_free(&all);
@@ -820,7 +916,7 @@ static int bench_anthropic(size_t target, unsigned nev, size_t rd, size_t rounds
     printf("anthropic: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
            "allocs_per_event=%.4f (median of %zu rounds) %s\n",
            mbps, (double)in.len / 1e6 / (m_med / 1e9), m_med / med, med / (double)x.events, allocs,
-           rounds, bad ? "verify FAIL" : "verify OK");
+           rounds, verify_word(bad));
     free(t);
     free(tm);
     free(in.off);
@@ -953,31 +1049,8 @@ static void gen_rs_answer(cg_buf_t *b, unsigned nev, bool markers, rs_totals_t *
  * view read every event. */
 static int verify_rs(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg, const rs_totals_t *t)
 {
-    uint64_t links = 0, events = 0, done = 0, bad = 0;
-    cg_buf_t all = {0};
-    for (size_t a = 0; a < in->nans; a++) {
-        const char *p = in->p + in->off[a];
-        size_t len = in->off[a + 1] - in->off[a];
-        cg_xform_t *x = new_xform(in, cfg);
-        cg_out_t out = {0};
-        all.len = 0;
-        for (size_t pos = 0; pos < len; pos += rd) {
-            cg_xform_feed(x, p + pos, len - pos < rd ? len - pos : rd, &out);
-            append_out(&all, &out);
-        }
-        cg_xform_finish(x, CG_END_EOF, &out);
-        append_out(&all, &out);
-        for (const char *s = all.p, *end = all.p + all.len, *q;
-             (q = memmem(s, (size_t)(end - s), "](https://", 10)) != NULL; s = q + 1)
-            links++;
-        const cg_xform_stats_t *st = cg_xform_stats(x);
-        events += st->events_in;
-        done += all.len >= 14 && memcmp(all.p + all.len - 14, "data: [DONE]\n\n", 14) == 0;
-        bad += st->malformed + st->truncated;
-        cg_out_free(&out);
-        cg_xform_free(x);
-    }
-    cg_buf_free(&all);
+    answer_counts_t c = count_answers(in, rd, cfg, "](https://");
+    uint64_t links = c.links, events = c.events, done = c.done, bad = c.bad;
     int ok = links == t->markers && events == t->events && done == in->nans && bad == 0;
     printf("responses verify (untimed): links = %" PRIu64 ", markers generated = %" PRIu64
            ", events_in = %" PRIu64 " (generated %" PRIu64 "), answers with [DONE] = %" PRIu64
@@ -1011,19 +1084,8 @@ static int bench_responses(size_t mib, size_t rd, size_t rounds, unsigned nev, b
            (double)buf.len / 1048576.0, nans, t.events, (double)buf.len / (double)t.events,
            t.markers);
     int bad = verify_rs(&in, rd, cfg, &t);
-    double *tx, *tm;
-    xres_t sum;
-    (void)time_rounds(&in, rd, cfg, rounds, &tx, &tm, &sum);
-    double mb = (double)buf.len / 1e6, x_med = pct(tx, rounds, 50), m_med = pct(tm, rounds, 50);
-    double mid = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
-    printf("%s: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
-           "allocs_per_event=%.4f (steady feeds; with each answer's last feed: %.4f)\n",
-           markers ? "responses_markers" : "responses", mb / (x_med / 1e9), mb / (m_med / 1e9),
-           m_med / x_med,
-           x_med / ((double)sum.events / (double)rounds), mid,
-           sum.events_steady ? (double)sum.allocs_steady / (double)sum.events_steady : 0.0);
-    free(tx);
-    free(tm);
+    view_times_t v = time_view(&in, rd, cfg, rounds);
+    print_figures(markers ? "responses_markers" : "responses", &v, NULL);
     free(off);
     cg_buf_free(&buf);
     return bad;
@@ -1121,31 +1183,8 @@ static void gen_gemini_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
 static int verify_gemini(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg,
                          const gen_totals_t *gt)
 {
-    uint64_t links = 0, events = 0, done = 0, bad = 0;
-    cg_buf_t all = {0};
-    for (size_t a = 0; a < in->nans; a++) {
-        const char *p = in->p + in->off[a];
-        size_t len = in->off[a + 1] - in->off[a];
-        cg_xform_t *x = new_xform(in, cfg);
-        cg_out_t out = {0};
-        all.len = 0;
-        for (size_t pos = 0; pos < len; pos += rd) {
-            cg_xform_feed(x, p + pos, len - pos < rd ? len - pos : rd, &out);
-            append_out(&all, &out);
-        }
-        cg_xform_finish(x, CG_END_EOF, &out);
-        append_out(&all, &out);
-        for (const char *s = all.p, *end = all.p + all.len, *q;
-             (q = memmem(s, (size_t)(end - s), "](https://vertexaisearch", 24)) != NULL; s = q + 1)
-            links++;
-        const cg_xform_stats_t *st = cg_xform_stats(x);
-        events += st->events_in;
-        done += all.len >= 14 && memcmp(all.p + all.len - 14, "data: [DONE]\n\n", 14) == 0;
-        bad += st->malformed + st->truncated;
-        cg_out_free(&out);
-        cg_xform_free(x);
-    }
-    cg_buf_free(&all);
+    answer_counts_t c = count_answers(in, rd, cfg, "](https://vertexaisearch");
+    uint64_t links = c.links, events = c.events, done = c.done, bad = c.bad;
     int ok = links == GM_CHUNKS * in->nans && events == gt->events && done == in->nans && bad == 0;
     printf("gemini verify (untimed): links = %" PRIu64 " (%u per answer: %" PRIu64
            "), events_in = %" PRIu64 " (generated %" PRIu64 "), answers with [DONE] = %" PRIu64
@@ -1171,21 +1210,10 @@ static int bench_gemini(size_t mib, size_t rd, size_t rounds, unsigned nev,
            (double)in.len / 1048576.0, in.nans, gt.events,
            (double)gt.content_bytes / (double)gt.content_events, (double)in.len / (double)gt.events);
     int bad = verify_gemini(&in, rd, cfg, &gt);
-    double *tx, *tm;
-    xres_t sum;
-    (void)time_rounds(&in, rd, cfg, rounds, &tx, &tm, &sum);
-    double mb = (double)buf.len / 1e6, x_med = pct(tx, rounds, 50), m_med = pct(tm, rounds, 50);
-    double mid = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
+    view_times_t v = time_view(&in, rd, cfg, rounds);
     printf("gemini: bars: ratio >= 0.10 %s, 0 allocs/event steady %s\n",
-           m_med / x_med >= 0.10 ? "PASS" : "MISS", sum.allocs_mid == 0 ? "PASS" : "MISS");
-    printf("gemini: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
-           "allocs_per_event=%.4f (steady feeds; with each answer's last feed: %.4f) %s\n",
-           mb / (x_med / 1e9), mb / (m_med / 1e9), m_med / x_med,
-           x_med / ((double)sum.events / (double)rounds), mid,
-           sum.events_steady ? (double)sum.allocs_steady / (double)sum.events_steady : 0.0,
-           bad ? "verify FAIL" : "verify OK");
-    free(tx);
-    free(tm);
+           v.m_med / v.x_med >= 0.10 ? "PASS" : "MISS", v.sum.allocs_mid == 0 ? "PASS" : "MISS");
+    print_figures("gemini", &v, verify_word(bad));
     free(in.off);
     cg_buf_free(&buf);
     return bad;
@@ -1643,24 +1671,10 @@ static int verify_bedrock(const char *section, const input_t *in, size_t rd,
     uint64_t links = 0, linked = 0, events = 0, done = 0, bad = 0, same = 0, finish = 0;
     cg_buf_t all = {0}, got = {0}, want = {0};
     for (size_t a = 0; a < in->nans; a++) {
-        const char *p = in->p + in->off[a];
-        size_t len = in->off[a + 1] - in->off[a];
-        cg_xform_t *x = new_xform(in, cfg);
-        cg_out_t out = {0};
-        all.len = got.len = want.len = 0;
-        for (size_t pos = 0; pos < len; pos += rd) {
-            cg_xform_feed(x, p + pos, len - pos < rd ? len - pos : rd, &out);
-            append_out(&all, &out);
-        }
-        cg_xform_finish(x, CG_END_EOF, &out);
-        append_out(&all, &out);
-        for (const char *s = all.p, *end = all.p + all.len, *q;
-             (q = memmem(s, (size_t)(end - s), "](https://", 10)) != NULL; s = q + 1)
-            links++;
-        for (const char *s = all.p, *end = all.p + all.len, *q;
-             (q = memmem(s, (size_t)(end - s), "\"finish_reason\":\"stop\"", 22)) != NULL;
-             s = q + 1)
-            finish++;
+        cg_xform_t *x = run_answer(in, a, rd, cfg, &all);
+        got.len = want.len = 0;
+        links += count_in(&all, "](https://");
+        finish += count_in(&all, "\"finish_reason\":\"stop\"");
         br_content_of(all.p, all.len, &got);
         size_t wn = br.off[a + 1] - br.off[a];
         char *dst = cg_buf_reserve(&want, wn + 1);
@@ -1669,9 +1683,8 @@ static int verify_bedrock(const char *section, const input_t *in, size_t rd,
         const cg_xform_stats_t *st = cg_xform_stats(x);
         linked += st->refs_linked;
         events += st->events_in;
-        done += all.len >= 14 && memcmp(all.p + all.len - 14, "data: [DONE]\n\n", 14) == 0;
+        done += ends_done(&all);
         bad += st->malformed + st->truncated + st->passthrough + st->framing_error;
-        cg_out_free(&out);
         cg_xform_free(x);
     }
     cg_buf_free(&all);
@@ -1712,23 +1725,9 @@ static int bench_evs(const char *section, gen_fn gen, size_t mib, size_t rd, siz
            br.t.cites, kb ? "events" : "deltas", br.t.conts, br.t.blocks,
            kb ? "answers" : "blocks", (double)in.len / (double)gt.events, gt.refs);
     int bad = verify_bedrock(section, &in, rd, cfg, &gt);
-    double *tx, *tm;
-    xres_t sum;
-    (void)time_rounds(&in, rd, cfg, rounds, &tx, &tm, &sum);
-    double mb = (double)buf.len / 1e6, x_med = pct(tx, rounds, 50), m_med = pct(tm, rounds, 50);
-    double mid = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
-    printf("%s: steady feeds %" PRIu64 " allocations / %" PRIu64 " events (%" PRIu64
-           " of %" PRIu64 " feeds allocated); bars: ratio >= 0.10 %s, 0 allocs/event steady %s\n",
-           section, sum.allocs_mid, sum.events_mid, sum.feeds_mid_alloc, sum.feeds_mid,
-           m_med / x_med >= 0.10 ? "PASS" : "MISS", sum.allocs_mid == 0 ? "PASS" : "MISS");
-    printf("%s: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
-           "allocs_per_event=%.4f (steady feeds; with each answer's last feed: %.4f) %s\n",
-           section, mb / (x_med / 1e9), mb / (m_med / 1e9), m_med / x_med,
-           x_med / ((double)sum.events / (double)rounds), mid,
-           sum.events_steady ? (double)sum.allocs_steady / (double)sum.events_steady : 0.0,
-           bad ? "verify FAIL" : "verify OK");
-    free(tx);
-    free(tm);
+    view_times_t v = time_view(&in, rd, cfg, rounds);
+    print_steady(section, &v);
+    print_figures(section, &v, verify_word(bad));
     free(in.off);
     free(br.off);
     br.off = NULL;
@@ -1859,23 +1858,9 @@ static int bench_cohere(size_t mib, size_t rd, size_t rounds, unsigned nev,
            (double)gt.content_bytes / (double)gt.content_events, (double)in.len / (double)gt.events,
            gt.refs_url);
     int bad = verify(&in, rd, cfg, &gt);
-    double *tx, *tm;
-    xres_t sum;
-    (void)time_rounds(&in, rd, cfg, rounds, &tx, &tm, &sum);
-    double mb = (double)buf.len / 1e6, x_med = pct(tx, rounds, 50), m_med = pct(tm, rounds, 50);
-    double mid = sum.events_mid ? (double)sum.allocs_mid / (double)sum.events_mid : 0;
-    printf("cohere: steady feeds %" PRIu64 " allocations / %" PRIu64 " events (%" PRIu64
-           " of %" PRIu64 " feeds allocated); bars: ratio >= 0.10 %s, 0 allocs/event steady %s\n",
-           sum.allocs_mid, sum.events_mid, sum.feeds_mid_alloc, sum.feeds_mid,
-           m_med / x_med >= 0.10 ? "PASS" : "MISS", sum.allocs_mid == 0 ? "PASS" : "MISS");
-    printf("cohere: xform_MBps=%.1f memchr_MBps=%.1f ratio=%.4f ns_per_event=%.1f "
-           "allocs_per_event=%.4f (steady feeds; with each answer's last feed: %.4f) %s\n",
-           mb / (x_med / 1e9), mb / (m_med / 1e9), m_med / x_med,
-           x_med / ((double)sum.events / (double)rounds), mid,
-           sum.events_steady ? (double)sum.allocs_steady / (double)sum.events_steady : 0.0,
-           bad ? "verify FAIL" : "verify OK");
-    free(tx);
-    free(tm);
+    view_times_t v = time_view(&in, rd, cfg, rounds);
+    print_steady("cohere", &v);
+    print_figures("cohere", &v, verify_word(bad));
     free(in.off);
     cg_buf_free(&buf);
     return bad;

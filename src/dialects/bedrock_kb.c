@@ -290,9 +290,8 @@ static bool intervened(const cg_json_t *j, int action)
  * that the parse takes, and on_output finds the same text in it (its only
  * member). Anything else (other or repeated members, escaped names, white
  * space, a NUL, a cut) goes through the parse. Not static: the tests hold
- * it to the parse.
+ * it to the parse (view.h).
  */
-bool cg__bedrock_kb_output(const char *p, size_t n, cg_span_t *text);
 bool cg__bedrock_kb_output(const char *p, size_t n, cg_span_t *text)
 {
     static const char head[] = "{\"text\":\"";

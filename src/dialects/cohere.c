@@ -478,11 +478,7 @@ static bool dropped(cg_span_t d)
 
 /* --- Citations without a parse ----------------------------------------------------- */
 
-/* The tests' hold on fast_citation (test_cohere), per thread: it is off
- * while cg__cohere_fast_off, and cg__cohere_fast_reads counts the events it
- * read. */
-extern _Thread_local bool cg__cohere_fast_off;
-extern _Thread_local uint64_t cg__cohere_fast_reads;
+/* The tests' hold on fast_citation (view.h). */
 _Thread_local bool cg__cohere_fast_off;
 _Thread_local uint64_t cg__cohere_fast_reads;
 

@@ -142,6 +142,16 @@ static inline size_t cg__view_number_len(const char *p, size_t n)
  * parse reads. */
 bool cg__bedrock_text_delta(const char *p, size_t n, cg_span_t *text);
 bool cg__bedrock_block_stop(const char *p, size_t n);
+/* The bedrock-kb view's steady path (bedrock_kb.c): the JSON string bytes
+ * of the text of `output` payload p[0..n) when it is {"text":"…"} and
+ * nothing else, read without a parse, else false. Here for its tests too. */
+bool cg__bedrock_kb_output(const char *p, size_t n, cg_span_t *text);
+/* The cohere view's citations read without a parse (cohere.c), for the
+ * tests and the fuzz target that hold them to the parse: none are while
+ * cg__cohere_fast_off, and cg__cohere_fast_reads counts those that were.
+ * Per thread, so that runs side by side do not switch each other's. */
+extern _Thread_local bool cg__cohere_fast_off;
+extern _Thread_local uint64_t cg__cohere_fast_reads;
 /* The steady path of an SSE view whose text events differ only in their
  * text (anthropic's text_delta, cohere's content-delta): the last such
  * event's data around its text. An event whose data has those bytes before

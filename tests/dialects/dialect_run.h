@@ -46,6 +46,44 @@ static inline void dialect_case_init(dialect_case_t *c, const cg_dialect_t *d, c
     c->has_req = true;
 }
 
+/* Ends b with a NUL, not counted, so that b->p is a C string. */
+static inline void dialect_nul(cg_buf_t *b)
+{
+    cg_buf_putc(b, '\0');
+    b->len--;
+}
+
+/* The request side of dialect `name` on the client's body, with what else
+ * `in` carries (its req, the parse of body, is set here; aborts when that
+ * parse fails): returns cg_dialect_request's result, and when it is 0 the
+ * upstream path and body in *path and *out (emptied first; NUL-terminated,
+ * not counted). */
+static inline int dialect_translate(const char *name, const char *body, cg_dialect_in_t in,
+                                    cg_buf_t *path, cg_buf_t *out, cg_dialect_err_t *err)
+{
+    size_t n = strlen(body);
+    cg_request_t r;
+    cg_cite_opts_t o = {8192, true};
+    if (cg_request_parse(&r, body, n, &o) != 0) {
+        fprintf(stderr, "test request unreadable: %s\n", body);
+        abort();
+    }
+    in.req = &r;
+    const cg_dialect_t *d = dialect_named(name);
+    cg_dialect_req_t dreq;
+    int rc = cg_dialect_request(d, body, n, &in, &dreq, err);
+    path->len = out->len = 0;
+    if (rc == 0) {
+        cg_dialect_path(d, &dreq, path);
+        cg_buf_put(out, dreq.body.p, dreq.body.len);
+        cg_dialect_req_free(&dreq);
+    }
+    dialect_nul(path);
+    dialect_nul(out);
+    cg_request_free(&r);
+    return rc;
+}
+
 static inline void dialect_case_free(dialect_case_t *c)
 {
     cg_request_free(&c->req);
@@ -89,8 +127,7 @@ static inline void dialect_stream(const cg_xform_cfg_t *cfg, const dialect_case_
     }
     cg_xform_finish(x, CG_END_EOF, &o);
     dialect_collect(out, &o);
-    cg_buf_putc(out, '\0');
-    out->len--;
+    dialect_nul(out);
     if (stats)
         *stats = *cg_xform_stats(x);
     cg_out_free(&o);
@@ -106,8 +143,7 @@ static inline int dialect_body(const cg_xform_cfg_t *cfg, const dialect_case_t *
     out->len = 0;
     int rc = cg_xform_body(x, in, n, &o);
     dialect_collect(out, &o);
-    cg_buf_putc(out, '\0');
-    out->len--;
+    dialect_nul(out);
     cg_out_free(&o);
     cg_xform_free(x);
     return rc;

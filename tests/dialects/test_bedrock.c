@@ -16,6 +16,7 @@
 #include "dialects/view.h"
 #include "evs_enc.h"
 #include "profiles.h"
+#include "steady.h"
 #include "view.h"
 
 #define META                                                                                       \
@@ -298,32 +299,12 @@ static void test_every_split(void **state)
 
 /* --- the steady path: text deltas read without a parse ------------------------------ */
 
-/* What the parse reads from contentBlockDelta payload p[0..n): the text's
- * JSON string bytes, when it is a JSON object whose delta has a string text
- * (on_block_delta's reading). */
-static bool parsed_text(const char *p, size_t n, cg_span_t *text)
-{
-    cg_json_t j;
-    cg_json_init(&j, CG_XFORM_MAX_TOKENS);
-    bool ok = cg_json_parse(&j, p, n) == CG_JSON_OK && cg_json_type(&j, 0) == JSMN_OBJECT;
-    int t = ok ? cg_json_get(&j, cg_json_get(&j, 0, "delta"), "text") : -1;
-    ok = cg_json_is_str(&j, t);
-    if (ok)
-        *text = cg_json_raw(&j, t);
-    cg_json_free(&j);
-    return ok;
-}
-
-/* Whatever the steady path takes, the parse takes, with the same bytes. */
+/* Whatever the steady path takes of a contentBlockDelta payload, the parse
+ * takes, with the same bytes: the text of its delta (on_block_delta's
+ * reading). */
 static bool same_as_parse(const char *p, size_t n)
 {
-    cg_span_t fast = {0}, full = {0};
-    if (!cg__bedrock_text_delta(p, n, &fast))
-        return false;
-    assert_true(parsed_text(p, n, &full));
-    assert_ptr_equal(fast.p, full.p);
-    assert_int_equal(fast.n, full.n);
-    return true;
+    return steady_same_text(cg__bedrock_text_delta, "delta", "text", p, n);
 }
 
 /* A text delta of block 0, up to its text */
@@ -425,21 +406,8 @@ static void test_text_delta_shape(void **state)
     /* every cut of a whole one */
     static const char whole[] =
         "{\"contentBlockIndex\":12,\"delta\":{\"text\":\"a\\u00e9\\n\\\"b\"},\"p\":\"xYz\"}";
-    for (size_t n = 0; n < sizeof(whole) - 1; n++) {
-        char *cut = malloc(n + 1); /* exactly n bytes: a read past them is ASan's to see */
-        memcpy(cut, whole, n);
-        assert_false(same_as_parse(cut, n));
-        free(cut);
-    }
+    steady_refuses_every_cut(whole, sizeof(whole) - 1, same_as_parse);
     TAKES(whole);
-}
-
-static uint64_t next_rng(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
 }
 
 #define STOP_TAKES(lit)   assert_true(stop_as_parse(lit, sizeof(lit) - 1))
@@ -472,12 +440,7 @@ static void test_block_stop_shape(void **state)
     STOP_REFUSES("{\"contentBlockIndex\":{\"p\":\"a\"}}");
     STOP_REFUSES("{\"contentBlockIndex\":1,\"p\":\"a\"}\n");
     static const char whole[] = "{\"contentBlockIndex\":7,\"p\":\"abc\"}";
-    for (size_t n = 0; n < sizeof(whole) - 1; n++) {
-        char *cut = malloc(n + 1);
-        memcpy(cut, whole, n);
-        assert_false(stop_as_parse(cut, n));
-        free(cut);
-    }
+    steady_refuses_every_cut(whole, sizeof(whole) - 1, stop_as_parse);
     STOP_TAKES(whole);
 }
 
@@ -523,35 +486,9 @@ static void test_text_delta_mutations(void **state)
     for (size_t k = 0; k + 1 < nseeds; k++)
         assert_true(same_as_parse(seeds[k], strlen(seeds[k])));
     assert_true(stop_as_parse(seeds[nseeds - 1], strlen(seeds[nseeds - 1])));
-    char buf[256];
     for (unsigned round = 0; round < 300000; round++) {
-        const char *seed = seeds[round % nseeds];
-        size_t n = strlen(seed);
-        memcpy(buf, seed, n);
-        for (unsigned edits = 1 + (unsigned)(next_rng(&rng) % 3); edits > 0; edits--) {
-            size_t at = (size_t)(next_rng(&rng) % (n + 1));
-            char c = alphabet[next_rng(&rng) % (sizeof(alphabet) - 1)];
-            switch (next_rng(&rng) % 3) {
-            case 0: /* put in */
-                if (n + 1 < sizeof(buf)) {
-                    memmove(buf + at + 1, buf + at, n - at);
-                    buf[at] = c;
-                    n++;
-                }
-                break;
-            case 1: /* take out */
-                if (at < n) {
-                    memmove(buf + at, buf + at + 1, n - at - 1);
-                    n--;
-                }
-                break;
-            default: /* change */
-                if (at < n)
-                    buf[at] = c;
-            }
-        }
-        char *p = malloc(n ? n : 1); /* exactly n bytes: a read past them is ASan's to see */
-        memcpy(p, buf, n);
+        size_t n;
+        char *p = steady_edited(seeds[round % nseeds], sizeof(seeds[0]), alphabet, &rng, &n);
         taken += same_as_parse(p, n);
         stops += stop_as_parse(p, n);
         free(p);
@@ -629,22 +566,8 @@ static void test_block_stop_stream(void **state)
 static void translate(const char *body, const char *tool_config, cg_buf_t *path, cg_buf_t *out,
                       cg_dialect_err_t *err, int want_rc)
 {
-    cg_request_t r;
-    cg_cite_opts_t o = {8192, true};
-    assert_int_equal(cg_request_parse(&r, body, strlen(body), &o), 0);
-    cg_dialect_in_t in = {.req = &r, .tool_config = tool_config};
-    cg_dialect_req_t dreq;
-    const cg_dialect_t *d = dialect_named("bedrock");
-    assert_int_equal(cg_dialect_request(d, body, strlen(body), &in, &dreq, err), want_rc);
-    path->len = out->len = 0;
-    if (want_rc == 0) {
-        cg_dialect_path(d, &dreq, path);
-        cg_buf_put(out, dreq.body.p, dreq.body.len);
-        cg_buf_putc(path, '\0');
-        cg_buf_putc(out, '\0');
-        cg_dialect_req_free(&dreq);
-    }
-    cg_request_free(&r);
+    cg_dialect_in_t in = {.tool_config = tool_config};
+    assert_int_equal(dialect_translate("bedrock", body, in, path, out, err), want_rc);
 }
 
 static void test_request(void **state)

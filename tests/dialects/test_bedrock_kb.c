@@ -16,8 +16,10 @@
 #include <cmocka.h>
 
 #include "dialect_run.h"
+#include "dialects/view.h"
 #include "evs_enc.h"
 #include "profiles.h"
+#include "steady.h"
 #include "view.h"
 
 #define META                                                                                       \
@@ -322,33 +324,11 @@ static void test_nested_citation(void **state)
 
 /* --- the steady path: output text read without a parse ------------------------------ */
 
-bool cg__bedrock_kb_output(const char *p, size_t n, cg_span_t *text);
-
-/* What the parse reads from output payload p[0..n): the text's JSON string
- * bytes, when it is a JSON object whose text is a string (on_output). */
-static bool parsed_text(const char *p, size_t n, cg_span_t *text)
-{
-    cg_json_t j;
-    cg_json_init(&j, CG_XFORM_MAX_TOKENS);
-    bool ok = cg_json_parse(&j, p, n) == CG_JSON_OK && cg_json_type(&j, 0) == JSMN_OBJECT;
-    int t = ok ? cg_json_get(&j, 0, "text") : -1;
-    ok = cg_json_is_str(&j, t);
-    if (ok)
-        *text = cg_json_raw(&j, t);
-    cg_json_free(&j);
-    return ok;
-}
-
-/* Whatever the steady path takes, the parse takes, with the same bytes. */
+/* Whatever the steady path takes of an output payload, the parse takes,
+ * with the same bytes: its text (on_output's reading). */
 static bool same_as_parse(const char *p, size_t n)
 {
-    cg_span_t fast = {0}, full = {0};
-    if (!cg__bedrock_kb_output(p, n, &fast))
-        return false;
-    assert_true(parsed_text(p, n, &full));
-    assert_ptr_equal(fast.p, full.p);
-    assert_int_equal(fast.n, full.n);
-    return true;
+    return steady_same_text(cg__bedrock_kb_output, NULL, "text", p, n);
 }
 
 #define TAKES(lit)   assert_true(same_as_parse(lit, sizeof(lit) - 1))
@@ -415,21 +395,8 @@ static void test_output_shape(void **state)
     assert_false(same_as_parse(nul_end, sizeof(nul_end) - 1));
     /* every cut of a whole one */
     static const char whole[] = O "a\\u00e9\\n\\\"b c\"}";
-    for (size_t n = 0; n < sizeof(whole) - 1; n++) {
-        char *cut = malloc(n ? n : 1); /* exactly n bytes: a read past them is ASan's to see */
-        memcpy(cut, whole, n);
-        assert_false(same_as_parse(cut, n));
-        free(cut);
-    }
+    steady_refuses_every_cut(whole, sizeof(whole) - 1, same_as_parse);
     TAKES(whole);
-}
-
-static uint64_t next_rng(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
 }
 
 /* Random edits of output payloads (bytes that matter to JSON put in, taken
@@ -457,35 +424,9 @@ static void test_output_mutations(void **state)
         assert_true(same_as_parse(seeds[k], strlen(seeds[k])));
     uint64_t rng = 0x9E3779B97F4A7C15ull;
     unsigned taken = 0;
-    char buf[128];
     for (unsigned round = 0; round < 200000; round++) {
-        const char *seed = seeds[round % nseeds];
-        size_t n = strlen(seed);
-        memcpy(buf, seed, n);
-        for (unsigned edits = 1 + (unsigned)(next_rng(&rng) % 3); edits > 0; edits--) {
-            size_t at = (size_t)(next_rng(&rng) % (n + 1));
-            char c = alphabet[next_rng(&rng) % (sizeof(alphabet) - 1)];
-            switch (next_rng(&rng) % 3) {
-            case 0: /* put in */
-                if (n + 1 < sizeof(buf)) {
-                    memmove(buf + at + 1, buf + at, n - at);
-                    buf[at] = c;
-                    n++;
-                }
-                break;
-            case 1: /* take out */
-                if (at < n) {
-                    memmove(buf + at, buf + at + 1, n - at - 1);
-                    n--;
-                }
-                break;
-            default: /* change */
-                if (at < n)
-                    buf[at] = c;
-            }
-        }
-        char *p = malloc(n ? n : 1); /* exactly n bytes */
-        memcpy(p, buf, n);
+        size_t n;
+        char *p = steady_edited(seeds[round % nseeds], sizeof(seeds[0]), alphabet, &rng, &n);
         taken += same_as_parse(p, n);
         free(p);
     }
@@ -832,25 +773,10 @@ static void add_field(void *ctx, cg_span_t name, cg_span_t value)
 static int translate(const char *body, const char *session, const char *kb, cg_buf_t *path,
                      cg_buf_t *out, cg_dialect_err_t *err)
 {
-    cg_request_t r;
-    cg_cite_opts_t o = {8192, true};
-    assert_int_equal(cg_request_parse(&r, body, strlen(body), &o), 0);
     fields_t f = {session ? "x-bedrock-session-id" : NULL, session, {0}};
     cg_dialect_hdrs_t client = {get_field, add_field, &f};
-    cg_dialect_in_t in = {.req = &r, .kb_config = kb, .client = &client};
-    cg_dialect_req_t dreq;
-    const cg_dialect_t *d = dialect_named("bedrock-kb");
-    int rc = cg_dialect_request(d, body, strlen(body), &in, &dreq, err);
-    path->len = out->len = 0;
-    if (rc == 0) {
-        cg_dialect_path(d, &dreq, path);
-        cg_buf_put(out, dreq.body.p, dreq.body.len);
-        cg_buf_putc(path, '\0');
-        cg_buf_putc(out, '\0');
-        cg_dialect_req_free(&dreq);
-    }
-    cg_request_free(&r);
-    return rc;
+    cg_dialect_in_t in = {.kb_config = kb, .client = &client};
+    return dialect_translate("bedrock-kb", body, in, path, out, err);
 }
 
 #define KB                                                                                         \

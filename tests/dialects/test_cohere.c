@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "dialect_run.h"
+#include "dialects/view.h"
 #include "profiles.h"
 #include "view.h"
 
@@ -154,27 +155,16 @@ static bool has(const cg_buf_t *out, const char *s)
 static void translate_as(const char *body, cg_cohere_citations_t mode, const char *deployment,
                          const char *want)
 {
-    cg_request_t r;
-    cg_cite_opts_t o = {8192, true};
-    assert_int_equal(cg_request_parse(&r, body, strlen(body), &o), 0);
-    cg_dialect_in_t in = {.req = &r, .cohere_citations = mode};
+    cg_dialect_in_t in = {.cohere_citations = mode};
     if (deployment)
         in.deployment = cg_span(deployment, strlen(deployment));
-    cg_dialect_req_t dreq;
-    cg_dialect_err_t e;
-    const cg_dialect_t *d = dialect_named("cohere");
-    assert_int_equal(cg_dialect_request(d, body, strlen(body), &in, &dreq, &e), 0);
     cg_buf_t path = {0}, out = {0};
-    assert_true(cg_dialect_path(d, &dreq, &path));
-    cg_buf_putc(&path, '\0');
+    cg_dialect_err_t e;
+    assert_int_equal(dialect_translate("cohere", body, in, &path, &out, &e), 0);
     assert_string_equal(path.p, "/v2/chat");
-    cg_buf_put(&out, dreq.body.p, dreq.body.len);
-    cg_buf_putc(&out, '\0');
     same("request body", out.p, want);
     cg_buf_free(&path);
     cg_buf_free(&out);
-    cg_dialect_req_free(&dreq);
-    cg_request_free(&r);
 }
 
 static void test_request(void **state)
@@ -589,24 +579,8 @@ static void test_every_split(void **state)
             THINK("th\\u00efnk") TEXT(" and 28\\u00b0C in Bras\xc3\xad"
                                       "lia \\ud83d\\ude00.") CITE(25, 29, DOC("doc:1", "One"))
                 CITE(99, 100, DOC("x", "X")) ": ping\r\n\r\n" CONTENT_END END("MAX_TOKENS");
-    size_t n = sizeof(in) - 1;
-    for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++) {
-        dialect_case_t c;
-        dialect_case_init(&c, dialect_named("cohere"), RAG_REQUEST, strlen(RAG_REQUEST));
-        cg_xform_cfg_t cfg;
-        cg_xform_cfg_default(&cfg, profile_named(profiles[p]));
-        cg_buf_t whole = {0};
-        dialect_stream(&cfg, &c, in, n, NULL, 0, &whole, NULL);
-        dialect_split_t ds = {&cfg, &c, profiles[p]};
-        split_case_t sc = dialect_split_case(&ds, in, n);
-        split_points_t sp;
-        split_points_init(&sp, in, n, p);
-        split_every(&sc, &sp, &whole);
-        split_points_free(&sp);
-        split_random(&sc, 100, &rng, &whole);
-        cg_buf_free(&whole);
-        dialect_case_free(&c);
-    }
+    dialect_every_split("cohere", RAG_REQUEST, in, sizeof(in) - 1, profiles,
+                        sizeof(profiles) / sizeof(profiles[0]), 100, &rng);
     stream_content_is(RAG_REQUEST, in,
                       MADRID_1 "[5][6] and 28\xc2\xb0"
                                "C in Bras\xc3\xad"
@@ -614,10 +588,6 @@ static void test_every_split(void **state)
 }
 
 /* --- citations without a parse ---------------------------------------------------- */
-
-/* cohere.c's hold on its citation fast path, per thread. */
-extern _Thread_local bool cg__cohere_fast_off;
-extern _Thread_local uint64_t cg__cohere_fast_reads;
 
 /* Runs stream in (profile openwebui, the RAG request: sources are numbered
  * and sent) with the citation fast path and without it, and fails unless

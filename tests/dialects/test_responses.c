@@ -14,7 +14,7 @@
 
 #include "citegate/dialect.h"
 #include "citegate/xform.h"
-#include "dialect_run.h"
+#include "dialect_split.h"
 #include "profiles.h"
 #include "view.h"
 
@@ -23,13 +23,6 @@
 #include <string.h>
 
 #define CREATED DIALECT_CREATED
-
-static const char *const streams[] = {
-    "responses_plain.sse",      "responses_web_search.sse",        "responses_file_search.sse",
-    "responses_foundry.sse",    "responses_marker_unresolved.sse", "responses_open_bracket.sse",
-    "responses_reasoning.sse",  "responses_incomplete.sse",        "responses_failed.sse",
-    "responses_error.sse",      "responses_truncated.sse",         "responses_usage.sse",
-};
 
 static const char *const profiles[] = {"openwebui", "openai", "webchat", "structured", "off"};
 
@@ -132,46 +125,24 @@ static char *content_of(const cg_buf_t *sse)
 /* --- Every byte split of every fixture ----------------------------------------------- */
 
 /* The view reads whole events, so however the bytes are cut the client gets
- * the very same body; on a mismatch the views say how they differ. The
- * cuts are split.h's (a sample under ASan), counted in tally. */
-static void split_fixture(const char *name, const char *profile, size_t phase, split_tally_t *tally)
-{
-    size_t n;
-    char *in = answer(name, &n);
-    dialect_case_t c;
-    dialect_case_init(&c, dialect_named("responses"), NULL, 0);
-    cg_xform_cfg_t cfg;
-    cg_xform_cfg_default(&cfg, profile_named(profile));
-    char what[256];
-    snprintf(what, sizeof(what), "%s/%s", name, profile);
+ * the very same body (dialect_split.h's test_every_byte_split). */
+static const dialect_fixture_t fixtures[] = {
+    {"answers/responses_plain.sse", NULL},
+    {"answers/responses_web_search.sse", NULL},
+    {"answers/responses_file_search.sse", NULL},
+    {"answers/responses_foundry.sse", NULL},
+    {"answers/responses_marker_unresolved.sse", NULL},
+    {"answers/responses_open_bracket.sse", NULL},
+    {"answers/responses_reasoning.sse", NULL},
+    {"answers/responses_incomplete.sse", NULL},
+    {"answers/responses_failed.sse", NULL},
+    {"answers/responses_error.sse", NULL},
+    {"answers/responses_truncated.sse", NULL},
+    {"answers/responses_usage.sse", NULL},
+};
 
-    cg_buf_t whole = {0};
-    dialect_stream(&cfg, &c, in, n, NULL, 0, &whole, NULL);
-    view_t want;
-    view_of_stream(&want, whole.p, whole.len);
-    assert_true(want.events > 0);
-    view_free(&want);
-
-    dialect_split_t ds = {&cfg, &c, what};
-    split_case_t sc = dialect_split_case(&ds, in, n);
-    split_points_t sp;
-    split_points_init(&sp, in, n, phase);
-    split_tally_add(tally, split_every(&sc, &sp, &whole), n - 1);
-    split_points_free(&sp);
-    cg_buf_free(&whole);
-    dialect_case_free(&c);
-    free(in);
-}
-
-static void test_every_byte_split(void **state)
-{
-    (void)state;
-    split_tally_t tally = {0};
-    for (size_t f = 0; f < sizeof(streams) / sizeof(streams[0]); f++)
-        for (size_t p = 0; p < sizeof(profiles) / sizeof(profiles[0]); p++)
-            split_fixture(streams[f], profiles[p], p, &tally);
-    split_tally_print(&tally, "responses fixtures x profiles");
-}
+/* Every cut of each fixture; no random patterns here (rng unused). */
+static dialect_suite_t suite = DIALECT_SUITE("responses", fixtures, profiles, 0);
 
 /* --- Markers split across deltas ------------------------------------------------------ */
 
@@ -704,7 +675,7 @@ int main(void)
         cmocka_unit_test(test_body_annotations),
         cmocka_unit_test(test_body_numbers_as_stream),
         cmocka_unit_test(test_markers_split_across_deltas),
-        cmocka_unit_test(test_every_byte_split),
+        cmocka_unit_test_prestate(test_every_byte_split, &suite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,9 +10,8 @@
  * cited before is read without a parse, and the stream run again with
  * that path switched off must give the client the same bytes and counts.
  */
+#include "dialects/view.h"
 #include "fuzz_sse_dialect.h"
-
-extern _Thread_local bool cg__cohere_fast_off;
 
 static void check_fast_path(const uint8_t *data, size_t size)
 {

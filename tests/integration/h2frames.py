@@ -22,6 +22,8 @@ import socket
 import struct
 import time
 
+from sockend import SocketEnd
+
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, \
@@ -193,7 +195,7 @@ class Stream:
         return self.ended or self.reset is not None
 
 
-class H2Client:
+class H2Client(SocketEnd):
     """One HTTP/2 connection. With a plain socket: h2c with prior knowledge; pass
     ssl_context (with ALPN "h2") for h2 over TLS."""
 
@@ -370,24 +372,3 @@ class H2Client:
     def first_data(self, sid, timeout=None):
         st = self.streams[sid]
         return self.read_until(lambda: len(st.body) > 0 or st.closed, timeout) and len(st.body) > 0
-
-    # --- ending
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def abort(self):
-        """Close with RST (SO_LINGER {1, 0})."""
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.close()

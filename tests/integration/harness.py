@@ -43,6 +43,7 @@ MOCK = os.path.join(TOOLS, "mock_upstream.py")
 if TOOLS not in sys.path:
     sys.path.insert(0, TOOLS)
 import client_view  # noqa: E402,F401  (re-exported for the tests)
+from sockend import SocketEnd  # noqa: E402
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -891,7 +892,7 @@ class RawResponse:
         return self.done
 
 
-class RawClient:
+class RawClient(SocketEnd):
     """Raw-socket HTTP/1.1 client on one connection (keep-alive capable)."""
 
     def __init__(self, port, host="127.0.0.1", timeout=DEFAULT_TIMEOUT, ssl_context=None):
@@ -935,27 +936,6 @@ class RawClient:
         """Send a request and read the response head; the body is read by the caller."""
         t = self.send_request(method, path, body, headers)
         return RawResponse(self, t).read_head()
-
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def abort(self):
-        """Close with RST (SO_LINGER 0)."""
-        import struct
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.close()
 
 
 def send_oversized(port, head_prefix, filler, piece=16384, timeout=DEFAULT_TIMEOUT):

@@ -21,18 +21,15 @@ client_extras(output_bytes) reads the same four from citegate's output.
 usage: anthropic_oracle.py --regen      rewrite tests/fixtures/dialects/expected/
        anthropic_oracle.py BODY [--request FILE] [--profile P]   print the expected view
 """
-import json
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import dialect_oracle as D  # noqa: E402  (the chat side every dialect's oracle shares)
 import oracle  # noqa: E402
 
-DIALECTS = os.path.join(os.path.dirname(HERE), "fixtures", "dialects")
-EXPECTED = os.path.join(DIALECTS, "expected")
-CREATED = 1700000000
-PROFILES = ("openwebui", "openai", "webchat", "off")
+DIALECTS, CREATED = D.DIALECTS, D.CREATED
 BLOCK_REFS = 128  # distinct sources referenced by one text block (documented bound)
 
 # (fixture, request) relative to tests/fixtures/dialects
@@ -63,54 +60,14 @@ def finish_of(stop_reason):
     return FINISH.get(stop_reason, "stop")
 
 
-def _count(v):
-    """A non-negative whole number (a token count or an index), else None."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return int(v) if v >= 0 and float(v).is_integer() else None
+_count, _str = D.count, D.string
 
 
-def _str(v):
-    return v if isinstance(v, str) else None
-
-
-def document_ids(request):
-    """SPEC §6a: each <source> with non-empty text becomes a document, in id order, when
-    the request has a user message; document_index k is the k-th of them."""
-    if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
-        return []
-    if not any(isinstance(m, dict) and m.get("role") == "user" for m in request["messages"]):
-        return []
-    return sorted(i for i, c in oracle.request_sources(request).items() if c.content != "")
-
-
-class Answer(oracle.Stream):
+class Answer(D.Answer):
     """The chat chunks an anthropic answer amounts to, and its citations."""
 
     def __init__(self, request):
-        super().__init__()
-        self.tags = oracle.request_sources(request) if request is not None else {}
-        self.docs = document_ids(request)
-        self.kind, self.cits = "request", {}
-        self.known = {}        # citation number -> chunk from which it resolves
-        self.keys = {}         # source key -> citation number
-        self.chunks = 0
-        self.finish, self.usage, self.error = {}, None, None
-
-    def known_from(self, n):
-        return self.known.get(n, oracle.INF)
-
-    def adopt(self, at):
-        """Request-side sources count from the first content or citation on (SPEC §6)."""
-        for n, c in self.tags.items():
-            if n not in self.cits:
-                self.cits[n], self.known[n] = c, at
-
-    def chunk(self, content=None):
-        self.chunks += 1
-        if content is not None:
-            self.adopt(self.chunks)
-            self.add("0", content, self.chunks, 0)
+        super().__init__(request, D.document_ids(request))
 
     def source(self, c):
         """The number of the source citation object c names, or None (SPEC §6a)."""
@@ -151,22 +108,9 @@ def refs(block):
     return "".join("[%d]" % n for n in block)
 
 
-def stream_events(body):
-    """(event type, object) of each complete event whose data is a JSON object."""
-    for fields, data in oracle.sse_events(body.decode("utf-8")):
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            continue  # counted as malformed, left out
-        if isinstance(obj, dict):
-            t = obj.get("type") if isinstance(obj.get("type"), str) else fields.get("event")
-            yield t, obj
-
-
 def read_stream(body, request):
     ans = Answer(request)
-    include_usage = isinstance(request, dict) and isinstance(request.get("stream_options"), dict) \
-        and request["stream_options"].get("include_usage") is True
+    include_usage = D.include_usage(request)
     started, in_text, block, finished = False, False, [], False
     tokens = {"in": 0, "out": 0}
     meta = {"id": None, "model": None}
@@ -184,7 +128,7 @@ def read_stream(body, request):
                          "total_tokens": tokens["in"] + tokens["out"]}
 
     end = None
-    for t, obj in stream_events(body):
+    for t, obj in D.typed_events(body):
         if t == "message_start":
             msg = obj.get("message") if isinstance(obj.get("message"), dict) else {}
             for k in ("id", "model"):
@@ -267,100 +211,19 @@ def read_body(obj, request):
     return ans
 
 
-def expected_view(body, request=None, profile="openwebui"):
-    if oracle.is_json_body(body):
-        ans, end = read_body(json.loads(body.decode("utf-8")), request), "body"
-    else:
-        ans, end = read_stream(body, request)
-    view = {"content": dict(ans.content), "end": end, "sources": [], "annotations": {},
-            "citations": [], "entities": [], "events": []}
-    if profile != "off":
-        out = oracle.transform(ans, profile, "numeric", 8192, True)
-        for k in ("content", "sources", "annotations", "citations", "entities"):
-            view[k] = out[k]
-    view.update(finish_reason=ans.finish, usage=ans.usage, meta=ans.meta, error=ans.error)
-    return view
-
-
-def client_extras(out):
-    """finish_reason, usage, meta and error as the client reads them from citegate's output."""
-    text = out.decode("utf-8")
-    got = {"finish_reason": {}, "usage": None, "meta": None, "error": None}
-    if oracle.is_json_body(out):
-        objs = [json.loads(text)]
-        msg_key = "message"
-    else:
-        objs = []
-        for _, data in oracle.sse_events(text):
-            try:
-                objs.append(json.loads(data))
-            except ValueError:
-                pass
-        msg_key = "delta"
-    for o in objs:
-        if not isinstance(o, dict):
-            continue
-        if got["meta"] is None and "object" in o:
-            got["meta"] = {k: o.get(k) for k in ("id", "object", "created", "model")}
-        for pos, ch in enumerate(oracle._choices(o)):
-            if ch.get("finish_reason") is not None and isinstance(ch.get(msg_key), dict):
-                got["finish_reason"][str(oracle._index(ch, pos))] = ch["finish_reason"]
-        if isinstance(o.get("usage"), dict):
-            got["usage"] = o["usage"]
-        if isinstance(o.get("error"), dict):
-            got["error"] = o["error"]
-    return got
-
-
-EXTRAS = ("finish_reason", "usage", "meta", "error")
-COMPARED = oracle.COMPARED + EXTRAS
-
-
-def load_request(rel):
-    if rel is None:
-        return None
-    with open(os.path.join(DIALECTS, rel), encoding="utf-8") as f:
-        return json.load(f)
-
-
-def expected_name(fixture, profile):
-    base = os.path.basename(fixture)
-    stem, ext = base.rsplit(".", 1)
-    return "%s_%s.%s.json" % (stem, "body" if ext == "json" else "stream", profile)
+expected_view = D.viewer(read_body, read_stream)
+client_extras = D.client_extras
+load_request = D.load_request
+EXTRAS, COMPARED = D.EXTRAS, D.COMPARED
 
 
 def regen():
-    os.makedirs(EXPECTED, exist_ok=True)
-    for fixture, request in CASES:
-        with open(os.path.join(DIALECTS, fixture), "rb") as f:
-            body = f.read()
-        for profile in PROFILES:
-            view = expected_view(body, load_request(request), profile)
-            doc = {"fixture": fixture, "request": request, "dialect": "anthropic", "created": CREATED,
-                   "profile": profile}
-            doc.update({k: view[k] for k in COMPARED})
-            with open(os.path.join(EXPECTED, expected_name(fixture, profile)), "w", encoding="utf-8") as f:
-                json.dump(doc, f, indent=1, ensure_ascii=False)
-                f.write("\n")
+    D.write_expected(CASES, expected_view, "anthropic")
     return 0
 
 
 def main(argv):
-    if argv[:1] == ["--regen"]:
-        return regen()
-    body_path, request, profile, i = argv[0], None, "openwebui", 1
-    while i < len(argv):
-        if argv[i] == "--request":
-            with open(argv[i + 1], encoding="utf-8") as f:
-                request = json.load(f)
-        elif argv[i] == "--profile":
-            profile = argv[i + 1]
-        else:
-            raise SystemExit("unknown argument " + argv[i])
-        i += 2
-    with open(body_path, "rb") as f:
-        print(json.dumps(expected_view(f.read(), request, profile), indent=1, ensure_ascii=False))
-    return 0
+    return D.main(argv, regen, expected_view)
 
 
 if __name__ == "__main__":

@@ -39,17 +39,16 @@ Where the SPEC leaves a value open, the oracle says what it takes:
 usage: bedrock_kb_oracle.py --regen      rewrite tests/fixtures/dialects/expected/bedrock_kb_*
        bedrock_kb_oracle.py BODY [--request FILE] [--profile P]   print the expected view
 """
-import json
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import bedrock_oracle  # noqa: E402  (the event-stream framing and the chat side are shared)
+import bedrock_oracle  # noqa: E402  (the event-stream framing and the answer are shared)
+import dialect_oracle as D  # noqa: E402  (the chat side every dialect's oracle shares)
 import oracle  # noqa: E402
 
-DIALECTS = bedrock_oracle.DIALECTS
-CREATED = bedrock_oracle.CREATED
+DIALECTS, CREATED = D.DIALECTS, D.CREATED
 
 CASES = [
     ("answers/bedrock_kb_grounded.bin", "answers/bedrock_kb.request.json"),
@@ -72,10 +71,7 @@ LOCATIONS = [("s3Location", "uri"), ("webLocation", "url"), ("confluenceLocation
              ("kendraDocumentLocation", "uri"), ("customDocumentLocation", "id")]
 
 
-def _count(v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return int(v) if v >= 0 and float(v).is_integer() else None
+_count = D.count
 
 
 def _obj(v):
@@ -224,24 +220,21 @@ def read_body(obj, request):
     return ans
 
 
-expected_view = bedrock_oracle.viewer(read_body, read_stream)
-
-
-client_extras = bedrock_oracle.client_extras
-reconcile = bedrock_oracle.reconcile
-load_request = bedrock_oracle.load_request
-COMPARED = bedrock_oracle.COMPARED
+expected_view = D.viewer(read_body, read_stream)
+client_extras = D.client_extras
+reconcile = D.reconcile
+load_request = D.load_request
+COMPARED = D.COMPARED
 
 
 def regen():
-    bedrock_oracle.write_expected(CASES, expected_view, "bedrock-kb")
+    D.write_expected(CASES, expected_view, "bedrock-kb")
     return 0
 
 
 def main(argv):
-    if argv[:1] == ["--regen"]:
-        return regen()
-    return bedrock_oracle.print_view(argv, expected_view)
+    return D.main(argv, regen, expected_view)
+
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

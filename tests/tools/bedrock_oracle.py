@@ -38,13 +38,10 @@ import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import anthropic_oracle  # noqa: E402  (client_extras: the chat-completion side is shared)
+import dialect_oracle as D  # noqa: E402  (the chat side every dialect's oracle shares)
 import oracle  # noqa: E402
 
-DIALECTS = os.path.join(os.path.dirname(HERE), "fixtures", "dialects")
-EXPECTED = os.path.join(DIALECTS, "expected")
-CREATED = 1700000000
-PROFILES = ("openwebui", "openai", "webchat", "off")
+DIALECTS, CREATED, PROFILES = D.DIALECTS, D.CREATED, D.PROFILES
 MAX_MESSAGE = 16 * 1024 * 1024  # SPEC §6a: a message longer than 16 MiB is an error
 
 # (fixture, request) relative to tests/fixtures/dialects
@@ -85,19 +82,7 @@ def finish_of(stop_reason):
     return FINISH.get(stop_reason, "stop") if isinstance(stop_reason, str) else "stop"
 
 
-def _count(v):
-    """A non-negative whole number (a token count or an index), else None."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return int(v) if v >= 0 and float(v).is_integer() else None
-
-
-def _str(v):
-    return v if isinstance(v, str) else None
-
-
-def _nonempty(v):
-    return v if isinstance(v, str) and v != "" else None
+_count, _str, _nonempty = D.count, D.string, D.nonempty
 
 
 # ------------------------------------------------------------------------- the event stream
@@ -211,39 +196,16 @@ def documents(request):
     return out
 
 
-def model_of(request):
-    return _str(request.get("model")) or "" if isinstance(request, dict) else ""
+model_of = D.model_of
 
 
 # ------------------------------------------------------------------------- the answer
 
-class Answer(oracle.Stream):
+class Answer(D.Answer):
     """The chat chunks a bedrock answer amounts to, and its citations."""
 
     def __init__(self, request):
-        super().__init__()
-        self.tags = oracle.request_sources(request) if request is not None else {}
-        self.docs = documents(request)
-        self.kind, self.cits = "request", {}
-        self.known = {}        # citation number -> chunk from which it resolves
-        self.keys = {}         # source key -> citation number
-        self.chunks = 0
-        self.finish, self.usage, self.error = {}, None, None
-
-    def known_from(self, n):
-        return self.known.get(n, oracle.INF)
-
-    def adopt(self, at):
-        """Request-side sources count from the first content or citation on (SPEC §6)."""
-        for n, c in self.tags.items():
-            if n not in self.cits:
-                self.cits[n], self.known[n] = c, at
-
-    def chunk(self, content=None):
-        self.chunks += 1
-        if content is not None:
-            self.adopt(self.chunks)
-            self.add("0", content, self.chunks, 0)
+        super().__init__(request, documents(request))
 
 
 class Block:
@@ -371,8 +333,7 @@ def events(body):
 
 def read_stream(body, request):
     ans = Answer(request)
-    include_usage = isinstance(request, dict) and isinstance(request.get("stream_options"), dict) \
-        and request["stream_options"].get("include_usage") is True
+    include_usage = D.include_usage(request)
     blocks, started, finished, tokens, end = {}, False, False, None, None
     for kind, et, obj in events(body):
         if kind == "failure":
@@ -454,88 +415,19 @@ def read_body(obj, request):
     return ans
 
 
-def viewer(body_reader, stream_reader):
-    """The expected_view(body, request, profile) of an oracle whose readers of a JSON body
-    and of an event stream are these."""
-    def expected_view(body, request=None, profile="openwebui"):
-        if oracle.is_json_body(body):
-            ans, end = body_reader(json.loads(body.decode("utf-8")), request), "body"
-        else:
-            ans, end = stream_reader(body, request)
-        return view_of(ans, end, profile)
-    return expected_view
-
-
-expected_view = viewer(read_body, read_stream)
-
-
-def view_of(ans, end, profile):
-    """The client's view of answer ans (ended as `end`) in that profile."""
-    view = {"content": dict(ans.content), "end": end, "sources": [], "annotations": {},
-            "citations": [], "entities": [], "events": []}
-    if profile != "off":
-        out = oracle.transform(ans, profile, "numeric", 8192, True)
-        for k in ("content", "sources", "annotations", "citations", "entities"):
-            view[k] = out[k]
-    view.update(finish_reason=ans.finish, usage=ans.usage, meta=ans.meta, error=ans.error)
-    return view
-
-
-def client_extras(out):
-    return anthropic_oracle.client_extras(out)
-
-
-def reconcile(want, got):
-    """An error message the SPEC leaves free (null in the expected view) matches any
-    non-empty string the client got."""
-    w, g = want.get("error"), got.get("error")
-    if isinstance(w, dict) and w.get("message") is None and isinstance(g, dict) \
-            and _nonempty(g.get("message")):
-        got = dict(got, error=dict(g, message=None))
-    return got
-
-
-EXTRAS = anthropic_oracle.EXTRAS
-COMPARED = oracle.COMPARED + EXTRAS
-
-
-def load_request(rel):
-    if rel is None:
-        return None
-    with open(os.path.join(DIALECTS, rel), encoding="utf-8") as f:
-        return json.load(f)
-
-
-def expected_name(fixture, profile):
-    stem, ext = os.path.basename(fixture).rsplit(".", 1)
-    return "%s_%s.%s.json" % (stem, "body" if ext == "json" else "stream", profile)
-
-
-def write_expected(cases, view_of, dialect):
-    """Writes the expected view of each (fixture, request) case in every profile; returns
-    {(fixture, profile): view}."""
-    os.makedirs(EXPECTED, exist_ok=True)
-    views = {}
-    for fixture, request in cases:
-        with open(os.path.join(DIALECTS, fixture), "rb") as f:
-            body = f.read()
-        for profile in PROFILES:
-            view = view_of(body, load_request(request), profile)
-            views[fixture, profile] = view
-            doc = {"fixture": fixture, "request": request, "dialect": dialect, "created": CREATED,
-                   "profile": profile}
-            doc.update({k: view[k] for k in COMPARED})
-            with open(os.path.join(EXPECTED, expected_name(fixture, profile)), "w", encoding="utf-8") as f:
-                json.dump(doc, f, indent=1, ensure_ascii=False)
-                f.write("\n")
-    return views
+expected_view = D.viewer(read_body, read_stream)
+client_extras = D.client_extras
+reconcile = D.reconcile
+load_request = D.load_request
+EXTRAS, COMPARED = D.EXTRAS, D.COMPARED
 
 
 def regen():
-    views = write_expected(CASES, expected_view, "bedrock")
+    views = D.write_expected(CASES, expected_view, "bedrock")
+    request = dict(CASES)
     for a, b in SAME_CONTENT:
         for profile in PROFILES:
-            if views[a, profile]["content"] != views[b, profile]["content"]:
+            if views[a, request[a], profile]["content"] != views[b, request[b], profile]["content"]:
                 raise SystemExit("%s and %s differ in content (%s)" % (a, b, profile))
     return 0
 
@@ -552,24 +444,8 @@ def main(argv):
                     print(json.dumps({k: v if not isinstance(v, bytes) else v.hex()
                                       for k, v in headers.items()}), payload[:200])
         return 0
-    return print_view(argv, expected_view)
+    return D.print_view(argv, expected_view)
 
-
-def print_view(argv, view_of):
-    """BODY [--request FILE] [--profile P]: prints view_of's expected view."""
-    body_path, request, profile, i = argv[0], None, "openwebui", 1
-    while i < len(argv):
-        if argv[i] == "--request":
-            with open(argv[i + 1], encoding="utf-8") as f:
-                request = json.load(f)
-        elif argv[i] == "--profile":
-            profile = argv[i + 1]
-        else:
-            raise SystemExit("unknown argument " + argv[i])
-        i += 2
-    with open(body_path, "rb") as f:
-        print(json.dumps(view_of(f.read(), request, profile), indent=1, ensure_ascii=False))
-    return 0
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

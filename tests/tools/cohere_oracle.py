@@ -35,13 +35,10 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import anthropic_oracle  # noqa: E402  (client_extras, document ids: the chat side is shared)
+import dialect_oracle as D  # noqa: E402  (the chat side every dialect's oracle shares)
 import oracle  # noqa: E402
 
-DIALECTS = os.path.join(os.path.dirname(HERE), "fixtures", "dialects")
-EXPECTED = os.path.join(DIALECTS, "expected")
-CREATED = 1700000000
-PROFILES = ("openwebui", "openai", "webchat", "off")
+DIALECTS, CREATED, PROFILES = D.DIALECTS, D.CREATED, D.PROFILES
 CITATION_REFS = 128  # distinct sources referenced by one citation (documented bound)
 RAG = "rag_sources.request.json"
 USAGE = "answers/cohere_usage.request.json"
@@ -77,19 +74,7 @@ def finish_of(reason):
     return FINISH.get(reason, "stop") if isinstance(reason, str) else "stop"
 
 
-def _count(v):
-    """A non-negative whole number, else None."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return int(v) if v >= 0 and float(v).is_integer() else None
-
-
-def _str(v):
-    return v if isinstance(v, str) else None
-
-
-def _nonempty(v):
-    return v if isinstance(v, str) and v != "" else None
+_count, _str, _nonempty = D.count, D.string, D.nonempty
 
 
 def usage_of(u):
@@ -102,36 +87,14 @@ def usage_of(u):
     return {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
 
 
-def model_of(request):
-    return _str(request.get("model")) or "" if isinstance(request, dict) else ""
+model_of = D.model_of
 
 
-class Answer(oracle.Stream):
-    """The chat chunks a cohere answer amounts to, and its citations."""
+class Answer(D.Answer):
+    """The chat chunks a cohere answer amounts to, and its citations (keys: source ids)."""
 
     def __init__(self, request):
-        super().__init__()
-        self.tags = oracle.request_sources(request) if request is not None else {}
-        self.docs = set(anthropic_oracle.document_ids(request))
-        self.kind, self.cits = "request", {}
-        self.known = {}
-        self.keys = {}         # source id -> citation number
-        self.chunks = 0
-        self.finish, self.usage, self.error = {}, None, None
-
-    def known_from(self, n):
-        return self.known.get(n, oracle.INF)
-
-    def adopt(self, at):
-        for n, c in self.tags.items():
-            if n not in self.cits:
-                self.cits[n], self.known[n] = c, at
-
-    def chunk(self, content=None):
-        self.chunks += 1
-        if content is not None:
-            self.adopt(self.chunks)
-            self.add("0", content, self.chunks, 0)
+        super().__init__(request, set(D.document_ids(request)))
 
     def source(self, c, s):
         """The number of source s of citation c, or None."""
@@ -177,18 +140,6 @@ def counts(c, chars):
     return end
 
 
-def events(body):
-    """(type, object) of each complete event whose data is a JSON object."""
-    for fields, data in oracle.sse_events(body.decode("utf-8")):
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            t = obj.get("type") if isinstance(obj.get("type"), str) else fields.get("event")
-            yield t, obj
-
-
 def _get(obj, *path):
     for k in path:
         obj = obj.get(k) if isinstance(obj, dict) else None
@@ -197,8 +148,7 @@ def _get(obj, *path):
 
 def read_stream(body, request):
     ans = Answer(request)
-    include_usage = isinstance(request, dict) and isinstance(request.get("stream_options"), dict) \
-        and request["stream_options"].get("include_usage") is True
+    include_usage = D.include_usage(request)
     started, text, end, msg_id = False, "", None, None
 
     def role():
@@ -207,7 +157,7 @@ def read_stream(body, request):
             started = True
             ans.chunk("")
 
-    for t, obj in events(body):
+    for t, obj in D.typed_events(body):
         if t == "message-start":
             if msg_id is None and _nonempty(obj.get("id")):
                 msg_id = obj["id"]
@@ -285,39 +235,14 @@ def expected_view(body, request=None, profile="openwebui"):
         ans, end = read_body(json.loads(body.decode("utf-8")), request), "body"
     else:
         ans, end = read_stream(body, request)
-    view = {"content": dict(ans.content), "end": end, "sources": [], "annotations": {},
-            "citations": [], "entities": [], "events": []}
-    if profile != "off" and ans.content:
-        out = oracle.transform(ans, profile, "numeric", 8192, True)
-        for k in ("content", "sources", "annotations", "citations", "entities"):
-            view[k] = out[k]
-    view.update(finish_reason=ans.finish, usage=ans.usage, meta=ans.meta, error=ans.error)
-    return view
+    # An answer with no content (an error body) has nothing for a profile to rewrite.
+    return D.view_of(ans, end, profile if ans.content else "off")
 
 
-def client_extras(out):
-    return anthropic_oracle.client_extras(out)
-
-
-def reconcile(want, got):
-    """An error message the SPEC leaves free (null in the expected view) matches any
-    non-empty string the client got."""
-    w, g = want.get("error"), got.get("error")
-    if isinstance(w, dict) and w.get("message") is None and isinstance(g, dict) \
-            and _nonempty(g.get("message")):
-        got = dict(got, error=dict(g, message=None))
-    return got
-
-
-EXTRAS = anthropic_oracle.EXTRAS
-COMPARED = oracle.COMPARED + EXTRAS
-
-
-def load_request(rel):
-    if rel is None:
-        return None
-    with open(os.path.join(DIALECTS, rel), encoding="utf-8") as f:
-        return json.load(f)
+client_extras = D.client_extras
+reconcile = D.reconcile
+load_request = D.load_request
+EXTRAS, COMPARED = D.EXTRAS, D.COMPARED
 
 
 def expected_name(fixture, request, profile):
@@ -328,21 +253,7 @@ def expected_name(fixture, request, profile):
 
 
 def regen():
-    os.makedirs(EXPECTED, exist_ok=True)
-    views = {}
-    for fixture, request in CASES:
-        with open(os.path.join(DIALECTS, fixture), "rb") as f:
-            body = f.read()
-        for profile in PROFILES:
-            view = expected_view(body, load_request(request), profile)
-            views[fixture, request, profile] = view
-            doc = {"fixture": fixture, "request": request, "dialect": "cohere", "created": CREATED,
-                   "profile": profile}
-            doc.update({k: view[k] for k in COMPARED})
-            with open(os.path.join(EXPECTED, expected_name(fixture, request, profile)), "w",
-                      encoding="utf-8") as f:
-                json.dump(doc, f, indent=1, ensure_ascii=False)
-                f.write("\n")
+    views = D.write_expected(CASES, expected_view, "cohere", expected_name)
     for a, b, request in SAME_SOURCES:
         for profile in PROFILES:
             if views[a, request, profile]["sources"] != views[b, request, profile]["sources"]:
@@ -351,21 +262,7 @@ def regen():
 
 
 def main(argv):
-    if argv[:1] == ["--regen"]:
-        return regen()
-    body_path, request, profile, i = argv[0], None, "openwebui", 1
-    while i < len(argv):
-        if argv[i] == "--request":
-            with open(argv[i + 1], encoding="utf-8") as f:
-                request = json.load(f)
-        elif argv[i] == "--profile":
-            profile = argv[i + 1]
-        else:
-            raise SystemExit("unknown argument " + argv[i])
-        i += 2
-    with open(body_path, "rb") as f:
-        print(json.dumps(expected_view(f.read(), request, profile), indent=1, ensure_ascii=False))
-    return 0
+    return D.main(argv, regen, expected_view)
 
 
 if __name__ == "__main__":

@@ -37,16 +37,14 @@ usage: gemini_oracle.py --regen
 import json
 import os
 import re
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import dialect_oracle as D  # noqa: E402  (expected files and --check, as the other oracles')
 import oracle  # noqa: E402
 
-FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures")
-ANSWERS = os.path.join(FIXTURES, "dialects", "answers")
-EXPECTED = os.path.join(FIXTURES, "expected", "gemini")
+EXPECTED = os.path.join(D.FIXTURES, "expected", "gemini")
 PROFILES = ("openwebui", "openai", "webchat", "markdown", "structured", "off")
 CREATED = 1700000000
 BODY_EV = 1 << 40
@@ -376,140 +374,17 @@ def expected_view(body, request=None, profile="openwebui"):
     return view
 
 
-def extras_of(out):
-    """What oracle.client_view does not read: the finish reason, the usage, the error and
-    the id/created/model every chunk (or the body) carries."""
-    text = out.decode("utf-8")
-    ex = {"finish_reason": None, "usage": None, "error": None, "meta": None}
-    objs = []
-    if oracle.is_json_body(out):
-        objs = [json.loads(text)]
-    else:
-        for _, data in oracle.sse_events(text):
-            try:
-                objs.append(json.loads(data))
-            except ValueError:
-                pass
-    metas = []
-    for o in objs:
-        if not isinstance(o, dict):
-            continue
-        if "object" in o:
-            metas.append({"id": o.get("id"), "created": o.get("created"), "model": o.get("model")})
-        for ch in o.get("choices") or []:
-            if ch.get("finish_reason") is not None:
-                ex["finish_reason"] = ch["finish_reason"]
-        if "usage" in o:
-            ex["usage"] = o["usage"]
-        if "error" in o:
-            ex["error"] = o["error"]
-    distinct = [m for k, m in enumerate(metas) if m not in metas[:k]]
-    ex["meta"] = distinct[0] if len(distinct) == 1 else distinct
-    return ex
-
-
-COMPARED = oracle.COMPARED + ("finish_reason", "usage", "error", "meta")
-
-
-def client_view(out):
-    view = oracle.client_view(out)
-    view.update(extras_of(out))
-    return {k: view[k] for k in COMPARED}
-
-
-# ---------------------------------------------------------------------------------- files
-
-def fixtures():
-    return sorted(f for f in os.listdir(ANSWERS) if f.startswith("gemini_") and
-                  (f.endswith(".sse") or (f.endswith(".json") and ".request." not in f)))
-
-
-def load(rel):
-    with open(os.path.join(FIXTURES, rel), "rb") as f:
-        return f.read()
+COMPARED = D.ANSWER_COMPARED
+client_view = D.answer_client_view
 
 
 def request_for(fixture):
     return REQUESTS.get(fixture) or REQUESTS.get(fixture.rsplit(".", 1)[0] + ".sse")
 
 
-def expected_for(fixture, profile):
-    req_rel = request_for(fixture)
-    request = json.loads(load(req_rel)) if req_rel else None
-    view = expected_view(load("dialects/answers/" + fixture), request, profile)
-    dialect = DIALECT.get(fixture, "gemini")
-    head = {"fixture": "dialects/answers/" + fixture, "request": req_rel, "profile": profile,
-            "dialect": dialect, "created": CREATED}
-    head.update({k: view[k] for k in COMPARED})
-    return head
-
-
-def expected_name(fixture, profile):
-    stem, ext = fixture.rsplit(".", 1)
-    return os.path.join(EXPECTED, "%s.%s.%s.json" % (stem, "body" if ext == "json" else "stream",
-                                                     profile))
-
-
-def regen():
-    os.makedirs(EXPECTED, exist_ok=True)
-    for old in os.listdir(EXPECTED):
-        os.remove(os.path.join(EXPECTED, old))
-    for fixture in fixtures():
-        for profile in PROFILES:
-            with open(expected_name(fixture, profile), "w", encoding="utf-8") as f:
-                json.dump(expected_for(fixture, profile), f, indent=1, ensure_ascii=False)
-                f.write("\n")
-    return 0
-
-
-def run_citegate(citegate, want):
-    cmd = [citegate, "filter", "--dialect", want["dialect"], "--created", str(want["created"]),
-           "--profile", want["profile"]]
-    if want["request"]:
-        cmd += ["--request", os.path.join(FIXTURES, want["request"])]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CITEGATE_", "AZURE_AI_"))}
-    return subprocess.run(cmd, input=load(want["fixture"]), capture_output=True, timeout=30,
-                          env=env)
-
-
-def check(citegate, path):
-    with open(path, encoding="utf-8") as f:
-        want = json.load(f)
-    bad = []
-    fixture = os.path.basename(want["fixture"])
-    if want != expected_for(fixture, want["profile"]):
-        bad.append("the stored file is not what the oracle says (run --regen and review)")
-    proc = run_citegate(citegate, want)
-    if proc.returncode != 0:
-        bad.append("exit %d: %s" % (proc.returncode, proc.stderr.decode(errors="replace")))
-    else:
-        got = client_view(proc.stdout)
-        for k in COMPARED:
-            if got[k] != want[k]:
-                bad.append("%s:\n  want %s\n  got  %s" % (
-                    k, json.dumps(want[k], ensure_ascii=False), json.dumps(got[k], ensure_ascii=False)))
-    for b in bad:
-        print(b)
-    print("%s (%s): %s" % (want["fixture"], want["profile"], "FAIL" if bad else "ok"))
-    return 1 if bad else 0
-
-
-def main(argv):
-    if argv[:1] == ["--regen"]:
-        return regen()
-    if argv[:1] == ["--check"]:
-        return max(check(argv[1], path) for path in argv[2:])
-    fixture, profile, request = argv[0], "openwebui", None
-    for k in range(1, len(argv), 2):
-        if argv[k] == "--profile":
-            profile = argv[k + 1]
-        elif argv[k] == "--request":
-            with open(argv[k + 1], encoding="utf-8") as f:
-                request = json.load(f)
-    with open(fixture, "rb") as f:
-        view = expected_view(f.read(), request, profile)
-    print(json.dumps(view, indent=1, ensure_ascii=False))
-    return 0
+GOLDENS = D.Goldens("gemini_", EXPECTED, PROFILES, expected_view, request_for,
+                    lambda fixture: DIALECT.get(fixture, "gemini"))
+main = GOLDENS.main
 
 
 if __name__ == "__main__":

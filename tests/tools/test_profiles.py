@@ -455,6 +455,26 @@ def check_body_shape(body, out, profile, want):
     return bad
 
 
+def check_output(body, request, profile, opts, out, shaped):
+    """What is wrong with citegate's output `out` for answer body (the oracle's view of it,
+    the stream's or body's shape, the profile's own rules); shaped: hold structured's
+    corrected events to the oracle's (diff_views)."""
+    want = oracle.expected_view(body, request, profile, **oracle_opts(opts))
+    got = oracle.client_view(out)
+    bad = diff_views(got, want, want["shaped"] if shaped else None)
+    if want["end"] != "body":
+        bad += check_stream_shape(out, profile, want)
+    else:
+        bad += check_body_shape(body, out, profile, want)
+    if profile == "openai":
+        bad += check_annotations(got, body)
+    if profile == "webchat":
+        bad += check_webchat(got)
+    if profile == "markdown":
+        bad += check_markdown(got)
+    return bad
+
+
 # ------------------------------------------------------------------------------ random answers
 
 WORDS = ["the", "X200", "café", "naïve", "😀", "𝄞", "日本語", "charge", "quick", "—", '"quoted"',
@@ -1046,21 +1066,8 @@ class T2Fixtures(unittest.TestCase):
                 if profile == "off":
                     self.assertEqual(out, body, "profile off must be byte identical")
                     continue
-                req = load_request(request)
-                want = oracle.expected_view(body, req, profile, **oracle_opts(opts))
-                got = oracle.client_view(out)
-                sc = want["shaped"] if profile == "structured" else None
-                bad = diff_views(got, want, sc)
-                if want["end"] != "body":
-                    bad += check_stream_shape(out, profile, want)
-                else:
-                    bad += check_body_shape(body, out, profile, want)
-                if profile == "openai":
-                    bad += check_annotations(got, body)
-                if profile == "webchat":
-                    bad += check_webchat(got)
-                if profile == "markdown":
-                    bad += check_markdown(got)
+                bad = check_output(body, load_request(request), profile, opts, out,
+                                   profile == "structured")
                 if bad:
                     self.fail("filter --profile %s%s --request %s < %s\n  %s" % (
                         profile, "".join(" %s=%s" % kv for kv in opts.items()), request, fixture,
@@ -1171,19 +1178,7 @@ class T4RandomReferences(unittest.TestCase):
             if isinstance(out, Exception):
                 failures.append("%s: %s" % (tag, out))
                 continue
-            want = oracle.expected_view(body, request, profile, **oracle_opts(opts))
-            got = oracle.client_view(out)
-            bad = diff_views(got, want)
-            if want["end"] != "body":
-                bad += check_stream_shape(out, profile, want)
-            else:
-                bad += check_body_shape(body, out, profile, want)
-            if profile == "openai":
-                bad += check_annotations(got, body)
-            if profile == "webchat":
-                bad += check_webchat(got)
-            if profile == "markdown":
-                bad += check_markdown(got)
+            bad = check_output(body, request, profile, opts, out, False)
             if bad:
                 b, r = save_failure(tag, body, request)
                 failures.append("%s: citegate filter --profile %s%s --request %s < %s\n  %s" % (
