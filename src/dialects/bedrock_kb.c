@@ -318,21 +318,20 @@ bool cg__bedrock_kb_output(const char *p, size_t n, cg_span_t *text)
  * The verdict stays the whole's: X is found by length and must be the same
  * bytes twice; the whole parses exactly when {X} does (X then holds one or
  * more members), unless it nests too deep or has too many tokens, which
- * the checks here and in on_nested_citation rule out. Not static: the
- * tests hold it to the parse of the whole.
+ * the checks here and in on_nested_citation rule out. Declared in view.h
+ * for the tests that hold it to the parse of the whole.
  */
-typedef enum nested { NESTED_NONE, NESTED_FIRST, NESTED_LAST } nested_t;
+enum { NESTED_NONE, NESTED_FIRST, NESTED_LAST };
 
 #define NESTED_KEY "\"citation\":{"
 
-nested_t cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half);
-nested_t cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half)
+int cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half)
 {
     const size_t k = sizeof(NESTED_KEY) - 1;
     if (n < k + 6 || (n - k - 4) % 2 != 0)
         return NESTED_NONE;
     size_t x = (n - k - 4) / 2; /* {, X twice, the key, two braces and a comma */
-    nested_t at = NESTED_NONE;
+    int at = NESTED_NONE;
     if (p[0] == '{' && memcmp(p + 1, NESTED_KEY, k) == 0 && p[k + 1 + x] == '}' &&
         p[k + 2 + x] == ',' && p[n - 1] == '}' && memcmp(p + k + 1, p + k + 3 + x, x) == 0)
         at = NESTED_FIRST; /* {"citation":{ X }, X } */
@@ -353,7 +352,7 @@ nested_t cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half)
 static bool on_nested_citation(cg_xform_t *x, kb_t *s, const cg_evs_msg_t *m)
 {
     cg_span_t half;
-    nested_t at;
+    int at;
     if (s->over || !cg_span_eq(m->message_type, "event") ||
         !cg_span_eq(m->event_type, "citation") ||
         (at = cg__bedrock_kb_nested(m->payload.p, m->payload.n, &half)) == NESTED_NONE)

@@ -146,6 +146,9 @@ bool cg__bedrock_block_stop(const char *p, size_t n);
  * of the text of `output` payload p[0..n) when it is {"text":"…"} and
  * nothing else, read without a parse, else false. Here for its tests too. */
 bool cg__bedrock_kb_output(const char *p, size_t n, cg_span_t *text);
+/* bedrock-kb: a citation event {"citation":{X},X} (1) or
+ * {X,"citation":{X}} (2), *half its nested {X}; 0 for any other. */
+int cg__bedrock_kb_nested(const char *p, size_t n, cg_span_t *half);
 /* The cohere view's citations read without a parse (cohere.c), for the
  * tests and the fuzz target that hold them to the parse: none are while
  * cg__cohere_fast_off, and cg__cohere_fast_reads counts those that were.
