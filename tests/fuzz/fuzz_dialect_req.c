@@ -49,8 +49,11 @@
  *     retrieveAndGenerateConfiguration (the configured one, as given) and
  *     sessionId, each once; input.text decoded is the last user message's
  *     text (found and decoded here independently: a string, or its text
- *     parts joined); sessionId is there exactly when the client sent the
- *     header, and is its value; no documents, no model;
+ *     parts joined), never empty: when it would be, the request is refused
+ *     (missing_required_parameter, param messages), and a refusal for want of
+ *     a question has a user message whose text is empty; sessionId is there
+ *     exactly when the client sent the header, and is its value; no
+ *     documents, no model;
  *   - the same input gives the same bytes twice.
  * The body is an exact-size heap copy, so ASan sees any read past its end.
  */
@@ -500,13 +503,15 @@ static void append_content_text(const cg_json_t *j, int content, cg_buf_t *text)
 }
 
 /* The text of the request's last user message, found without the
- * translator (roles and part types decoded); none: "". */
-static void last_user_text(const char *body, size_t len, cg_buf_t *text)
+ * translator (roles and part types decoded); false when there is no user
+ * message. */
+static bool last_user_text(const char *body, size_t len, cg_buf_t *text)
 {
     cg_json_t j;
     cg_json_init(&j, MAX_TOKENS);
+    int last = -1;
     if (cg_json_parse(&j, body, len) == CG_JSON_OK) {
-        int msgs = cg_json_get(&j, 0, "messages"), last = -1;
+        int msgs = cg_json_get(&j, 0, "messages");
         int n = cg_json_type(&j, msgs) == JSMN_ARRAY ? j.tok[msgs].size : 0;
         for (int k = 0, i = msgs + 1; k < n; k++, i = cg_json_skip(&j, i))
             if (decoded_is(&j, cg_json_get(&j, i, "role"), "user"))
@@ -515,6 +520,7 @@ static void last_user_text(const char *body, size_t len, cg_buf_t *text)
             append_content_text(&j, cg_json_get(&j, last, "content"), text);
     }
     cg_json_free(&j);
+    return last >= 0;
 }
 
 static void check_kb(const char *body, size_t len, bool with_session, const cg_dialect_req_t *out)
@@ -529,8 +535,9 @@ static void check_kb(const char *body, size_t len, bool with_session, const cg_d
     FZ_CHECK(cg_json_is_str(&j, text));
     cg_buf_t got = {0}, want = {0};
     append_decoded(&j, text, &got);
-    last_user_text(body, len, &want);
-    FZ_CHECK(got.len == want.len && (got.len == 0 || memcmp(got.p, want.p, got.len) == 0));
+    FZ_CHECK(last_user_text(body, len, &want));
+    /* Knowledge Bases refuse an empty input text: never sent */
+    FZ_CHECK(got.len > 0 && got.len == want.len && memcmp(got.p, want.p, got.len) == 0);
     cg_buf_free(&got);
     cg_buf_free(&want);
     FZ_CHECK(verbatim(&j, cg_json_get(&j, 0, "retrieveAndGenerateConfiguration"), kb_config));
@@ -539,6 +546,19 @@ static void check_kb(const char *body, size_t len, bool with_session, const cg_d
     FZ_CHECK(sid < 0 || decoded_is(&j, sid, session));
     cg_json_free(&j);
     FZ_CHECK(out->ndocs == 0 && out->doc_ids == NULL);
+}
+
+/* A bedrock-kb refusal for want of a question: there is a user message, and
+ * the last one's text is empty. */
+static void check_kb_refused(const char *body, size_t len, const cg_dialect_err_t *err)
+{
+    if (strncmp(err->message, "the last user message", 21) != 0)
+        return;
+    FZ_CHECK(strcmp(err->code, "missing_required_parameter") == 0);
+    FZ_CHECK(strcmp(err->param, "messages") == 0);
+    cg_buf_t want = {0};
+    FZ_CHECK(last_user_text(body, len, &want) && want.len == 0);
+    cg_buf_free(&want);
 }
 
 /* --- the run ------------------------------------------------------------------ */
@@ -624,6 +644,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FZ_CHECK((req_rc != 0) == (rc == -1 && strcmp(err.code, "invalid_json") == 0));
     if (rc != 0) {
         check_refused(&p, &out, &err);
+        if (p.kb)
+            check_kb_refused(body, len, &err);
     } else {
         FZ_CHECK(err.code == NULL);
         FZ_CHECK(out.stream == req.stream);

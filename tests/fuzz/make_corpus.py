@@ -102,6 +102,12 @@ DIALECT_SEEDS = {
                            b'"stream":true}'),
     "kb_no_user": (DR_BEDROCK_KB, b'{"messages":[{"role":"system","content":"s"},'
                                   b'{"role":"assistant","content":"a"}]}'),
+    # bedrock-kb: a last user message without text after one with text (refused: no question)
+    "kb_empty_question": (DR_BEDROCK_KB | DR_EXTRA,
+                          b'{"messages":[{"role":"user","content":"first"},{"role":"user","content":'
+                          b'[{"type":"text","text":""}]},{"role":"assistant","content":"a"}]}'),
+    "kb_null_question": (DR_BEDROCK_KB, b'{"messages":[{"role":"user","content":"first"},'
+                                        b'{"role":"user","content":null}]}'),
 }
 
 XFORM_SEEDS = {
