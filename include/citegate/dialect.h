@@ -47,7 +47,8 @@ typedef struct cg_dialect_err {
      * "invalid_json": the body is not a JSON object;
      * "missing_required_parameter", "invalid_type", "invalid_value": the
      * messages or a kept field are not what chat completions allow, or no
-     * message is a user or assistant message;
+     * message is a user or assistant message (bedrock-kb: no user message,
+     * or the last one has no text);
      * "invalid_request": a model name that the upstream path cannot carry
      * (gemini, vertex). */
     const char *code;

@@ -5,9 +5,10 @@
  * Request: POST {base}/retrieveAndGenerateStream when the client streams,
  * else {base}/retrieveAndGenerate. The body is {input:{text},
  * retrieveAndGenerateConfiguration, sessionId?} and nothing else: text =
- * the last user message's text, the configuration = CITEGATE_BEDROCK_KB as
- * it is, sessionId = the client's X-Bedrock-Session-Id when it sent one (the
- * conversation lives upstream under it). Knowledge Bases take no API key:
+ * the last user message's text (none, or an empty one, is refused: Knowledge
+ * Bases take no empty input), the configuration = CITEGATE_BEDROCK_KB as
+ * it is, sessionId = the client's X-Bedrock-Session-Id when it sent one
+ * (the conversation lives upstream under it). Knowledge Bases take no API key:
  * the shell always signs (SigV4, service bedrock), and citegate does not
  * start without AWS keys and CITEGATE_BEDROCK_KB. The answer's
  * x-amzn-bedrock-knowledge-base-session-id goes back to the client as
@@ -528,7 +529,13 @@ static int kb_request(cg_chatreq_t *c, cg_dialect_err_t *err)
                             "messages must hold a user message: its text is the question");
     cg_buf_t *o = c->out;
     cg_buf_puts(o, "{\"input\":{\"text\":\"");
+    size_t text = o->len;
     cg__req_put_content_text(c, c->last_user);
+    /* Knowledge Bases refuse an empty input text (its minimum length is 1):
+     * the client is better told why here than by the upstream. */
+    if (o->len == text)
+        return cg__req_fail(err, "missing_required_parameter", "messages",
+                            "the last user message of messages has no text: it is the question");
     cg_buf_puts(o, "\"}");
     if (c->in->kb_config) {
         cg__req_key(o, "retrieveAndGenerateConfiguration");

@@ -816,6 +816,23 @@ static void test_request(void **state)
                      -1);
     assert_string_equal(e.code, "missing_required_parameter");
     assert_string_equal(e.param, "messages");
+    /* a last user message without text: Knowledge Bases refuse an empty
+     * input, so the client is told, whatever an earlier message held */
+    static const char *const no_text[] = {
+        "null", "\"\"", "[]",
+        "[{\"type\":\"text\",\"text\":\"\"},{\"type\":\"text\",\"text\":\"\"}]"};
+    for (size_t i = 0; i < sizeof(no_text) / sizeof(no_text[0]); i++) {
+        char body[256];
+        snprintf(body, sizeof(body),
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"first\"},{\"role\":"
+                 "\"user\",\"content\":%s},{\"role\":\"assistant\",\"content\":\"a\"}]}",
+                 no_text[i]);
+        assert_int_equal(translate(body, "s", KB, &path, &out, &e), -1);
+        assert_string_equal(e.code, "missing_required_parameter");
+        assert_string_equal(e.param, "messages");
+        assert_string_equal(e.message,
+                            "the last user message of messages has no text: it is the question");
+    }
     assert_int_equal(
         translate("{\"tools\":[{}],\"messages\":[{\"role\":\"user\",\"content\":\"h\"}]}", NULL, KB,
                   &path, &out, &e),

@@ -12,6 +12,8 @@
  *             then unused); bit 1 set: bedrock with
  *             CITEGATE_BEDROCK_TOOL_CONFIG, bedrock-kb with a client
  *             X-Bedrock-Session-Id (bedrock-kb always has CITEGATE_BEDROCK_KB)
+ *   bit 6:    cohere instead (bits 4-5 then unused), bits 0-1 its
+ *             CITEGATE_COHERE_CITATIONS: 0, 3 = fast, 1 = accurate, 2 = off
  *
  * Checks, for any body:
  *   - refusal and success exclusive: 0 with a body and no error, or -1 with
@@ -49,8 +51,26 @@
  *     retrieveAndGenerateConfiguration (the configured one, as given) and
  *     sessionId, each once; input.text decoded is the last user message's
  *     text (found and decoded here independently: a string, or its text
- *     parts joined); sessionId is there exactly when the client sent the
- *     header, and is its value; no documents, no model;
+ *     parts joined), never empty: when it would be, the request is refused
+ *     (missing_required_parameter, param messages), and a refusal for want of
+ *     a question has a user message whose text is empty; sessionId is there
+ *     exactly when the client sent the header, and is its value; no
+ *     documents, no model;
+ *   - cohere: one valid JSON object of model, messages, stream, max_tokens,
+ *     temperature, p, stop_sequences, documents and citation_options, each
+ *     once; model is the body's (decoded), else the deployment, else absent,
+ *     and the model the answer names is the same; messages are the
+ *     request's in order, each {role, content: its text} (a string, or its
+ *     text parts joined), system and developer ones as role system and left
+ *     out when their text is empty; stream, max_tokens
+ *     (max_completion_tokens, else max_tokens), temperature and p (top_p)
+ *     are the request's value byte for byte, absent when it is absent or
+ *     null; stop_sequences holds stop's strings (one for a string), decoded
+ *     byte for byte; documents are {id: "N", data: {title, snippet, url?}}
+ *     for each <source> tag with text (read here without the max_doc_bytes
+ *     cut: the model sees the whole text), in increasing id order, N its
+ *     doc_ids entry, none without a user message; citation_options is
+ *     {"mode":"fast"} or {"mode":"accurate"} as configured, absent when off;
  *   - the same input gives the same bytes twice.
  * The body is an exact-size heap copy, so ASan sees any read past its end.
  */
@@ -83,6 +103,9 @@ static const char *const inference_members[] = {"maxTokens", "temperature", "top
                                                 NULL};
 static const char *const kb_members[] = {"input", "retrieveAndGenerateConfiguration", "sessionId",
                                          NULL};
+static const char *const cohere_members[] = {
+    "model", "messages",       "stream",    "max_tokens",       "temperature",
+    "p",     "stop_sequences", "documents", "citation_options", NULL};
 static const char *const doc_formats[] = {"pdf",  "csv",  "doc", "docx", "xls",
                                           "xlsx", "html", "txt", "md",   NULL};
 static const char tools[] = "[{\"googleSearch\":{}}]";
@@ -95,8 +118,9 @@ static const char session[] = "kb \"s\" \\ \xc3\xa9";
 /* What the header byte picks. */
 typedef struct fz_pick {
     const char *name;
-    bool gemini, bedrock, kb;
+    bool gemini, bedrock, kb, cohere;
     bool extra; /* bit 1: gemini's tools, bedrock's tool config, bedrock-kb's session */
+    cg_cohere_citations_t mode; /* cohere's */
     cg_span_t model;
     cg_cite_opts_t opts;
 } fz_pick_t;
@@ -114,14 +138,19 @@ static bool raw_is(const cg_json_t *j, int i, const char *lit)
     return cg_json_type(j, i) == JSMN_STRING && cg_span_eq(cg_json_raw(j, i), lit);
 }
 
-/* Decoded string value of token i equals lit. */
-static bool decoded_is(const cg_json_t *j, int i, const char *lit)
+/* Decoded string value of token i equals want[0..n). */
+static bool decoded_eq(const cg_json_t *j, int i, const char *want, size_t n)
 {
-    size_t n;
-    char *s = cg_json_strdup(j, i, &n);
-    bool eq = s && n == strlen(lit) && memcmp(s, lit, n) == 0;
+    size_t m;
+    char *s = cg_json_strdup(j, i, &m);
+    bool eq = s && m == n && (n == 0 || memcmp(s, want, n) == 0);
     free(s);
     return eq;
+}
+
+static bool decoded_is(const cg_json_t *j, int i, const char *lit)
+{
+    return decoded_eq(j, i, lit, strlen(lit));
 }
 
 /* The user and assistant messages of the request, counted without the
@@ -500,13 +529,15 @@ static void append_content_text(const cg_json_t *j, int content, cg_buf_t *text)
 }
 
 /* The text of the request's last user message, found without the
- * translator (roles and part types decoded); none: "". */
-static void last_user_text(const char *body, size_t len, cg_buf_t *text)
+ * translator (roles and part types decoded); false when there is no user
+ * message. */
+static bool last_user_text(const char *body, size_t len, cg_buf_t *text)
 {
     cg_json_t j;
     cg_json_init(&j, MAX_TOKENS);
+    int last = -1;
     if (cg_json_parse(&j, body, len) == CG_JSON_OK) {
-        int msgs = cg_json_get(&j, 0, "messages"), last = -1;
+        int msgs = cg_json_get(&j, 0, "messages");
         int n = cg_json_type(&j, msgs) == JSMN_ARRAY ? j.tok[msgs].size : 0;
         for (int k = 0, i = msgs + 1; k < n; k++, i = cg_json_skip(&j, i))
             if (decoded_is(&j, cg_json_get(&j, i, "role"), "user"))
@@ -515,6 +546,7 @@ static void last_user_text(const char *body, size_t len, cg_buf_t *text)
             append_content_text(&j, cg_json_get(&j, last, "content"), text);
     }
     cg_json_free(&j);
+    return last >= 0;
 }
 
 static void check_kb(const char *body, size_t len, bool with_session, const cg_dialect_req_t *out)
@@ -529,8 +561,9 @@ static void check_kb(const char *body, size_t len, bool with_session, const cg_d
     FZ_CHECK(cg_json_is_str(&j, text));
     cg_buf_t got = {0}, want = {0};
     append_decoded(&j, text, &got);
-    last_user_text(body, len, &want);
-    FZ_CHECK(got.len == want.len && (got.len == 0 || memcmp(got.p, want.p, got.len) == 0));
+    FZ_CHECK(last_user_text(body, len, &want));
+    /* Knowledge Bases refuse an empty input text: never sent */
+    FZ_CHECK(got.len > 0 && got.len == want.len && memcmp(got.p, want.p, got.len) == 0);
     cg_buf_free(&got);
     cg_buf_free(&want);
     FZ_CHECK(verbatim(&j, cg_json_get(&j, 0, "retrieveAndGenerateConfiguration"), kb_config));
@@ -541,20 +574,213 @@ static void check_kb(const char *body, size_t len, bool with_session, const cg_d
     FZ_CHECK(out->ndocs == 0 && out->doc_ids == NULL);
 }
 
+/* A bedrock-kb refusal for want of a question: there is a user message, and
+ * the last one's text is empty. */
+static void check_kb_refused(const char *body, size_t len, const cg_dialect_err_t *err)
+{
+    if (strncmp(err->message, "the last user message", 21) != 0)
+        return;
+    FZ_CHECK(strcmp(err->code, "missing_required_parameter") == 0);
+    FZ_CHECK(strcmp(err->param, "messages") == 0);
+    cg_buf_t want = {0};
+    FZ_CHECK(last_user_text(body, len, &want) && want.len == 0);
+    cg_buf_free(&want);
+}
+
+/* --- cohere -------------------------------------------------------------------- */
+
+/* How cohere sends request message msg: its role, "system" for system and
+ * developer; its text in *text; NULL when it is left out (a system text
+ * that is empty). */
+static const char *cohere_role(const cg_json_t *rq, int msg, cg_buf_t *text)
+{
+    int role = cg_json_get(rq, msg, "role");
+    text->len = 0;
+    append_content_text(rq, cg_json_get(rq, msg, "content"), text);
+    if (decoded_is(rq, role, "user"))
+        return "user";
+    if (decoded_is(rq, role, "assistant"))
+        return "assistant";
+    FZ_CHECK(decoded_is(rq, role, "system") || decoded_is(rq, role, "developer"));
+    return text->len ? "system" : NULL;
+}
+
+/* messages: the request's, in order, each {role, content: its text}. */
+static void check_cohere_messages(const cg_json_t *j, int msgs, const cg_json_t *rq)
+{
+    FZ_CHECK(cg_json_type(j, msgs) == JSMN_ARRAY);
+    int rmsgs = cg_json_get(rq, 0, "messages");
+    int n = j->tok[msgs].size, rn = rq->tok[rmsgs].size, k = 0, m = msgs + 1;
+    cg_buf_t text = {0};
+    for (int q = 0, i = rmsgs + 1; q < rn; q++, i = cg_json_skip(rq, i)) {
+        const char *role = cohere_role(rq, i, &text);
+        if (role == NULL)
+            continue;
+        FZ_CHECK(k < n && cg_json_type(j, m) == JSMN_OBJECT && j->tok[m].size == 2);
+        FZ_CHECK(raw_is(j, cg_json_get(j, m, "role"), role));
+        FZ_CHECK(decoded_eq(j, cg_json_get(j, m, "content"), text.p, text.len));
+        k++;
+        m = cg_json_skip(j, m);
+    }
+    FZ_CHECK(k == n);
+    cg_buf_free(&text);
+}
+
+static bool present(const cg_json_t *j, int i)
+{
+    return i >= 0 && !cg_json_is_null(j, i);
+}
+
+/* Member `name` is the request's value token rt byte for byte (a number or
+ * boolean sent as it came), absent when rt is absent or null. */
+static void check_kept(const cg_json_t *j, const char *name, const cg_json_t *rq, int rt)
+{
+    int t = cg_json_get(j, 0, name);
+    FZ_CHECK((t >= 0) == present(rq, rt));
+    if (t < 0)
+        return;
+    cg_span_t got = cg_json_raw(j, t), want = cg_json_raw(rq, rt);
+    FZ_CHECK(cg_json_type(j, t) == JSMN_PRIMITIVE && got.n == want.n &&
+             memcmp(got.p, want.p, got.n) == 0);
+}
+
+/* stop_sequences: stop's strings (a string: that one), decoded byte for
+ * byte; absent when stop is absent or null. */
+static void check_stop(const cg_json_t *j, const cg_json_t *rq)
+{
+    int t = cg_json_get(j, 0, "stop_sequences"), stop = cg_json_get(rq, 0, "stop");
+    FZ_CHECK((t >= 0) == present(rq, stop));
+    if (t < 0)
+        return;
+    bool one = cg_json_is_str(rq, stop);
+    int n = one ? 1 : rq->tok[stop].size;
+    FZ_CHECK(cg_json_type(j, t) == JSMN_ARRAY && j->tok[t].size == n);
+    for (int k = 0, s = t + 1, r = one ? stop : stop + 1; k < n;
+         k++, s = cg_json_skip(j, s), r = cg_json_skip(rq, r)) {
+        cg_buf_t want = {0};
+        FZ_CHECK(cg_json_is_str(rq, r));
+        append_decoded(rq, r, &want);
+        FZ_CHECK(decoded_eq(j, s, want.p, want.len));
+        cg_buf_free(&want);
+    }
+}
+
+/* model: the body's (decoded), else the deployment, else absent; the
+ * model the answer's chunks name is the same. */
+static void check_cohere_model(const cg_json_t *j, const cg_json_t *rq, cg_span_t deployment,
+                               const cg_dialect_req_t *out)
+{
+    int t = cg_json_get(j, 0, "model"), rm = cg_json_get(rq, 0, "model");
+    cg_buf_t want = {0};
+    if (cg_json_is_str(rq, rm))
+        append_decoded(rq, rm, &want);
+    else if (deployment.p)
+        cg_buf_put(&want, deployment.p, deployment.n);
+    FZ_CHECK((t >= 0) == (cg_json_is_str(rq, rm) || deployment.p != NULL));
+    FZ_CHECK(t < 0 || decoded_eq(j, t, want.p, want.len));
+    FZ_CHECK(out->model.len == want.len &&
+             (want.len == 0 || memcmp(out->model.p, want.p, want.len) == 0));
+    cg_buf_free(&want);
+}
+
+/* One document: {id: "N", data: {title, snippet, url?}} of source N, its
+ * text whole. */
+static void check_cohere_document(const cg_json_t *j, int doc, const cg_cites_t *whole, unsigned id)
+{
+    char name[16];
+    snprintf(name, sizeof(name), "%u", id);
+    FZ_CHECK(cg_json_type(j, doc) == JSMN_OBJECT && j->tok[doc].size == 2);
+    FZ_CHECK(raw_is(j, cg_json_get(j, doc, "id"), name));
+    const cg_citation_t *s = cg_cites_find(whole, id);
+    FZ_CHECK(s != NULL && s->content[0] != '\0');
+    int data = cg_json_get(j, doc, "data");
+    FZ_CHECK(cg_json_type(j, data) == JSMN_OBJECT && j->tok[data].size == 2 + (s->url != NULL));
+    FZ_CHECK(decoded_is(j, cg_json_get(j, data, "title"), s->title));
+    FZ_CHECK(decoded_is(j, cg_json_get(j, data, "snippet"), s->content));
+    FZ_CHECK(s->url == NULL || decoded_is(j, cg_json_get(j, data, "url"), s->url));
+}
+
+/* documents: a <source> tag with text is one, in increasing id order; none
+ * without a user message. Its text is read here without the max_doc_bytes
+ * cut: that cut is for what the client is shown. */
+static void check_cohere_documents(const cg_json_t *j, const char *body, size_t len,
+                                   const cg_request_t *req, const cg_dialect_req_t *out)
+{
+    cg_request_t whole;
+    cg_cite_opts_t all = {SIZE_MAX, false};
+    FZ_CHECK(cg_request_parse(&whole, body, len, &all) == 0);
+    cg_buf_t question = {0};
+    bool user = last_user_text(body, len, &question);
+    cg_buf_free(&question);
+    size_t want = 0;
+    for (size_t i = 0; user && i < whole.sources.n; i++)
+        want += whole.sources.v[i].content[0] != '\0' &&
+                cg_cites_find(&req->sources, whole.sources.v[i].id) != NULL;
+    int docs = cg_json_get(j, 0, "documents");
+    FZ_CHECK(out->ndocs == want && (docs >= 0) == (want > 0));
+    FZ_CHECK(docs < 0 || (cg_json_type(j, docs) == JSMN_ARRAY && j->tok[docs].size == (int)want));
+    int d = docs + 1;
+    for (size_t k = 0; k < out->ndocs; k++, d = cg_json_skip(j, d)) {
+        FZ_CHECK(k == 0 || out->doc_ids[k - 1] < out->doc_ids[k]);
+        FZ_CHECK(cg_cites_find(&req->sources, out->doc_ids[k]) != NULL);
+        check_cohere_document(j, d, &whole.sources, out->doc_ids[k]);
+    }
+    cg_request_free(&whole);
+}
+
+/* citation_options: the configured mode, none when it is off. */
+static void check_citation_options(const cg_json_t *j, cg_cohere_citations_t mode)
+{
+    int co = cg_json_get(j, 0, "citation_options");
+    FZ_CHECK((co >= 0) == (mode != CG_COHERE_OFF));
+    FZ_CHECK(co < 0 || verbatim(j, co,
+                                mode == CG_COHERE_ACCURATE ? "{\"mode\":\"accurate\"}"
+                                                           : "{\"mode\":\"fast\"}"));
+}
+
+static void check_cohere(const char *body, size_t len, const fz_pick_t *p, const cg_request_t *req,
+                         const cg_dialect_req_t *out)
+{
+    cg_json_t j, rq;
+    cg_json_init(&j, MAX_TOKENS);
+    cg_json_init(&rq, MAX_TOKENS);
+    check_valid_json(&j, out->body.p, out->body.len);
+    check_members(&j, cohere_members);
+    FZ_CHECK(cg_json_parse(&rq, body, len) == CG_JSON_OK);
+    check_cohere_model(&j, &rq, p->model, out);
+    check_cohere_messages(&j, cg_json_get(&j, 0, "messages"), &rq);
+    check_kept(&j, "stream", &rq, cg_json_get(&rq, 0, "stream"));
+    int mct = cg_json_get(&rq, 0, "max_completion_tokens");
+    check_kept(&j, "max_tokens", &rq, present(&rq, mct) ? mct : cg_json_get(&rq, 0, "max_tokens"));
+    check_kept(&j, "temperature", &rq, cg_json_get(&rq, 0, "temperature"));
+    check_kept(&j, "p", &rq, cg_json_get(&rq, 0, "top_p"));
+    check_stop(&j, &rq);
+    check_cohere_documents(&j, body, len, req, out);
+    check_citation_options(&j, p->mode);
+    cg_json_free(&rq);
+    cg_json_free(&j);
+}
+
 /* --- the run ------------------------------------------------------------------ */
 
 static fz_pick_t pick(uint8_t b)
 {
     static const char *const dialects[4] = {"anthropic", "responses", "openai", "anthropic"};
-    bool aws = b & 0x20;
+    static const cg_cohere_citations_t modes[4] = {CG_COHERE_FAST, CG_COHERE_ACCURATE,
+                                                   CG_COHERE_OFF, CG_COHERE_FAST};
+    bool cohere = b & 0x40, aws = !cohere && (b & 0x20);
     fz_pick_t p = {.name = dialects[b & 3],
-                   .gemini = !aws && (b & 0x10),
+                   .gemini = !cohere && !aws && (b & 0x10),
                    .bedrock = aws && !(b & 1),
                    .kb = aws && (b & 1),
+                   .cohere = cohere,
+                   .mode = modes[b & 3],
                    .model = (b & 4) ? CG_SPAN_LIT("dep") : (cg_span_t){NULL, 0},
                    .opts = {(b & 8) ? 16 : 8192, true}};
     p.extra = (p.gemini || aws) && (b & 2);
-    if (p.gemini)
+    if (cohere)
+        p.name = "cohere";
+    else if (p.gemini)
         p.name = b & 1 ? "vertex" : "gemini";
     else if (aws)
         p.name = p.kb ? "bedrock-kb" : "bedrock";
@@ -590,9 +816,11 @@ static void check_taken(const fz_pick_t *p, const cg_dialect_t *d, const char *b
         check_bedrock(body, len, p, req, out);
     else if (p->kb)
         check_kb(body, len, p->extra, out);
+    else if (p->cohere)
+        check_cohere(body, len, p, req, out);
     else
         check_translation(p->name, body, len, req, out);
-    FZ_CHECK(p->gemini || p->bedrock || out->model.len == 0);
+    FZ_CHECK(p->gemini || p->bedrock || p->cohere || out->model.len == 0);
     FZ_CHECK(p->bedrock || out->doc_files == NULL);
 }
 
@@ -618,12 +846,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                           .tools = p.gemini && p.extra ? tools : NULL,
                           .tool_config = p.bedrock && p.extra ? tool_config : NULL,
                           .kb_config = p.kb ? kb_config : NULL,
-                          .client = p.kb && p.extra ? &client : NULL};
+                          .client = p.kb && p.extra ? &client : NULL,
+                          .cohere_citations = p.cohere ? p.mode : CG_COHERE_FAST};
     int rc = cg_dialect_request(d, body, len, &in, &out, &err);
     FZ_CHECK(rc == 0 || rc == -1);
     FZ_CHECK((req_rc != 0) == (rc == -1 && strcmp(err.code, "invalid_json") == 0));
     if (rc != 0) {
         check_refused(&p, &out, &err);
+        if (p.kb)
+            check_kb_refused(body, len, &err);
     } else {
         FZ_CHECK(err.code == NULL);
         FZ_CHECK(out.stream == req.stream);

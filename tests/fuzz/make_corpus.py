@@ -5,7 +5,8 @@ fuzz_sse, fuzz_xform, fuzz_anthropic, fuzz_responses, fuzz_gemini and fuzz_coher
 fuzz_common.h): byte 0 seeds the read sizes (bits 6-7: largest read 1, 7,
 61 or 1021 bytes), byte 1 holds the target's flags. fuzz_json and fuzz_embedding read
 plain JSON (fuzz_embedding: an embeddings answer, also used as request text). fuzz_dialect_req reads one flags byte (dialect, default model, small
-max_doc_bytes, tools, bedrock's tool config or bedrock-kb's session: see fuzz_dialect_req.c), then a request body.
+max_doc_bytes, tools, bedrock's tool config or bedrock-kb's session, cohere's citation mode: see
+fuzz_dialect_req.c), then a request body.
 fuzz_alias reads one mode byte, then a request body or tool contents (ALIAS_SEEDS).
 Run from anywhere: python3 tests/fuzz/make_corpus.py
 """
@@ -58,6 +59,8 @@ DR_ANTHROPIC, DR_RESPONSES, DR_OPENAI, DR_MODEL, DR_SMALL_DOCS = 0, 1, 2, 4, 8
 DR_GEMINI, DR_VERTEX, DR_TOOLS = 16, 17, 2  # DR_TOOLS only with DR_GEMINI / DR_VERTEX
 # DR_EXTRA (the bit of DR_TOOLS): bedrock's tool config, bedrock-kb's client session id.
 DR_BEDROCK, DR_BEDROCK_KB, DR_EXTRA = 32, 33, 2
+# cohere, its CITEGATE_COHERE_CITATIONS in bits 0-1 (0: fast).
+DR_COHERE, DR_ACCURATE, DR_OFF = 64, 1, 2
 
 DIALECT_SEEDS = {
     "escaped_roles": (DR_ANTHROPIC,
@@ -102,6 +105,34 @@ DIALECT_SEEDS = {
                            b'"stream":true}'),
     "kb_no_user": (DR_BEDROCK_KB, b'{"messages":[{"role":"system","content":"s"},'
                                   b'{"role":"assistant","content":"a"}]}'),
+    # bedrock-kb: a last user message without text after one with text (refused: no question)
+    "kb_empty_question": (DR_BEDROCK_KB | DR_EXTRA,
+                          b'{"messages":[{"role":"user","content":"first"},{"role":"user","content":'
+                          b'[{"type":"text","text":""}]},{"role":"assistant","content":"a"}]}'),
+    "kb_null_question": (DR_BEDROCK_KB, b'{"messages":[{"role":"user","content":"first"},'
+                                        b'{"role":"user","content":null}]}'),
+    # cohere: system and developer texts (an empty one left out), escaped roles and model,
+    # text parts joined, a null content, every kept member
+    "cohere_roles": (DR_COHERE | DR_ACCURATE,
+                     b'{"model":"c\\u00e9\\u0000\\ud800","messages":[{"role":"system","content":""},'
+                     b'{"role":"d\\u0065veloper","content":[{"type":"text","text":"Be "},{"type":"text",'
+                     b'"text":"brief."}]},{"role":"us\\u0065r","content":"q \\"1\\""},{"role":"assistant",'
+                     b'"content":null},{"role":"user","content":[]},{"role":"system","content":null}],'
+                     b'"stream":false,"max_completion_tokens":null,"max_tokens":7,"temperature":1.5e0,'
+                     b'"top_p":0,"stop":"\\n\\u2028x"}'),
+    # cohere: <source> tags cut for the client (small max_doc_bytes) but sent whole, one empty,
+    # one twice, a title and a url; a stop list; no citation_options
+    "cohere_sources_cut": (DR_COHERE | DR_OFF | DR_SMALL_DOCS,
+                           b'{"messages":[{"role":"system","content":"<source id=\\"12\\" name=\\"a/b.md\\">'
+                           b'twelve, longer than sixteen bytes \\u00e9</source><source id=\\"2\\"></source>"},'
+                           b'{"role":"user","content":[{"type":"text","text":"<source id=\\"3\\" name=\\"'
+                           b'https://a.example/x?y=1\\">three</source><source id=\\"12\\">again</source>q"}]}],'
+                           b'"stop":["a","\\ud83d\\ude00",""],"max_completion_tokens":3,"max_tokens":9,'
+                           b'"stream":true}'),
+    # cohere: <source> tags without a user message: no documents; the deployment names the model
+    "cohere_no_user_sources": (DR_COHERE | DR_MODEL,
+                               b'{"messages":[{"role":"developer","content":"<source id=\\"1\\">one</source>"},'
+                               b'{"role":"assistant","content":"a"}],"model":null}'),
 }
 
 XFORM_SEEDS = {
@@ -632,6 +663,11 @@ def dialect_requests():
     return sorted((FIXTURES / "dialects").glob("*.request.json"))
 
 
+def cohere_requests():
+    """The requests of the cohere answers, and the dialects' own."""
+    return sorted((FIXTURES / "dialects" / "answers").glob("cohere_*.request.json")) + dialect_requests()
+
+
 def bedrock_requests():
     """The requests of the bedrock and bedrock-kb answers, and the dialects' own."""
     return sorted((FIXTURES / "dialects" / "answers").glob("bedrock_*.request.json")) + dialect_requests()
@@ -674,6 +710,10 @@ def main():
         name = f.name.replace(".request.json", "")
         write("dialect_req", name + ".bedrock", bytes([DR_BEDROCK | DR_MODEL | DR_EXTRA]) + data)
         write("dialect_req", name + ".bedrock_kb", bytes([DR_BEDROCK_KB | DR_EXTRA]) + data)
+    for k, f in enumerate(cohere_requests() + json_fixtures()):  # one citation mode each, in turn
+        flags = (DR_COHERE | DR_MODEL, DR_COHERE | DR_ACCURATE, DR_COHERE | DR_OFF | DR_SMALL_DOCS)[k % 3]
+        name = f.name.replace(".request.json", "").replace(".json", "")
+        write("dialect_req", name + ".cohere", bytes([flags]) + f.read_bytes())
     for name, (flags, data) in DIALECT_SEEDS.items():
         write("dialect_req", name, bytes([flags]) + data)
     for f in sorted((FIXTURES / "dialects" / "answers").glob("anthropic_*")):

@@ -15,7 +15,8 @@ talks to it runs once per upstream protocol, HTTP/1.1 and h2c.
   passed through.
 - Requests: the path and the body ({input, retrieveAndGenerateConfiguration, sessionId?},
   nothing else) on the chat route and the Azure routes; every request signed and passing
-  the mock's check, none of the client's keys forwarded; the session header both ways.
+  the mock's check, none of the client's keys forwarded; the session header both ways; a last
+  user message without text refused with nothing sent.
 - Startup: exit status 2 without AWS keys or CITEGATE_BEDROCK_KB, or with a
   CITEGATE_BEDROCK_KB that is no JSON object; a bedrock-agent-runtime host names the region.
 - Demo: the embedded demo answering as Knowledge Bases do.
@@ -222,6 +223,21 @@ class Requests(KBCase):
             with self.subTest(body=body):
                 st, _, out = self.post(body)
                 self.assertEqual(st, 400, out[:300])
+        self.assertEqual(self.mock.requests(), [])
+
+    def test_empty_question_refused_with_nothing_sent(self):
+        """Knowledge Bases refuse an empty input text: a last user message without text is
+        citegate's 400, whatever an earlier user message held."""
+        for content in (None, "", [], [{"type": "text", "text": ""}]):
+            for stream in (True, False):
+                with self.subTest(content=content, stream=stream):
+                    msgs = CHAT["messages"] + [{"role": "user", "content": content}]
+                    st, _, out = self.post(dict(CHAT, messages=msgs, stream=stream))
+                    self.assertEqual(st, 400, out[:300])
+                    err = json.loads(out)["error"]
+                    self.assertEqual((err["code"], err["param"], err["type"]),
+                                     ("missing_required_parameter", "messages", "invalid_request_error"))
+                    self.assertIn("no text", err["message"])
         self.assertEqual(self.mock.requests(), [])
 
     def test_the_check_fails_on_another_secret(self):
