@@ -3,10 +3,21 @@
  * Azure "On Your Data" context, Perplexity-style top-level lists, or the
  * client's own <source> tags, normalised to one shape (SPEC §5, §7).
  *
- * Memory: every string is decoded and owned by the table. Snippets are cut to
- * max_doc_bytes and other fields to CG_CITE_MAX_FIELD bytes, at most
- * CG_CITE_MAX citations are kept, so a table is bounded by
- * CG_CITE_MAX * (max_doc_bytes + 5 * CG_CITE_MAX_FIELD).
+ * Memory: every string is decoded and kept in the table's string store:
+ * blocks that never move, so a field stays valid, where it is, for the
+ * table's life. Snippets are cut to max_doc_bytes and other fields to
+ * CG_CITE_MAX_FIELD bytes (a link, its URL escaped, to six times that). A
+ * snippet that grows in pieces grows in place when it can, else moves to
+ * room for twice its length, so its moves leave at most twice
+ * max_doc_bytes behind. At most CG_CITE_MAX citations are kept, so the
+ * strings take at most
+ * H = CG_CITE_MAX * (3 * max_doc_bytes + 12 * CG_CITE_MAX_FIELD) bytes.
+ * A block is the largest of 1 KiB, twice the last block and the string it
+ * is made for (a dialect's first citation makes one of 4 KiB; a copy's one
+ * block fits its strings), and is left only for a string longer than its
+ * rest, so the blocks are at most
+ * 4 * (H + 2 * max_doc_bytes + 6 * CG_CITE_MAX_FIELD) + 8 KiB, made in
+ * O(log H) allocations.
  */
 #ifndef CITEGATE_CITE_H
 #define CITEGATE_CITE_H
@@ -39,12 +50,19 @@ typedef struct cg_citation {
     char *page;     /* a page number, digits only (Open WebUI metadata `page`), or NULL */
     double score;   /* in [0,1] when has_score */
     bool has_score;
+    size_t content_cap; /* the table's: store bytes content may fill, NUL included
+                           (0: its length and the NUL) */
 } cg_citation_t;
 
+struct cg_cite_block; /* of the string store (cite.c) */
+
+/* A table; all zero is an empty one. Fields are carved from the store and
+ * freed with it, never one by one. */
 typedef struct cg_cites {
     cg_citation_t *v;
     size_t n, cap;
     cg_cites_kind_t kind;
+    struct cg_cite_block *block; /* the store's newest block; each links the one before */
 } cg_cites_t;
 
 typedef struct cg_cite_opts {
@@ -53,7 +71,8 @@ typedef struct cg_cite_opts {
 } cg_cite_opts_t;
 
 void cg_cites_free(cg_cites_t *c);
-/* Deep copy (request-side sources are parsed once and adopted per stream). */
+/* Deep copy into an empty dst, its strings in one block of dst's own store
+ * (request-side sources are parsed once and adopted per stream). */
 void cg_cites_copy(cg_cites_t *dst, const cg_cites_t *src);
 
 /* Reads an Azure context object (with citations and all_retrieved_documents).
@@ -93,9 +112,6 @@ const cg_citation_t *cg_cites_find(const cg_cites_t *c, unsigned n);
 
 /* Helpers shared with the profiles and tests. */
 bool cg_url_is_absolute(const char *s);
-/* Last path segment of a path or URL, percent-decoded, without query or
- * fragment; NULL when empty. Caller frees. */
-char *cg_url_file_name(const char *s);
 /* Appends s with space, parentheses and angle brackets percent-encoded. */
 void cg_url_put_link(cg_buf_t *b, const char *s);
 

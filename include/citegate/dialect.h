@@ -164,6 +164,9 @@ typedef struct cg_dialect_view {
      * and sets cg_xform_stats()->framing_error: the caller closes the
      * upstream connection. */
     void (*message)(struct cg_xform *x, void *state, const struct cg_evs_msg *m);
+    /* With `message`: the bytes of the longest usual message, when longer
+     * than Converse's (cg_evs_expect); 0 otherwise. */
+    size_t message_size;
 } cg_dialect_view_t;
 
 typedef struct cg_dialect {

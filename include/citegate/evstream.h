@@ -16,10 +16,11 @@
  * Like the SSE tokenizer: a read may end anywhere and hold many messages; a
  * message that lies inside one input buffer is handed out as spans into
  * that buffer, and only one that straddles reads is copied, into the
- * reader's own buffer, kept between messages up to a small size so that the
- * steady state allocates nothing. The prelude is checked as soon as its 12
- * bytes are in, before the rest is waited for, so a corrupt length never
- * makes the reader hold bytes for it.
+ * reader's own buffer, kept between messages up to a small size (or the
+ * size the caller expects, cg_evs_expect) so that the steady state
+ * allocates nothing. The prelude is checked as soon as its 12 bytes are
+ * in, before the rest is waited for, so a corrupt length never makes the
+ * reader hold bytes for it.
  *
  * Any framing error is final: the stream cannot be resynchronised (a
  * length is only trusted behind its CRC), so every later call returns the
@@ -76,11 +77,17 @@ typedef struct cg_evs {
     uint32_t total;  /* its total length, once its prelude is in and checked */
     int err;         /* the first framing error, kept: every later call returns it */
     bool delivered;  /* buf holds a delivered message: clear it on the next feed */
+    size_t usual;    /* cg_evs_expect's size, or 0 */
 } cg_evs_t;
 
 /* Every reader starts here (this also makes the CRC's tables, once). */
 void cg_evs_init(cg_evs_t *r);
 void cg_evs_free(cg_evs_t *r);
+/* For a stream whose usual messages are longer than Converse's few hundred
+ * bytes (Knowledge Bases' citation events): the straddle buffer is made at
+ * `usual` bytes and kept up to that between messages, so that those never
+ * grow it. */
+void cg_evs_expect(cg_evs_t *r, size_t usual);
 
 /*
  * Feeds len bytes. Returns:

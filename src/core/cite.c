@@ -6,6 +6,106 @@
 #include <string.h>
 #include <strings.h>
 
+/* --- The string store ----------------------------------------------------- */
+
+/* A block of the store: strings are carved from data, one after the other,
+ * and stay there until the table is freed. */
+struct cg_cite_block {
+    struct cg_cite_block *prev;
+    size_t size, used;
+    char data[];
+};
+
+/* A new block is at least STORE_LEAST, so that a table filled at once
+ * (Azure context, web lists, request-side sources) makes a few blocks
+ * about the size of its strings. A dialect adds its citations one by one
+ * as the answer streams: its first makes a block of STORE_DIALECT, room
+ * for the sources of a usual answer (eight web results or document chunks
+ * with snippets of a few hundred bytes), so that the next ones seldom need
+ * a block. */
+#define STORE_LEAST   1024
+#define STORE_DIALECT 4096
+#define V_DIALECT     8 /* and room for that many citations */
+
+static void store_block(cg_cites_t *c, size_t size)
+{
+    struct cg_cite_block *b = cg_xmalloc(sizeof(*b) + size);
+    b->prev = c->block;
+    b->size = size;
+    b->used = 0;
+    c->block = b;
+}
+
+/* Room for n bytes at the end of the newest block, not yet kept: a new
+ * block when the rest is shorter, the largest of twice the last, n and
+ * STORE_LEAST. Blocks at least double, so a table makes O(log) of them. */
+static char *room(cg_cites_t *c, size_t n)
+{
+    struct cg_cite_block *b = c->block;
+    if (b == NULL || b->size - b->used < n) {
+        size_t size = b && 2 * b->size > STORE_LEAST ? 2 * b->size : STORE_LEAST;
+        store_block(c, size < n ? n : size);
+        b = c->block;
+    }
+    return b->data + b->used;
+}
+
+/* n bytes of the store, kept. */
+static char *carve(cg_cites_t *c, size_t n)
+{
+    char *p = room(c, n);
+    c->block->used += n;
+    return p;
+}
+
+/* Keeps the n bytes written at p, in room(): read up to a NUL (as a C
+ * string of them reads) and cut to max at a UTF-8 boundary, then a NUL. */
+static char *kept(cg_cites_t *c, char *p, size_t n, size_t max)
+{
+    n = strnlen(p, n);
+    if (n > max)
+        n = cg_utf8_cut(p, max);
+    p[n] = '\0';
+    c->block->used += n + 1;
+    return p;
+}
+
+/* s[0..n), as kept() keeps it. */
+static char *keep(cg_cites_t *c, const char *s, size_t n, size_t max)
+{
+    n = s ? strnlen(s, n) : 0;
+    if (n > max)
+        n = cg_utf8_cut(s, max);
+    char *p = room(c, n + 1);
+    if (n)
+        memcpy(p, s, n);
+    return kept(c, p, n, SIZE_MAX);
+}
+
+static char *keep_str(cg_cites_t *c, const char *s)
+{
+    return s ? keep(c, s, strlen(s), SIZE_MAX) : NULL;
+}
+
+static void store_free(cg_cites_t *c)
+{
+    for (struct cg_cite_block *b = c->block, *prev; b; b = prev) {
+        prev = b->prev;
+        free(b);
+    }
+    c->block = NULL;
+}
+
+/* --- Reading strings -------------------------------------------------------- */
+
+static const cg_span_t NONE = {NULL, 0};
+
+/* C string s as a span; p is NULL when s is. */
+static cg_span_t str_span(const char *s)
+{
+    return cg_span(s, s ? strlen(s) : 0);
+}
+
 static char *dup_cut(const char *s, size_t n, size_t max)
 {
     if (n > max)
@@ -13,8 +113,9 @@ static char *dup_cut(const char *s, size_t n, size_t max)
     return cg_xstrndup(s, n);
 }
 
-/* Decoded non-empty string member `key` of object obj, cut to max; else NULL. */
-static char *member(const cg_json_t *j, int obj, const char *key, size_t max)
+/* Decoded non-empty string member `key` of object obj, cut to max; else
+ * NULL. Caller frees: for values read whole or only compared. */
+static char *member_dup(const cg_json_t *j, int obj, const char *key, size_t max)
 {
     int v = cg_json_get(j, obj, key);
     if (v < 0)
@@ -37,42 +138,59 @@ static char *member(const cg_json_t *j, int obj, const char *key, size_t max)
     return s;
 }
 
-bool cg_url_is_absolute(const char *s)
+/* member_dup's string, kept in the store. */
+static char *member(cg_cites_t *c, const cg_json_t *j, int obj, const char *key, size_t max)
 {
-    return s && (CG_HAS_IPREFIX(s, "http://") || CG_HAS_IPREFIX(s, "https://"));
+    char *s = member_dup(j, obj, key, max);
+    char *k = keep_str(c, s);
+    free(s);
+    return k;
 }
 
-char *cg_url_file_name(const char *s)
+static bool absolute(cg_span_t s)
 {
-    if (s == NULL)
-        return NULL;
-    const char *path = s;
-    const char *scheme = strstr(s, "://");
-    if (scheme) {
-        path = strchr(scheme + 3, '/');
-        if (path == NULL)
-            return NULL;
-    }
-    size_t end = strcspn(path, "?#");
-    size_t start = end;
-    while (start > 0 && path[start - 1] != '/' && path[start - 1] != '\\')
+    return (s.n >= 7 && CG_HAS_IPREFIX(s.p, "http://")) ||
+           (s.n >= 8 && CG_HAS_IPREFIX(s.p, "https://"));
+}
+
+bool cg_url_is_absolute(const char *s)
+{
+    return absolute(str_span(s));
+}
+
+/* The last path segment of path or URL s, without query or fragment;
+ * false when that is empty. */
+static bool file_segment(cg_span_t s, cg_span_t *seg)
+{
+    const char *path = s.p, *end = s.p + s.n;
+    const char *scheme = memmem(s.p, s.n, "://", 3);
+    if (scheme && (path = memchr(scheme + 3, '/', (size_t)(end - scheme - 3))) == NULL)
+        return false;
+    const char *stop = path;
+    while (stop < end && *stop != '?' && *stop != '#')
+        stop++;
+    const char *start = stop;
+    while (start > path && start[-1] != '/' && start[-1] != '\\')
         start--;
-    if (start == end)
-        return NULL;
-    char *out = cg_xmalloc(end - start + 1);
+    *seg = cg_span(start, (size_t)(stop - start));
+    return seg->n > 0;
+}
+
+/* Percent-decodes seg into out, up to most bytes; returns how many. */
+static size_t decode_name(cg_span_t seg, char *out, size_t most)
+{
     size_t o = 0;
-    for (size_t i = start; i < end; i++) {
+    for (const char *q = seg.p, *stop = seg.p + seg.n; q < stop && o < most; q++) {
         int hi, lo;
-        if (path[i] == '%' && i + 2 < end + 1 && (hi = cg_hex_digit(path[i + 1])) >= 0 &&
-            (lo = cg_hex_digit(path[i + 2])) >= 0) {
+        if (*q == '%' && stop - q > 2 && (hi = cg_hex_digit(q[1])) >= 0 &&
+            (lo = cg_hex_digit(q[2])) >= 0) {
             out[o++] = (char)(hi * 16 + lo);
-            i += 2;
+            q += 2;
         } else {
-            out[o++] = path[i];
+            out[o++] = *q;
         }
     }
-    out[o] = '\0';
-    return out;
+    return o;
 }
 
 void cg_url_put_link(cg_buf_t *b, const char *s)
@@ -89,50 +207,51 @@ void cg_url_put_link(cg_buf_t *b, const char *s)
     }
 }
 
-static void citation_free(cg_citation_t *c)
-{
-    free(c->title);
-    free(c->content);
-    free(c->url);
-    free(c->link);
-    free(c->key);
-    free(c->filepath);
-    free(c->chunk_id);
-    free(c->page);
-}
+/* --- The table -------------------------------------------------------------- */
 
 void cg_cites_free(cg_cites_t *c)
 {
-    for (size_t i = 0; i < c->n; i++)
-        citation_free(&c->v[i]);
+    store_free(c);
     free(c->v);
-    c->v = NULL;
-    c->n = c->cap = 0;
-    c->kind = CG_CITES_NONE;
+    *c = (cg_cites_t){0};
 }
 
-static char *dup_or_null(const char *s)
+/* Bytes that src's strings take with their NULs. */
+static size_t strings_size(const cg_cites_t *src)
 {
-    return s ? cg_xstrndup(s, strlen(s)) : NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < src->n; i++) {
+        const cg_citation_t *s = &src->v[i];
+        const char *f[] = {s->title, s->content,  s->url,      s->link,
+                           s->key,   s->filepath, s->chunk_id, s->page};
+        for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
+            n += f[k] ? strlen(f[k]) + 1 : 0;
+    }
+    return n;
 }
 
 void cg_cites_copy(cg_cites_t *dst, const cg_cites_t *src)
 {
-    dst->n = dst->cap = src->n;
-    dst->kind = src->kind;
-    dst->v = src->n ? cg_xcalloc(src->n, sizeof(cg_citation_t)) : NULL;
+    *dst = (cg_cites_t){.kind = src->kind};
+    if (src->n == 0)
+        return;
+    dst->n = src->n;
+    dst->cap = src->n;
+    dst->v = cg_xcalloc(dst->cap, sizeof(cg_citation_t));
+    store_block(dst, strings_size(src));
     for (size_t i = 0; i < src->n; i++) {
         const cg_citation_t *s = &src->v[i];
         cg_citation_t *d = &dst->v[i];
         *d = *s;
-        d->title = dup_or_null(s->title);
-        d->content = dup_or_null(s->content);
-        d->url = dup_or_null(s->url);
-        d->link = dup_or_null(s->link);
-        d->key = dup_or_null(s->key);
-        d->filepath = dup_or_null(s->filepath);
-        d->chunk_id = dup_or_null(s->chunk_id);
-        d->page = dup_or_null(s->page);
+        d->title = keep_str(dst, s->title);
+        d->content = keep_str(dst, s->content);
+        d->content_cap = 0;
+        d->url = keep_str(dst, s->url);
+        d->link = keep_str(dst, s->link);
+        d->key = keep_str(dst, s->key);
+        d->filepath = keep_str(dst, s->filepath);
+        d->chunk_id = keep_str(dst, s->chunk_id);
+        d->page = keep_str(dst, s->page);
     }
 }
 
@@ -165,53 +284,83 @@ static void put_link_escaped(cg_buf_t *b, const char *url)
 
 /* An absolute URL that a citation keeps whole: one longer than a field
  * would point elsewhere once cut, so it makes no link at all. */
-static bool link_url(const char *s)
+static bool link_url(cg_span_t s)
 {
-    return cg_url_is_absolute(s) && strlen(s) <= CG_CITE_MAX_FIELD;
+    return s.n <= CG_CITE_MAX_FIELD && absolute(s);
 }
 
-/* s cut to a field's size, or NULL. */
-static char *field(char *s)
+/* The file name of s as a title, or NULL. Decoded bytes past a field's
+ * size are cut, so no more than one past it are written. */
+static char *file_title(cg_cites_t *c, cg_span_t s)
 {
-    if (s && strlen(s) > CG_CITE_MAX_FIELD)
-        s[cg_utf8_cut(s, CG_CITE_MAX_FIELD)] = '\0';
-    return s;
+    cg_span_t seg;
+    if (s.p == NULL || !file_segment(s, &seg))
+        return NULL;
+    size_t most = seg.n <= CG_CITE_MAX_FIELD ? seg.n : CG_CITE_MAX_FIELD + 1;
+    char *p = room(c, most + 1);
+    return kept(c, p, decode_name(seg, p, most), CG_CITE_MAX_FIELD);
 }
 
-/* Fills the derived fields (title fallback, link, key) from the raw ones.
- * `url_raw` is the upstream's url field as given (may be relative), and
- * like filepath read whole: only here are they cut, after the link is
- * decided. */
-static void finish(cg_citation_t *c, const char *url_raw)
+/* url's link, written in the store's room: cg_url_put_link makes at most
+ * 3 bytes of one and a JSON escape 6, so a buffer over room for 6 per
+ * byte never grows. */
+static char *link_of(cg_cites_t *c, const char *url)
 {
-    if (c->url == NULL && link_url(url_raw))
-        c->url = cg_xstrndup(url_raw, strlen(url_raw));
-    if (c->url == NULL && link_url(c->filepath))
-        c->url = cg_xstrndup(c->filepath, strlen(c->filepath));
-    if (c->title == NULL)
-        c->title = field(cg_url_file_name(c->filepath));
-    if (c->title == NULL)
-        c->title = field(cg_url_file_name(url_raw));
-    if (c->title == NULL)
-        c->title = cg_xstrndup(CG_STRLIT("Unknown Document"));
-    if (c->content == NULL)
-        c->content = cg_xstrndup("", 0);
-    if (c->url) {
-        cg_buf_t link = {0};
-        put_link_escaped(&link, c->url);
-        cg_buf_putc(&link, '\0');
-        c->link = link.p;
+    size_t most = 6 * strlen(url);
+    char *p = room(c, most + 1);
+    cg_buf_t b = {p, 0, most};
+    put_link_escaped(&b, url);
+    CG_ASSERT(b.p == p && b.len <= most);
+    return kept(c, p, b.len, SIZE_MAX);
+}
+
+/* The metadata key: base, then #chunk_id, cut to a field's size, so no
+ * more than one byte past it of base is copied. */
+static char *key_of(cg_cites_t *c, cg_span_t base, const char *chunk_id)
+{
+    size_t bn = base.n <= CG_CITE_MAX_FIELD ? base.n : CG_CITE_MAX_FIELD + 1;
+    size_t cn = chunk_id ? strlen(chunk_id) : 0;
+    char *p = room(c, bn + 1 + cn + 1);
+    if (bn)
+        memcpy(p, base.p, bn);
+    if (chunk_id) {
+        p[bn] = '#';
+        memcpy(p + bn + 1, chunk_id, cn);
     }
-    const char *base = c->filepath ? c->filepath : url_raw ? url_raw : c->title;
-    cg_buf_t key = {0};
-    cg_buf_puts(&key, base);
-    if (c->chunk_id) {
-        cg_buf_putc(&key, '#');
-        cg_buf_puts(&key, c->chunk_id);
-    }
-    cg_buf_putc(&key, '\0');
-    c->key = field(key.p);
-    field(c->filepath);
+    return kept(c, p, bn + (chunk_id ? 1 + cn : 0), CG_CITE_MAX_FIELD);
+}
+
+/* What finish() makes a citation's other fields of. url and filepath are
+ * the upstream's as given (p NULL when absent; a url may be relative),
+ * whole: only there are they cut, after the link is decided. key, when not
+ * empty, is the key. content is the snippet when the citation has none yet. */
+typedef struct raw {
+    cg_span_t url, filepath, key, content;
+} raw_t;
+
+/* Fills the derived fields (url, title fallback, link, key), the file path
+ * and the snippet, cut to max_doc. The snippet is kept last, so that one
+ * sent in pieces grows in place. */
+static void finish(cg_cites_t *c, cg_citation_t *x, const raw_t *r, size_t max_doc)
+{
+    cg_span_t url = link_url(r->url) ? r->url : link_url(r->filepath) ? r->filepath : NONE;
+    if (url.p)
+        x->url = keep(c, url.p, url.n, SIZE_MAX);
+    if (r->filepath.p)
+        x->filepath = keep(c, r->filepath.p, r->filepath.n, CG_CITE_MAX_FIELD);
+    if (x->title == NULL)
+        x->title = file_title(c, r->filepath);
+    if (x->title == NULL)
+        x->title = file_title(c, r->url);
+    if (x->title == NULL)
+        x->title = keep(c, CG_STRLIT("Unknown Document"), SIZE_MAX);
+    if (x->url)
+        x->link = link_of(c, x->url);
+    cg_span_t base = r->filepath.p ? r->filepath : r->url.p ? r->url : str_span(x->title);
+    x->key =
+        r->key.n ? keep(c, r->key.p, r->key.n, CG_CITE_MAX_FIELD) : key_of(c, base, x->chunk_id);
+    if (x->content == NULL)
+        x->content = keep(c, r->content.p, r->content.n, max_doc);
 }
 
 /* --- Azure On Your Data --------------------------------------------------- */
@@ -253,10 +402,10 @@ typedef struct doc_keys {
 
 static void keys_read(doc_keys_t *k, const cg_json_t *j, int obj)
 {
-    k->filepath = member(j, obj, "filepath", CG_CITE_MAX_FIELD);
-    k->chunk_id = member(j, obj, "chunk_id", CG_CITE_MAX_FIELD);
-    k->title = member(j, obj, "title", CG_CITE_MAX_FIELD);
-    k->content = member(j, obj, "content", 100);
+    k->filepath = member_dup(j, obj, "filepath", CG_CITE_MAX_FIELD);
+    k->chunk_id = member_dup(j, obj, "chunk_id", CG_CITE_MAX_FIELD);
+    k->title = member_dup(j, obj, "title", CG_CITE_MAX_FIELD);
+    k->content = member_dup(j, obj, "content", 100);
 }
 
 static void keys_free(doc_keys_t *k)
@@ -329,15 +478,16 @@ size_t cg_cites_from_azure(cg_cites_t *c, const cg_json_t *j, int context,
         if (x == NULL)
             break;
         if (cg_json_type(j, i) != JSMN_OBJECT) {
-            finish(x, NULL);
+            finish(c, x, &(raw_t){0}, o->max_doc_bytes);
             continue;
         }
-        x->title = member(j, i, "title", CG_CITE_MAX_FIELD);
-        x->content = member(j, i, "content", o->max_doc_bytes);
-        x->filepath = member(j, i, "filepath", SIZE_MAX); /* cut by finish() */
-        x->chunk_id = member(j, i, "chunk_id", CG_CITE_MAX_FIELD);
-        char *url = member(j, i, "url", SIZE_MAX);
-        finish(x, url);
+        x->title = member(c, j, i, "title", CG_CITE_MAX_FIELD);
+        x->content = member(c, j, i, "content", o->max_doc_bytes);
+        x->chunk_id = member(c, j, i, "chunk_id", CG_CITE_MAX_FIELD);
+        char *fp = member_dup(j, i, "filepath", SIZE_MAX); /* cut by finish() */
+        char *url = member_dup(j, i, "url", SIZE_MAX);
+        finish(c, x, &(raw_t){.url = str_span(url), .filepath = str_span(fp)}, o->max_doc_bytes);
+        free(fp);
         free(url);
     }
     c->kind = CG_CITES_AZURE;
@@ -354,7 +504,7 @@ static int find_result(const cg_json_t *j, int results, const char *url)
         return -1;
     int n = j->tok[results].size;
     for (int k = 0, i = results + 1; k < n; k++, i = cg_json_skip(j, i)) {
-        char *u = member(j, i, "url", SIZE_MAX);
+        char *u = member_dup(j, i, "url", SIZE_MAX);
         bool eq = same(u, url);
         free(u);
         if (eq)
@@ -371,12 +521,12 @@ static void add_web(cg_cites_t *c, const cg_json_t *j, int result, const char *u
         return;
     char *rurl = NULL;
     if (result >= 0) {
-        x->title = member(j, result, "title", CG_CITE_MAX_FIELD);
-        x->content = member(j, result, "snippet", o->max_doc_bytes);
+        x->title = member(c, j, result, "title", CG_CITE_MAX_FIELD);
+        x->content = member(c, j, result, "snippet", o->max_doc_bytes);
         if (url == NULL)
-            url = rurl = member(j, result, "url", SIZE_MAX);
+            url = rurl = member_dup(j, result, "url", SIZE_MAX);
     }
-    finish(x, url);
+    finish(c, x, &(raw_t){.url = str_span(url)}, o->max_doc_bytes);
     free(rurl);
 }
 
@@ -413,17 +563,15 @@ void cg_cites_add_source(cg_cites_t *c, unsigned id, const char *name, size_t na
     if (x == NULL)
         return;
     x->id = id;
-    x->content = dup_cut(text, text_len, o->max_doc_bytes);
-    char *url = NULL;
+    raw_t r = {.content = cg_span(text, text_len)};
     if (name_len > 0) {
-        char *n = cg_xstrndup(name, name_len);
-        if (cg_url_is_absolute(n))
-            url = n;
+        cg_span_t n = cg_span(name, strnlen(name, name_len));
+        if (absolute(n))
+            r.url = n;
         else
-            x->title = field(n);
+            x->title = keep(c, n.p, n.n, CG_CITE_MAX_FIELD);
     }
-    finish(x, url);
-    free(url);
+    finish(c, x, &r, o->max_doc_bytes);
     c->kind = CG_CITES_REQUEST;
 }
 
@@ -435,6 +583,17 @@ static bool all_digits(cg_span_t s)
     return s.n > 0;
 }
 
+/* A dialect's citations come one by one as the answer streams: its first
+ * makes room for the next ones, so that they seldom allocate. */
+static void dialect_room(cg_cites_t *c)
+{
+    if (c->block != NULL)
+        return;
+    store_block(c, STORE_DIALECT);
+    if (c->cap < V_DIALECT)
+        c->v = cg_xrealloc(c->v, (c->cap = V_DIALECT) * sizeof(cg_citation_t));
+}
+
 const cg_citation_t *cg_cites_add(cg_cites_t *c, const cg_cite_in_t *in, const cg_cite_opts_t *o)
 {
     const cg_citation_t *old = cg_cites_find(c, in->id);
@@ -442,39 +601,60 @@ const cg_citation_t *cg_cites_add(cg_cites_t *c, const cg_cite_in_t *in, const c
         return old;
     if (c->kind != CG_CITES_REQUEST)
         c->kind = CG_CITES_DIALECT;
+    dialect_room(c);
     cg_citation_t *x = append(c);
     if (x == NULL)
         return NULL;
     x->id = in->id;
     if (in->title.n)
-        x->title = dup_cut(in->title.p, in->title.n, CG_CITE_MAX_FIELD);
-    x->content = dup_cut(in->content.p ? in->content.p : "", in->content.n, o->max_doc_bytes);
+        x->title = keep(c, in->title.p, in->title.n, CG_CITE_MAX_FIELD);
     if (in->chunk_id.n)
-        x->chunk_id = dup_cut(in->chunk_id.p, in->chunk_id.n, CG_CITE_MAX_FIELD);
+        x->chunk_id = keep(c, in->chunk_id.p, in->chunk_id.n, CG_CITE_MAX_FIELD);
     if (all_digits(in->page) && in->page.n <= 15) /* written as a JSON number */
-        x->page = cg_xstrndup(in->page.p, in->page.n);
-    char *url = in->url.n ? cg_xstrndup(in->url.p, in->url.n) : NULL;
-    finish(x, url);
-    free(url);
-    if (in->key.n) {
-        free(x->key);
-        x->key = dup_cut(in->key.p, in->key.n, CG_CITE_MAX_FIELD);
-    }
+        x->page = keep(c, in->page.p, in->page.n, SIZE_MAX);
+    raw_t r = {.key = in->key, .content = in->content};
+    if (in->url.n)
+        r.url = cg_span(in->url.p, strnlen(in->url.p, in->url.n));
+    finish(c, x, &r, o->max_doc_bytes);
     return x;
+}
+
+/* Room for n bytes of x's content, whose first `have` are where it is: in
+ * place when it has them, or can take them as the newest block's last
+ * string; else at a new carve with room for twice that, up to max, so a
+ * snippet that grows in pieces between other strings moves O(log) times. */
+static char *content_room(cg_cites_t *c, cg_citation_t *x, size_t have, size_t n, size_t max)
+{
+    size_t cap = x->content_cap ? x->content_cap : have + 1;
+    struct cg_cite_block *b = c->block;
+    if (n <= cap)
+        return x->content;
+    if (x->content + cap == b->data + b->used && b->size - b->used >= n - cap) {
+        b->used += n - cap;
+        x->content_cap = n;
+        return x->content;
+    }
+    size_t room = (n - 1 <= max / 2 ? 2 * (n - 1) : max) + 1;
+    char *p = carve(c, room);
+    memcpy(p, x->content, have);
+    x->content = p;
+    x->content_cap = room;
+    return p;
 }
 
 void cg_cites_append_content(cg_cites_t *c, unsigned id, cg_span_t more, const cg_cite_opts_t *o)
 {
     cg_citation_t *x = (cg_citation_t *)cg_cites_find(c, id);
-    size_t have = x ? strlen(x->content) : 0;
-    if (x == NULL || more.n == 0 || have >= o->max_doc_bytes)
+    size_t have = x ? strlen(x->content) : 0, max = o->max_doc_bytes;
+    if (x == NULL || more.n == 0 || have >= max)
         return;
-    cg_buf_t b = {0};
-    cg_buf_put(&b, x->content, have);
-    cg_buf_put(&b, more.p, more.n);
-    free(x->content);
-    x->content = dup_cut(b.p, b.len, o->max_doc_bytes);
-    cg_buf_free(&b);
+    /* The bytes a cut at max reads: the old ones, then as many new. */
+    size_t len = more.n < max - have ? have + more.n : max;
+    char *p = content_room(c, x, have, len + 1, max);
+    memcpy(p + have, more.p, len - have);
+    if (more.n > max - have)
+        len = cg_utf8_cut(p, max);
+    p[len] = '\0';
 }
 
 unsigned cg_cites_max_id(const cg_cites_t *c)

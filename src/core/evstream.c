@@ -414,6 +414,11 @@ void cg_evs_free(cg_evs_t *r)
     cg_buf_free(&r->buf);
 }
 
+void cg_evs_expect(cg_evs_t *r, size_t usual)
+{
+    r->usual = usual;
+}
+
 size_t cg_evs_pending(const cg_evs_t *r)
 {
     return r->delivered ? 0 : r->buf.len;
@@ -430,7 +435,7 @@ static void clear_delivered(cg_evs_t *r)
     r->delivered = false;
     r->buf.len = 0;
     r->total = 0;
-    if (r->buf.cap > EVS_KEEP)
+    if (r->buf.cap > (r->usual > EVS_KEEP ? r->usual : EVS_KEEP))
         cg_buf_free(&r->buf);
 }
 
@@ -439,7 +444,7 @@ static ssize_t gather(cg_evs_t *r, const char *in, size_t len, cg_evs_msg_t *m)
 {
     size_t used = 0;
     if (r->buf.cap == 0 && len > 0) /* once: a usual message fits, and never grows it */
-        cg_buf_reserve(&r->buf, EVS_FIRST_BUF);
+        cg_buf_reserve(&r->buf, r->usual > EVS_FIRST_BUF ? r->usual : EVS_FIRST_BUF);
     if (r->buf.len < CG_EVS_PRELUDE) {
         used = CG_EVS_PRELUDE - r->buf.len < len ? CG_EVS_PRELUDE - r->buf.len : len;
         cg_buf_put(&r->buf, in, used);

@@ -181,6 +181,7 @@ void cg_xform_set_dialect(cg_xform_t *x, const cg_dialect_view_t *view,
     if (x->view->message && x->dv->evs == NULL) {
         x->dv->evs = cg_xmalloc(sizeof(*x->dv->evs));
         cg_evs_init(x->dv->evs);
+        cg_evs_expect(x->dv->evs, x->view->message_size);
     }
     x->meta_created.len = 0;
     cg_buf_printf(&x->meta_created, "%lld", (long long)created);

@@ -569,9 +569,16 @@ static void answer_fields(const cg_dialect_hdrs_t *h)
         h->add(h->ctx, CG_SPAN_LIT("X-Bedrock-Session-Id"), v);
 }
 
+/* A citation event carries its references' chunks twice (again in the
+ * deprecated nested `citation`): three to five chunks of the default 300
+ * tokens make some 8 to 14 KiB, and the event-stream reader's buffer for
+ * a message that straddles reads is made to hold one. */
+#define KB_MESSAGE_SIZE 16384
+
 /* The event stream's messages come to on_message: no `event` hook. */
 static const cg_dialect_view_t kb_view = {
     .message = on_message,
+    .message_size = KB_MESSAGE_SIZE,
     .end = end_of_stream,
     .body = read_body,
     .state_size = sizeof(kb_t),

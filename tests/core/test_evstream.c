@@ -250,6 +250,53 @@ static void test_largest_message(void **state)
     free(payload);
 }
 
+/* Messages that straddle reads, of sizes n[0..count), one after the other;
+ * returns whether the straddle buffer stayed where it was made. */
+static bool straddled(cg_evs_t *r, const size_t *n, size_t count)
+{
+    const char *first = NULL;
+    bool stayed = true;
+    for (size_t i = 0; i < count; i++) {
+        char *payload = malloc(n[i]);
+        memset(payload, 'k', n[i]);
+        cg_buf_t msg = {0};
+        encode(&msg, cg_span("", 0), cg_span(payload, n[i]), false);
+        cg_evs_msg_t m;
+        assert_int_equal(cg_evs_feed(r, msg.p, 100, &m), CG_EVS_AGAIN);
+        first = first ? first : r->buf.p;
+        stayed = stayed && r->buf.p == first;
+        assert_int_equal(cg_evs_feed(r, msg.p + 100, msg.len - 100, &m), (ssize_t)(msg.len - 100));
+        assert_int_equal(m.payload.n, n[i]);
+        stayed = stayed && r->buf.p == first;
+        cg_buf_free(&msg);
+        free(payload);
+    }
+    return stayed;
+}
+
+/* A reader told to expect longer messages makes its straddle buffer at
+ * that size and keeps it: messages up to it never grow it again. Without,
+ * the buffer starts small, grows, and one past the small size it keeps is
+ * given back. */
+static void test_expected_size(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {900, 9000, 3000, 16000, 12000};
+    cg_evs_t r;
+    cg_evs_init(&r);
+    cg_evs_expect(&r, 16384);
+    assert_true(straddled(&r, sizes, 5));
+    cg_evs_msg_t m;
+    assert_int_equal(cg_evs_feed(&r, "", 0, &m), CG_EVS_AGAIN);
+    assert_int_equal(r.buf.cap, 16384);
+    cg_evs_free(&r);
+    cg_evs_init(&r);
+    assert_false(straddled(&r, sizes, 2));
+    assert_int_equal(cg_evs_feed(&r, "", 0, &m), CG_EVS_AGAIN);
+    assert_int_equal(r.buf.cap, 0);
+    cg_evs_free(&r);
+}
+
 /* --- every split ------------------------------------------------------------------- */
 
 typedef struct got {
@@ -583,6 +630,7 @@ int main(void)
         cmocka_unit_test(test_bad_headers),
         cmocka_unit_test(test_lengths),
         cmocka_unit_test(test_largest_message),
+        cmocka_unit_test(test_expected_size),
         cmocka_unit_test(test_every_split),
         cmocka_unit_test(test_error_after_good_messages),
     };
