@@ -13,7 +13,10 @@ With --dialect bedrock a stand-in of this script's own (the mock serves no
 AWS event stream) answers every request with
 tests/fixtures/dialects/answers/bedrock_citations.bin as
 application/vnd.amazon.eventstream, paced like the mock's answers (HTTP/1.1
-upstream only).
+upstream only); --dialect bedrock-kb the same with the Knowledge Bases answer
+answers/bedrock_kb_grounded.bin (citegate signs with placeholder AWS keys,
+which the stand-in does not check). Every message straddles the 16-byte
+pieces, so each stream holds its event-stream reader's buffer.
 With --h2-upstream a second citegate (profile off, an h2c server in front of
 the mock) is the upstream and the measured one speaks HTTP/2 to it; the
 number of upstream h2 connections it used is printed too.
@@ -47,7 +50,16 @@ ANSWERS = {
     "bedrock": ("dialects/answers/bedrock_citations.bin",
                 "dialects/e2e/bedrock_stream.openwebui.json",
                 "dialects/answers/bedrock_documents.request.json"),
+    "bedrock-kb": ("dialects/answers/bedrock_kb_grounded.bin",
+                   "dialects/expected/bedrock_kb_grounded_stream.openwebui.json",
+                   "dialects/answers/bedrock_kb.request.json"),
 }
+# What bedrock-kb needs to start: keys to sign with and a knowledge base.
+KB_ENV = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "bench-secret",
+          "AWS_REGION": "us-east-1",
+          "CITEGATE_BEDROCK_KB": json.dumps({"type": "KNOWLEDGE_BASE", "knowledgeBaseConfiguration": {
+              "knowledgeBaseId": "KB12345678", "modelArn": "anthropic.claude-3-haiku"}})}
+EVENT_STREAMS = ("bedrock", "bedrock-kb")
 # The pieces every answer is written in, and the pause between them.
 SPLIT, DELAY_MS = 16, 25
 
@@ -209,13 +221,13 @@ def main():
     ap.add_argument("--h2mock", help="path of build/tests/h2mock: use it (100 streams per "
                     "connection) as the h2 upstream, and add as many h2 client streams (h2load)")
     ap.add_argument("--serve-event-stream", nargs=2, metavar=("FILE", "READY"),
-                    help=argparse.SUPPRESS)  # the stand-in upstream of --dialect bedrock
+                    help=argparse.SUPPRESS)  # the stand-in upstream of the event-stream dialects
     args = ap.parse_args()
     if args.serve_event_stream:
         serve_event_stream(*args.serve_event_stream)
         return 0
-    if args.dialect == "bedrock" and (args.h2_upstream or args.h2mock):
-        ap.error("--dialect bedrock has an HTTP/1.1 upstream only")
+    if args.dialect in EVENT_STREAMS and (args.h2_upstream or args.h2mock):
+        ap.error(f"--dialect {args.dialect} has an HTTP/1.1 upstream only")
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
@@ -228,9 +240,9 @@ def main():
         mock = subprocess.Popen([args.h2mock, "--fixtures", FIXTURES,
                                  "--ready-file", ready, "--max-streams", "100", "--stats-file", stats,
                                  "--delay-ms", "400"])
-    elif args.dialect == "bedrock":
+    elif args.dialect in EVENT_STREAMS:
         mock = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve-event-stream",
-                                 os.path.join(FIXTURES, ANSWERS["bedrock"][0]), ready])
+                                 os.path.join(FIXTURES, ANSWERS[args.dialect][0]), ready])
     else:
         mock = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "tools", "mock_upstream.py"),
                                  "--port", "0", "--fixtures", FIXTURES,
@@ -257,6 +269,8 @@ def main():
                CITEGATE_UPSTREAM_PROTOCOL="h2" if args.h2_upstream or args.h2mock else "http1.1",
                CITEGATE_UPSTREAM_DIALECT=args.dialect,
                CITEGATE_LOG_LEVEL="warn", ENABLE_SEMANTIC_MEMORY="false")
+    if args.dialect == "bedrock-kb":
+        env.update(KB_ENV)
     # The defaults (1024 upstream connections, 1024 pending) carry 1,000
     # streams; only a larger run raises the cap.
     if args.streams > 1000:
