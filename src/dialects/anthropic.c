@@ -441,7 +441,7 @@ static int request(cg_chatreq_t *c, cg_dialect_err_t *err)
     if (cg__req_check_stop(c, err) != 0)
         return -1;
     cg_req_docs_t d;
-    cg__req_find_documents(c, &d);
+    cg__req_find_documents(c, &d, true);
     cg_buf_t *o = c->out;
     cg_buf_putc(o, '{');
     cg__req_put_model(c);

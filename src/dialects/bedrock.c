@@ -760,7 +760,7 @@ static int converse_request(cg_chatreq_t *c, cg_dialect_err_t *err)
                            "'-', ':' and '/'") != 0)
         return -1;
     cg_req_docs_t d;
-    cg__req_find_documents(c, &d);
+    cg__req_find_documents(c, &d, true);
     doc_list_t l = {0};
     cg_buf_t *o = c->out;
     cg_buf_putc(o, '{');

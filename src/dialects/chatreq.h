@@ -66,8 +66,9 @@ int cg__req_messages(const cg_chatreq_t *c, int *n);
 int cg__req_max_tokens(const cg_chatreq_t *c);
 
 /* The request-side <source> tags with text that a dialect sends as
- * documents (anthropic, bedrock), in id order; none without a user
- * message. Their text is read again from the same body without the
+ * documents, in id order. Anthropic and bedrock put them in the last
+ * user turn, so they find none without a user message (in_turn); cohere
+ * sends them beside the messages. Their text is read again from the same body without the
  * max_doc_bytes cut (that cut is for citations shown to the client; the
  * model must see the whole source): same body, same reader, the same
  * sources. Fills c->dreq->doc_ids, so that the answer side knows which
@@ -78,7 +79,7 @@ typedef struct cg_req_docs {
     size_t n;
 } cg_req_docs_t;
 
-void cg__req_find_documents(cg_chatreq_t *c, cg_req_docs_t *d);
+void cg__req_find_documents(cg_chatreq_t *c, cg_req_docs_t *d, bool in_turn);
 void cg__req_docs_free(cg_req_docs_t *d);
 
 /* The model the upstream path names (gemini, vertex, bedrock): the Azure

@@ -769,7 +769,7 @@ static int cohere_request(cg_chatreq_t *c, cg_dialect_err_t *err)
         return -1;
     keep_model(c);
     cg_req_docs_t d;
-    cg__req_find_documents(c, &d);
+    cg__req_find_documents(c, &d, false);
     cg_buf_t *o = c->out;
     cg_buf_putc(o, '{');
     cg__req_put_model(c);

@@ -154,11 +154,11 @@ static int by_id(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void cg__req_find_documents(cg_chatreq_t *c, cg_req_docs_t *d)
+void cg__req_find_documents(cg_chatreq_t *c, cg_req_docs_t *d, bool in_turn)
 {
     const cg_request_t *req = c->in->req;
     memset(d, 0, sizeof(*d));
-    if (req == NULL || req->sources.n == 0 || c->last_user < 0)
+    if (req == NULL || req->sources.n == 0 || (in_turn && c->last_user < 0))
         return;
     cg_cite_opts_t whole = {SIZE_MAX, false};
     cg_request_parse(&d->full, c->body, c->len, &whole);

@@ -204,6 +204,17 @@ static void test_request(void **state)
         "{\"model\":\"my-deployment\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
         "\"max_tokens\":9,\"stop_sequences\":[\"a\",\"b\"],"
         "\"citation_options\":{\"mode\":\"accurate\"}}");
+    /* Documents go beside the messages: a system message's <source> tags
+     * are sent with no user message at all. */
+    translate_as("{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":"
+                 "\"<source id=\\\"2\\\" name=\\\"two.md\\\">Two.</source>\"},"
+                 "{\"role\":\"assistant\",\"content\":\"a\"}]}",
+                 CG_COHERE_FAST, NULL,
+                 "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":"
+                 "\"<source id=\\\"2\\\" name=\\\"two.md\\\">Two.</source>\"},"
+                 "{\"role\":\"assistant\",\"content\":\"a\"}],\"documents\":[{\"id\":\"2\","
+                 "\"data\":{\"title\":\"two.md\",\"snippet\":\"Two.\"}}],"
+                 "\"citation_options\":{\"mode\":\"fast\"}}");
     /* off: no citation_options at all. */
     translate_as("{\"model\":\"m\",\"stream\":false,\"messages\":[{\"role\":\"user\","
                  "\"content\":\"q\"}]}",

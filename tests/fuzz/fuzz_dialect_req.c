@@ -69,7 +69,7 @@
  *     byte for byte; documents are {id: "N", data: {title, snippet, url?}}
  *     for each <source> tag with text (read here without the max_doc_bytes
  *     cut: the model sees the whole text), in increasing id order, N its
- *     doc_ids entry, none without a user message; citation_options is
+ *     doc_ids entry, with or without a user message; citation_options is
  *     {"mode":"fast"} or {"mode":"accurate"} as configured, absent when off;
  *   - the same input gives the same bytes twice.
  * The body is an exact-size heap copy, so ASan sees any read past its end.
@@ -700,20 +700,18 @@ static void check_cohere_document(const cg_json_t *j, int doc, const cg_cites_t 
     FZ_CHECK(s->url == NULL || decoded_is(j, cg_json_get(j, data, "url"), s->url));
 }
 
-/* documents: a <source> tag with text is one, in increasing id order; none
- * without a user message. Its text is read here without the max_doc_bytes
- * cut: that cut is for what the client is shown. */
+/* documents: a <source> tag with text is one, in increasing id order, with
+ * or without a user message (they go beside the messages). Its text is
+ * read here without the max_doc_bytes cut: that cut is for what the client
+ * is shown. */
 static void check_cohere_documents(const cg_json_t *j, const char *body, size_t len,
                                    const cg_request_t *req, const cg_dialect_req_t *out)
 {
     cg_request_t whole;
     cg_cite_opts_t all = {SIZE_MAX, false};
     FZ_CHECK(cg_request_parse(&whole, body, len, &all) == 0);
-    cg_buf_t question = {0};
-    bool user = last_user_text(body, len, &question);
-    cg_buf_free(&question);
     size_t want = 0;
-    for (size_t i = 0; user && i < whole.sources.n; i++)
+    for (size_t i = 0; i < whole.sources.n; i++)
         want += whole.sources.v[i].content[0] != '\0' &&
                 cg_cites_find(&req->sources, whole.sources.v[i].id) != NULL;
     int docs = cg_json_get(j, 0, "documents");
