@@ -64,34 +64,9 @@
 #include <string.h>
 #include <time.h>
 
-/* --- Allocation counting (GNU ld --wrap) ---------------------------------- */
+#include "alloc_count.h"
 
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t count, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t count, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-
-static uint64_t g_allocs; /* malloc + calloc + realloc calls */
-
-void *__wrap_malloc(size_t n)
-{
-    g_allocs++;
-    return __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t count, size_t size)
-{
-    g_allocs++;
-    return __real_calloc(count, size);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    g_allocs++;
-    return __real_realloc(p, n);
-}
+/* Allocations are counted by tests/support/alloc_count.c (GNU ld --wrap). */
 
 /* --- Helpers --------------------------------------------------------------- */
 
@@ -463,7 +438,7 @@ static xres_t xform_pass(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg
 {
     cg_out_t *out = &worker_out;
     xres_t r = {0};
-    uint64_t a_start = g_allocs;
+    uint64_t a_start = alloc_count;
     uint64_t t0 = now_ns();
     for (size_t a = 0; a < in->nans; a++) {
         const char *p = in->p + in->off[a];
@@ -473,7 +448,7 @@ static xres_t xform_pass(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg
         size_t k = 0;
         for (size_t pos = 0; pos < len; pos += rd, k++) {
             size_t n = len - pos < rd ? len - pos : rd;
-            uint64_t a0 = g_allocs, e0 = st->events_in;
+            uint64_t a0 = alloc_count, e0 = st->events_in;
             uint64_t f0 = lat_read ? now_ns() : 0;
             cg_xform_feed(x, p + pos, n, out);
             if (lat_read) {
@@ -485,7 +460,7 @@ static xres_t xform_pass(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg
             }
             r.out_bytes += out_bytes(out);
             if (k >= 2) {
-                uint64_t na = g_allocs - a0, ne = st->events_in - e0;
+                uint64_t na = alloc_count - a0, ne = st->events_in - e0;
                 r.allocs_steady += na;
                 r.events_steady += ne;
                 r.feeds_steady++;
@@ -506,7 +481,7 @@ static xres_t xform_pass(const input_t *in, size_t rd, const cg_xform_cfg_t *cfg
         cg_xform_free(x);
     }
     r.ns = now_ns() - t0;
-    r.allocs_total = g_allocs - a_start;
+    r.allocs_total = alloc_count - a_start;
     return r;
 }
 
@@ -837,11 +812,11 @@ static void bench_dialect(void)
             die("dialect translation refused the benchmark body");
     for (int r = 0; r < ROUNDS; r++) {
         for (int f = 0; f < NFN; f++) {
-            uint64_t a0 = g_allocs, t0 = now_ns();
+            uint64_t a0 = alloc_count, t0 = now_ns();
             for (int i = 0; i < ITERS; i++)
                 fns[f](b.p, b.len, &req);
             t[f][r] = (double)(now_ns() - t0) / ITERS;
-            allocs[f] += g_allocs - a0;
+            allocs[f] += alloc_count - a0;
         }
     }
     double med[NFN];
@@ -1126,6 +1101,21 @@ static void gm_support(cg_buf_t *b, bool first, uint64_t end, unsigned k)
     cg_buf_puts(b, "]}");
 }
 
+/* One text piece of 4-32 bytes (and a last word) for the gemini and cohere
+ * answers: words, commas and JSON-escaped paragraph breaks; returns its
+ * length. */
+static size_t plain_words(char *piece)
+{
+    size_t n = 0, target = 4 + rng_below(29);
+    while (n < target) {
+        unsigned r = rng_below(100);
+        const char *w = r < 3 ? ".\\n\\n" : r < 10 ? "," : words[rng_below(NWORDS)];
+        memcpy(piece + n, w, strlen(w));
+        n += strlen(w);
+    }
+    return n;
+}
+
 static void gen_gemini_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
 {
     cg_buf_t supports = {0};
@@ -1134,13 +1124,7 @@ static void gen_gemini_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
     long to_support = 150 + (long)rng_below(301);
     for (unsigned e = 0; e < nev; e++) {
         char piece[160];
-        size_t n = 0, target = 4 + rng_below(29);
-        while (n < target) {
-            unsigned r = rng_below(100);
-            const char *w = r < 3 ? ".\\n\\n" : r < 10 ? "," : words[rng_below(NWORDS)];
-            memcpy(piece + n, w, strlen(w));
-            n += strlen(w);
-        }
+        size_t n = plain_words(piece);
         bool last = e + 1 == nev;
         text += gm_decoded(piece, n);
         to_support -= (long)n;
@@ -1808,13 +1792,7 @@ static void gen_cohere_answer(cg_buf_t *b, unsigned nev, gen_totals_t *t)
     long to_cite = 150 + (long)rng_below(301);
     for (unsigned e = 0; e < nev; e++) {
         char piece[160];
-        size_t n = 0, target = 4 + rng_below(29);
-        while (n < target) {
-            unsigned r = rng_below(100);
-            const char *w = r < 3 ? ".\\n\\n" : r < 10 ? "," : words[rng_below(NWORDS)];
-            memcpy(piece + n, w, strlen(w));
-            n += strlen(w);
-        }
+        size_t n = plain_words(piece);
         cg_buf_printf(b,
                       CO_EVENT("content-delta") ",\"index\":0,\"delta\":{\"message\":{\"content\":"
                                                 "{\"text\":\"%.*s\"}}}}\n\n",

@@ -8,40 +8,15 @@
 #include "citegate/cite.h"
 #include "citegate/request.h"
 
+#include "alloc_count.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const cg_cite_opts_t opts = {8192, true};
 
-/* Heap allocations, counted by wrapping malloc, calloc and realloc at link
- * time (tests/CMakeLists.txt), as bench/core counts them. */
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t count, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t count, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-
-static size_t allocs;
-
-void *__wrap_malloc(size_t n)
-{
-    allocs++;
-    return __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t count, size_t size)
-{
-    allocs++;
-    return __real_calloc(count, size);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    allocs++;
-    return __real_realloc(p, n);
-}
+/* Heap allocations: alloc_count.c, linked as bench/core links it. */
 
 static void azure(cg_cites_t *c, const char *ctx_json)
 {
@@ -367,7 +342,7 @@ static void test_fields_stay_put(void **state)
     enum { N = 240 };
     static seen_t seen[N];
     cg_cites_t c = {0};
-    size_t a0 = allocs, bytes = 0;
+    uint64_t a0 = alloc_count, bytes = 0;
     for (unsigned id = 1; id <= N; id++) {
         size_t len = (id * 397u) % 6000;
         const cg_citation_t *x = add_source(&c, id, len, &opts);
@@ -378,7 +353,7 @@ static void test_fields_stay_put(void **state)
     }
     assert_true(bytes > 40 * 16384); /* far past the first block */
     /* v: 8 doubled 5 times; blocks: 4 KiB doubled up to 1 MiB. */
-    assert_true(allocs - a0 <= 6 + 9);
+    assert_true(alloc_count - a0 <= 6 + 9);
     for (unsigned id = 1; id <= N; id++) {
         const cg_citation_t *x = cg_cites_find(&c, id);
         assert_non_null(x);
@@ -403,13 +378,13 @@ static void test_adds_after_warm_up_allocate_nothing(void **state)
     (void)state;
     cg_cites_t c = {0};
     add_source(&c, 1, 300, &opts);
-    size_t a0 = allocs;
+    uint64_t a0 = alloc_count;
     for (unsigned id = 2; id <= 8; id++) {
         add_source(&c, id, 150 + id * 10, &opts);
         cg_cites_append_content(&c, id, cg_span(" and more", 9), &opts);
     }
     add_source(&c, 5, 100, &opts); /* known: kept as it was */
-    assert_int_equal(allocs - a0, 0);
+    assert_int_equal(alloc_count - a0, 0);
     assert_int_equal(c.n, 8);
     assert_int_equal(strlen(cg_cites_find(&c, 8)->content), 150 + 8 * 10 + 9);
     cg_cites_free(&c);
@@ -491,9 +466,9 @@ static void test_copy(void **state)
     cg_cites_append_content(&src, 3, cg_span("!", 1), &opts);
     for (unsigned id = 1; id <= N; id++)
         see(&seen[id - 1], cg_cites_find(&src, id));
-    size_t a0 = allocs;
+    uint64_t a0 = alloc_count;
     cg_cites_copy(&dst, &src);
-    assert_int_equal(allocs - a0, 2); /* the citations and one block */
+    assert_int_equal(alloc_count - a0, 2); /* the citations and one block */
     assert_int_equal(dst.n, N);
     assert_int_equal(dst.kind, CG_CITES_DIALECT);
     for (unsigned id = 1; id <= N; id++)
